@@ -1,0 +1,99 @@
+"""How a check is declared and how it records what it saw.
+
+A check is a pytest test function decorated with :func:`check`.  It receives parsed
+facts through fixtures (``host``, ``facts``, ``cluster``) and records one result per
+subject through the ``verdict`` fixture, so a single test can say "npu3 failed, the
+other seven passed".  Check bodies do no I/O: everything they need was gathered
+before the first test ran, from the fact names listed in ``needs``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from .results import SEVERITIES, Result
+
+MARKER = "preflight_check"
+
+
+@dataclass(frozen=True)
+class CheckInfo:
+    id: str
+    severity: str
+    title: str
+    remedy: str
+    reference: str
+    needs: tuple[str, ...] = ()
+    scope: str = "host"  # "host": parametrized per inventory host; "cluster": once for all hosts
+
+
+def check(id: str, *, title: str, remedy: str, reference: str, severity: str = "error",
+          needs: tuple[str, ...] | list[str] = (), scope: str = "host"):
+    """Mark a test function as the preflight check ``id``.
+
+    ``needs`` names the facts (see :mod:`preflight.facts`) the check reads; only the
+    facts of the selected checks are gathered.  ``remedy`` is the default fix shown
+    with every failure, ``reference`` the FAQ item the check comes from.
+    """
+    if severity not in SEVERITIES:
+        raise ValueError(f"{id}: severity must be one of {SEVERITIES}")
+    if scope not in ("host", "cluster"):
+        raise ValueError(f"{id}: scope must be 'host' or 'cluster'")
+    info = CheckInfo(id=id, severity=severity, title=title, remedy=remedy, reference=reference,
+                     needs=tuple(needs), scope=scope)
+    return getattr(pytest.mark, MARKER)(info)
+
+
+def info_of(item) -> CheckInfo | None:
+    marker = item.get_closest_marker(MARKER)
+    return marker.args[0] if marker else None
+
+
+class Verdict:
+    """Collects the results of one check invocation (one host, or the cluster)."""
+
+    def __init__(self, info: CheckInfo, host: str | None, nodeid: str | None = None):
+        self.info = info
+        self.host = host
+        self.nodeid = nodeid
+        self.results: list[Result] = []
+
+    def _add(self, outcome, subject, message, *, severity=None, observed=None, expected=None,
+             remedy=None, outliers=(), host=...):
+        self.results.append(Result(
+            check=self.info.id,
+            host=self.host if host is ... else host,
+            subject=subject,
+            outcome=outcome,
+            severity=severity or self.info.severity,
+            message=message,
+            remedy=self.info.remedy if remedy is None else remedy,
+            reference=self.info.reference,
+            observed=observed,
+            expected=expected,
+            outliers=tuple(outliers),
+            nodeid=self.nodeid,
+        ))
+
+    def passed(self, subject: str | None = None, message: str = "ok", **kw) -> None:
+        self._add("passed", subject, message, remedy="", **kw)
+
+    def failed(self, subject: str | None = None, *, observed: str, expected: str,
+               where: str | None = None, severity: str | None = None, remedy: str | None = None,
+               outliers=(), **kw) -> None:
+        """Record a failure: what was observed, what was expected, and where."""
+        severity = severity or self.info.severity
+        place = where or " ".join(p for p in (self.host, subject) if p)
+        message = f"{place}: {observed}; expected {expected}" if place else f"{observed}; expected {expected}"
+        outcome = "warning" if severity == "warning" else "failed"
+        self._add(outcome, subject, message, severity=severity, observed=observed, expected=expected,
+                  remedy=remedy, outliers=outliers, **kw)
+
+    def error(self, subject: str | None = None, message: str = "", **kw) -> None:
+        """The check could not be evaluated (output missing, timed out or unreadable)."""
+        self._add("error", subject, message, remedy=kw.pop("remedy", ""), **kw)
+
+    def skipped(self, subject: str | None = None, message: str = "not applicable", **kw) -> None:
+        self._add("skipped", subject, message, remedy="", **kw)

@@ -1,0 +1,238 @@
+"""Facts: what the probe collects, how each output is parsed, and the per-host store.
+
+A fact is a named read-only command plus a pure parser.  Checks name the facts they
+need (``@check(needs=...)``); the plan turns the selected checks into the list of
+commands of one probe script.  Parsing is lazy and cached, and a fact that cannot be
+read (tool missing, timed out, garbage) becomes a precise :class:`FactUnavailable`
+that the check reports as an ``error`` result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .parsers import ParseError
+from .parsers import hccn_tool as hccn
+from .parsers import npu_smi
+from .parsers import system
+from .probe import CommandOutput, ProbeCommand
+
+
+class FactUnavailable(Exception):
+    """A fact could not be read; the message says why, in an operator's words."""
+
+
+@dataclass(frozen=True)
+class FactSpec:
+    name: str
+    command: str
+    parse: Callable[[str], Any]
+    tool: str = ""
+    per_device: bool = False
+    ok_rc: tuple[int, ...] = (0,)  # exit codes whose stdout is meaningful
+    display: str = ""  # the command as an operator would type it, for messages
+    phase: int = 1  # 2: gathered by the cross-node phase (preflight.activeprobe), not by the probe script
+
+    def probe_command(self) -> ProbeCommand:
+        return ProbeCommand(self.name, self.command, tool=self.tool, per_device=self.per_device)
+
+
+def _optional_path(text: str) -> str | None:
+    text = text.strip()
+    return text.splitlines()[0] if text else None
+
+
+FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
+    FactSpec("session.env", "env -0", system.parse_env0,
+             display="env (non-interactive SSH session)"),
+    FactSpec("session.nofile", 'printf "%s %s\\n" "$(ulimit -Sn)" "$(ulimit -Hn)"', system.parse_nofile,
+             display="ulimit -Sn; ulimit -Hn"),
+    FactSpec("net.interfaces", "ip -j addr show", system.parse_ip_addr_json, tool="ip",
+             display="ip -j addr show"),
+    FactSpec("net.listening", "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", system.parse_listening_ports,
+             ok_rc=(0, 1), display="cat /proc/net/tcp /proc/net/tcp6"),
+    FactSpec("dev.nodes",
+             "cd /dev && stat -c '%n|%F|%t|%T|%U|%G|%a' -- davinci* vdavinci* davinci_manager devmm_svm hisi_hdc "
+             "2>/dev/null; true",
+             system.parse_dev_listing, display="ls -l /dev/davinci* /dev/devmm_svm /dev/hisi_hdc"),
+    FactSpec("tools.pdsh", "command -v pdsh", _optional_path, ok_rc=(0, 1), display="command -v pdsh"),
+    FactSpec("tools.python3", "command -v python3", _optional_path, ok_rc=(0, 1), display="command -v python3"),
+    FactSpec("npu_smi.info", '"$PF_NPUSMI" info', npu_smi.parse_npu_smi_info, tool="npu-smi",
+             display="npu-smi info"),
+    FactSpec("hccn.link", '"$PF_HCCN" -i "$PF_DEV" -link -g', hccn.parse_link, tool="hccn_tool",
+             per_device=True, display="hccn_tool -i {dev} -link -g"),
+    FactSpec("hccn.tls", '"$PF_HCCN" -i "$PF_DEV" -tls -g', hccn.parse_tls, tool="hccn_tool",
+             per_device=True, display="hccn_tool -i {dev} -tls -g"),
+    # Phase two: a bounded TCP connect from this worker to the Ray head's GCS port.
+    FactSpec("tcp.ray_gcs", "", system.parse_tcp_probe, ok_rc=(0, 1), phase=2,
+             display="TCP connect to the Ray head's GCS port"),
+]}
+
+
+def resolve(names) -> list[FactSpec]:
+    """The specs for fact names (an optional need is written ``name?``), in registry order."""
+    wanted = {n.rstrip("?") for n in names}
+    unknown = wanted - FACTS.keys()
+    if unknown:
+        raise KeyError(f"unknown fact(s): {', '.join(sorted(unknown))}")
+    return [spec for name, spec in FACTS.items() if name in wanted]
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:160]
+    return ""
+
+
+def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: str) -> str | None:
+    if out.skipped:
+        return f"`{shown}` was not run: {out.skipped}"
+    if out.rc is None:
+        return f"`{shown}` did not finish before the host's deadline"
+    if out.rc in (124, 137):
+        return f"`{shown}` timed out{timeout_hint} (hung tool)"
+    if out.rc == 127:
+        tool = spec.tool or shown.split()[0]
+        return f"`{shown}`: {tool} not found on the host (not installed, or not on PATH in a non-interactive session)"
+    if out.rc == 126:
+        return f"`{shown}`: permission denied"
+    if out.rc not in spec.ok_rc:
+        detail = _first_line(out.stderr) or _first_line(out.stdout) or "no output"
+        return f"`{shown}` failed with exit code {out.rc}: {detail}"
+    return None
+
+
+@dataclass
+class HostFacts:
+    """Everything gathered from one host: raw outputs, and parsed facts on demand."""
+
+    host: str
+    address: str = ""
+    reachable: bool = True
+    error: str | None = None
+    error_kind: str | None = None  # unreachable, auth, hostkey, timeout, config (see TransportError)
+    gather_s: float = 0.0
+    raw: dict[str, CommandOutput] = field(default_factory=dict)
+    command_timeout: float | None = None
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def _parse(self, key: str, spec: FactSpec, dev: int | None):
+        shown = (spec.display or spec.command).format(dev=dev)
+        if key not in self.raw:
+            raise FactUnavailable(f"`{shown}` was not gathered from {self.host}")
+        out = self.raw[key]
+        hint = f" after {self.command_timeout:g}s" if self.command_timeout else ""
+        why = _why_unusable(spec, out, shown, hint)
+        if why:
+            raise FactUnavailable(why)
+        try:
+            return spec.parse(out.stdout)
+        except ParseError as exc:
+            sample = _first_line(out.stdout)
+            got = f"; output starts {sample!r}" if sample else "; output was empty"
+            raise FactUnavailable(f"unreadable output of `{shown}`: {exc}{got}") from None
+
+    def get(self, name: str):
+        """The parsed value of a host-level fact, or :class:`FactUnavailable`."""
+        if name in self._cache:
+            value = self._cache[name]
+        else:
+            try:
+                value = self._parse(name, FACTS[name], None)
+            except FactUnavailable as exc:
+                value = exc
+            self._cache[name] = value
+        if isinstance(value, FactUnavailable):
+            raise value
+        return value
+
+    def devices(self) -> list[int]:
+        """The NPU device indexes the probe found (``/dev/davinciN``)."""
+        out = self.raw.get("probe.devices")
+        if out is None:
+            return []
+        return [int(t) for t in out.stdout.split() if t.isdigit()]
+
+    def per_device(self, name: str) -> dict[int, Any]:
+        """``{device: parsed value or FactUnavailable}`` for a per-device fact."""
+        spec = FACTS[name]
+        result = {}
+        for dev in self.devices():
+            key = f"{name}/{dev}"
+            if key not in self._cache:
+                try:
+                    self._cache[key] = self._parse(key, spec, dev)
+                except FactUnavailable as exc:
+                    self._cache[key] = exc
+            result[dev] = self._cache[key]
+        return result
+
+    def to_json(self) -> dict:
+        parsed = {}
+        for name in sorted({k.split("/")[0] for k in self.raw if k in FACTS or k.split("/")[0] in FACTS}):
+            spec = FACTS[name]
+            if spec.per_device:
+                values = self.per_device(name)
+                parsed[name] = {str(d): _jsonable(v) for d, v in values.items()}
+            else:
+                try:
+                    value = self.get(name)
+                    if name == "session.env":
+                        value = {k: "<redacted>" if is_secret_name(k) else v for k, v in value.items()}
+                    parsed[name] = _jsonable(value)
+                except FactUnavailable as exc:
+                    parsed[name] = {"unavailable": str(exc)}
+        return {
+            "host": self.host, "address": self.address, "reachable": self.reachable, "error": self.error,
+            "error_kind": self.error_kind, "gather_s": round(self.gather_s, 3), "command_timeout": self.command_timeout,
+            "raw": {k: _redacted(k, v).to_json() for k, v in self.raw.items()},
+            "parsed": parsed,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "HostFacts":
+        return cls(host=data["host"], address=data.get("address", ""), reachable=data.get("reachable", True),
+                   error=data.get("error"), error_kind=data.get("error_kind"),
+                   gather_s=data.get("gather_s", 0.0),
+                   command_timeout=data.get("command_timeout"),
+                   raw={k: CommandOutput.from_json(v) for k, v in (data.get("raw") or {}).items()})
+
+
+_SECRET_WORDS = ("PASS", "SECRET", "TOKEN", "CREDENTIAL", "PRIVATE", "APIKEY", "API_KEY", "ACCESS_KEY")
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return any(word in upper for word in _SECRET_WORDS)
+
+
+def _redacted(key: str, out: CommandOutput) -> CommandOutput:
+    """Environment values whose names look like secrets never leave the controller."""
+    if key != "session.env":
+        return out
+    records = []
+    for record in out.stdout.split("\0"):
+        name, sep, value = record.partition("=")
+        records.append(f"{name}=<redacted>" if sep and is_secret_name(name) else record)
+    return CommandOutput(stdout="\0".join(records), stderr=out.stderr, rc=out.rc, elapsed_s=out.elapsed_s,
+                         truncated=out.truncated, skipped=out.skipped)
+
+
+def _jsonable(value):
+    """Parsed facts as JSON for --facts-out (informational; --facts-in re-parses the raw outputs)."""
+    import dataclasses
+
+    if isinstance(value, FactUnavailable):
+        return {"unavailable": str(value)}
+    if dataclasses.is_dataclass(value):
+        return _jsonable(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value) if isinstance(value, (set, frozenset)) else value
+        return [_jsonable(v) for v in items]
+    return value
+
+

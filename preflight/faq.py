@@ -1,0 +1,15 @@
+"""Where each failure mode comes from: the FAQ items of ../shared/CATALOG.md, cited in
+every result so an operator can read the original advice."""
+
+M1 = "MindSpeed-MM FAQ #1: CANN, driver, torch and torch_npu versions out of step"
+M4 = "MindSpeed-MM FAQ #4: multi-node launch script hangs silently without pdsh"
+M12 = "MindSpeed-MM FAQ #12: wrong NIC name in HCCL/GLOO/TP_SOCKET_IFNAME causes communication timeouts"
+V_Q1 = "verl NPU FAQ Q1: NPU device not visible (check npu-smi info and device visibility)"
+R_NPU_VISIBLE = "ROLL Ascend NPU FAQ: NPU not visible inside the container (devices not mounted)"
+R_HCCL_LINK = "ROLL Ascend NPU FAQ: HCCL communication timeout, step 1 (hccn_tool -link -g must be UP)"
+R_HCCL_TLS = "ROLL Ascend NPU FAQ: HCCL communication timeout, step 3 (TLS switch consistent across nodes)"
+R_CROSS_NODE_IFNAME = ("ROLL Ascend NPU FAQ: cross-node NPU communication timeout, step 1 "
+                       "(HCCL_SOCKET_IFNAME correct and the same NIC name on every node)")
+R_ULIMIT = "ROLL Ascend NPU FAQ: ulimit too low (OSError: [Errno 24] Too many open files)"
+R_RAY_JOIN = "ROLL Ascend NPU FAQ: Ray worker nodes cannot join (head port 6379 reachable, firewall open)"
+X_REACHABLE = "Standard multi-node failure (not in the FAQs): a node that cannot be reached over SSH"

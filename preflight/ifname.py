@@ -1,0 +1,81 @@
+"""Which network interfaces a ``*_SOCKET_IFNAME`` variable selects on a node.
+
+HCCL_SOCKET_IFNAME (CANN docs): ``eth,enp`` selects interfaces by prefix, ``^eth`` excludes
+prefixes, ``=eth0,enp0`` selects exact names, ``^=eth0`` excludes exact names; the first
+match in name order wins.  GLOO_SOCKET_IFNAME and TP_SOCKET_IFNAME name exact interfaces
+(comma-separated for gloo).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+VARIABLES = ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+
+
+@dataclass(frozen=True)
+class Selection:
+    variable: str
+    value: str
+    matched: tuple[str, ...]  # interfaces the value names or matches, in name order
+    usable: tuple[str, ...]  # of those: up, with an address
+    exact: bool  # the value names interfaces exactly (so every named one must be usable)
+    missing: tuple[str, ...]  # exact names that do not exist on the node
+
+    @property
+    def chosen(self) -> str | None:
+        """The interface the library will use (HCCL: the first usable match)."""
+        return self.usable[0] if self.usable else None
+
+
+def _usable(iface) -> bool:
+    return iface.up and bool(iface.addresses)
+
+
+def select(variable: str, value: str, interfaces: dict) -> Selection:
+    names = sorted(interfaces)
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if variable == "HCCL_SOCKET_IFNAME":
+        if value.startswith("^="):
+            excluded = {v.strip() for v in value[2:].split(",") if v.strip()}
+            matched = [n for n in names if n not in excluded and n != "lo"]
+            exact, wanted = False, []
+        elif value.startswith("^"):
+            prefixes = [v.strip() for v in value[1:].split(",") if v.strip()]
+            matched = [n for n in names if not any(n.startswith(p) for p in prefixes) and n != "lo"]
+            exact, wanted = False, []
+        elif value.startswith("="):
+            wanted = [v.strip() for v in value[1:].split(",") if v.strip()]
+            matched = [n for n in wanted if n in interfaces]
+            exact = True
+        else:
+            matched = [n for n in names if any(n.startswith(p) for p in items)]
+            exact, wanted = False, []
+    else:
+        wanted = items
+        matched = [n for n in wanted if n in interfaces]
+        exact = True
+    usable = tuple(n for n in matched if _usable(interfaces[n]))
+    missing = tuple(n for n in wanted if n not in interfaces) if exact else ()
+    return Selection(variable, value, tuple(matched), usable, exact, missing)
+
+
+def describe(interfaces: dict) -> str:
+    parts = []
+    for name in sorted(interfaces):
+        iface = interfaces[name]
+        state = "UP" if iface.up else iface.operstate or "DOWN"
+        addr = ",".join(iface.addresses) if iface.addresses else "no address"
+        parts.append(f"{name} {state} {addr}")
+    return "; ".join(parts) or "none"
+
+
+def effective_env(host, env: dict) -> dict[str, str]:
+    """The session environment, overlaid with the job environment the inventory declares."""
+    merged = dict(env)
+    for name, value in (host.vars.get("env") or {}).items():
+        if value is None:
+            merged.pop(name, None)
+        else:
+            merged[name] = str(value)
+    return merged

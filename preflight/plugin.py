@@ -1,0 +1,246 @@
+"""The pytest plugin: options, collection of the built-in checks, gathering before the
+first test, fixtures, and turning each check's verdict into pytest outcomes and reports.
+
+Hooks are thin; the work lives in :mod:`preflight.run` (the run's state), the
+gatherer, and the report writers.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from pathlib import Path
+
+import pytest
+
+from .check import MARKER, Verdict, info_of
+from .facts import FACTS, FactUnavailable
+from .inventory import InventoryError
+from .run import RUN_KEY, PreflightRun, builtin_checks_dir
+
+# ---------------------------------------------------------------------- options
+
+
+def _inventory_owned_elsewhere() -> bool:
+    # pytest-ansible registers --inventory too; argparse would refuse a second owner.
+    try:
+        importlib.metadata.distribution("pytest-ansible")
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def pytest_addoption(parser, pluginmanager):
+    group = parser.getgroup("preflight", "ascend-preflight (Ascend NPU cluster preflight checks)")
+    names = ["--preflight-inventory"]
+    if not _inventory_owned_elsewhere():
+        names.insert(0, "--inventory")
+    try:
+        group.addoption(*names, dest="preflight_inventory", metavar="FILE", default=None,
+                        help="inventory of hosts to check (native or Ansible YAML); runs the built-in checks")
+    except ValueError:
+        group.addoption("--preflight-inventory", dest="preflight_inventory", metavar="FILE", default=None,
+                        help="inventory of hosts to check (native or Ansible YAML); runs the built-in checks")
+    group.addoption("--report-dir", dest="preflight_report_dir", metavar="DIR", default="reports",
+                    help="where preflight.html, matrix.html and preflight.json go (default: reports)")
+    group.addoption("--fanout", dest="preflight_fanout", type=int, default=32, metavar="N",
+                    help="hosts gathered at once (default: 32)")
+    group.addoption("--host-timeout", dest="preflight_host_timeout", type=float, default=60.0, metavar="S",
+                    help="deadline for one host's whole probe, connect included (default: 60)")
+    group.addoption("--command-timeout", dest="preflight_command_timeout", type=float, default=10.0, metavar="S",
+                    help="deadline for each command of the probe (default: 10)")
+    group.addoption("--connect-timeout", dest="preflight_connect_timeout", type=float, default=10.0, metavar="S",
+                    help="SSH connect, banner and authentication timeout (default: 10)")
+    group.addoption("--accept-new-host-keys", dest="preflight_accept_new", action="store_true",
+                    help="accept and record host keys not yet in known_hosts (changed keys are always refused)")
+    group.addoption("--facts-out", dest="preflight_facts_out", metavar="FILE", default=None,
+                    help="save the raw outputs and parsed facts of every host to FILE (JSON)")
+    group.addoption("--facts-in", dest="preflight_facts_in", metavar="FILE", default=None,
+                    help="run the checks on facts saved with --facts-out, without contacting any host")
+    group.addoption("--preflight-strict", dest="preflight_strict", action="store_true",
+                    help="failed warning-severity checks fail the run too (pytest's --strict does the same)")
+
+
+# ------------------------------------------------------------------ configuration
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{MARKER}(info): an ascend-preflight check (set by @preflight.check.check)")
+    inventory = config.getoption("preflight_inventory", None)
+    facts_in = config.getoption("preflight_facts_in", None)
+    if not inventory and not facts_in:
+        return
+    try:
+        run = PreflightRun.from_config(config)
+    except InventoryError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[RUN_KEY] = run
+
+    # The built-in checks always run; path arguments add the user's own check modules.
+    checks = str(builtin_checks_dir())
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        config.args = [checks, *config.args]
+    else:
+        config.args = [checks]
+
+    # pytest-html writes preflight.html unless the user asked for another --html.
+    if config.pluginmanager.hasplugin("html"):
+        if not getattr(config.option, "htmlpath", None):
+            config.option.htmlpath = os.path.join(run.report_dir, "preflight.html")
+            config.option.self_contained_html = True
+        from .report.html import HtmlHooks
+
+        config.pluginmanager.register(HtmlHooks(run), "preflight-html")
+
+
+def _run(config) -> PreflightRun | None:
+    return config.stash.get(RUN_KEY, None)
+
+
+def pytest_collect_file(file_path: Path, parent):
+    """Check modules of the built-in catalog are named by area (devices.py, hccl.py)."""
+    if _run(parent.config) is None or file_path.suffix != ".py" or file_path.name == "__init__.py":
+        return None
+    if file_path.parent == builtin_checks_dir():
+        return pytest.Module.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_generate_tests(metafunc):
+    run = _run(metafunc.config)
+    if run is None or "host" not in metafunc.fixturenames:
+        return
+    hosts = run.hosts
+    metafunc.parametrize("host", hosts, ids=[h.name for h in hosts], indirect=True)
+
+
+# --------------------------------------------------------------------- gathering
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    """Gather every host once, before the first check runs (after -k/-m selection)."""
+    run = _run(session.config)
+    if run is None or session.config.option.collectonly or not session.items:
+        return None
+    needs = set()
+    for item in session.items:
+        info = info_of(item)
+        if info:
+            needs.update(info.needs)
+    run.gather(needs)
+    return None
+
+
+# ---------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def host(request):
+    """The inventory host this check runs on (:class:`preflight.inventory.Host`)."""
+    if not hasattr(request, "param"):
+        pytest.fail("the `host` fixture needs --inventory", pytrace=False)
+    return request.param
+
+
+def _require_run(request) -> PreflightRun:
+    run = _run(request.config)
+    if run is None:
+        pytest.fail("ascend-preflight fixtures need --inventory (or --facts-in)", pytrace=False)
+    return run
+
+
+@pytest.fixture
+def facts(request, host):
+    """This host's gathered facts; the check errors (not fails) when they cannot be read."""
+    run = _require_run(request)
+    host_facts = run.facts_for(host.name)
+    if host_facts is None or not host_facts.reachable:
+        why = host_facts.error if host_facts else "not gathered"
+        pytest.fail(f"not evaluated: {host.name} is unreachable ({why})", pytrace=False)
+    info = info_of(request.node)
+    problem = None
+    for need in (info.needs if info else ()):
+        spec = FACTS.get(need.rstrip("?"))
+        if need.endswith("?") or spec is None or spec.per_device or spec.phase != 1:
+            continue  # optional, per-device and phase-two facts are judged by the check itself
+        try:
+            host_facts.get(need)
+        except FactUnavailable as exc:
+            problem = str(exc)
+            break
+    if problem:
+        pytest.fail(f"not evaluated: {problem}", pytrace=False)
+    return host_facts
+
+
+@pytest.fixture
+def cluster(request):
+    """Every host's facts, for checks that compare nodes (:class:`preflight.run.Cluster`)."""
+    return _require_run(request).cluster()
+
+
+@pytest.fixture
+def gathered(request, host):
+    """This host's gathering status, also for unreachable hosts (cluster.reachable)."""
+    run = _require_run(request)
+    return run.facts_for(host.name)
+
+
+@pytest.fixture
+def verdict(request):
+    """Where a check records one result per subject."""
+    info = info_of(request.node)
+    if info is None:
+        pytest.fail("the `verdict` fixture is for functions decorated with @check", pytrace=False)
+    host = request.node.callspec.params.get("host") if hasattr(request.node, "callspec") else None
+    v = Verdict(info, host.name if host is not None else None, nodeid=request.node.nodeid)
+    request.node.stash[_VERDICT_KEY] = v
+    return v
+
+
+_VERDICT_KEY = pytest.StashKey[Verdict]()
+
+
+# ----------------------------------------------------------------- outcomes
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    run = _run(item.config)
+    info = info_of(item)
+    if run is None or info is None:
+        return report
+    host = item.callspec.params.get("host") if hasattr(item, "callspec") else None
+    run.shape_report(item, info, host, report, call, item.stash.get(_VERDICT_KEY, None))
+    return report
+
+
+def pytest_report_teststatus(report, config):
+    status = getattr(report, "preflight_status", None)
+    if status == "warned":
+        return "warned", "W", ("WARNED", {"yellow": True})
+    if status == "error" and report.when == "call":
+        return "error", "E", ("ERROR", {"red": True})
+    return None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    run = _run(config)
+    if run is not None:
+        run.terminal_summary(terminalreporter)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    run = _run(session.config)
+    if run is not None:
+        run.finish(session, exitstatus)
+
+
+def pytest_unconfigure(config):
+    run = _run(config)
+    if run is not None:
+        run.close()

@@ -1,0 +1,154 @@
+"""The probe: one generated, read-only bash script per host, and the reader of its output.
+
+Every command runs under its own ``timeout``, with stdin closed, its stdout and stderr
+capped (``head -c``) and base64-encoded, so any bytes a node prints come back intact
+and cannot be confused with the framing.  Framing lines start with a random nonce, so
+login banners or ``echo`` lines in ``~/.bashrc`` around the script are ignored, and no
+remote output can forge a record.  The script writes nothing on the node.
+
+Record lines (one per line, nonce first)::
+
+    <nonce> B <fact>          a command begins
+    <nonce> O <base64>        its stdout
+    <nonce> R <rc> <ms>       its exit status and run time in milliseconds
+    <nonce> E <base64>        its stderr
+    <nonce> S <fact> <why>    a command that was not run (its tool hung earlier)
+    <nonce> END               the script finished
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import shlex
+from dataclasses import dataclass
+
+DEFAULT_CAP = 1 << 20  # bytes of stdout (and of stderr) kept per command
+
+# Resolved once per script: the tools may be off PATH in a non-interactive session.
+_PRELUDE = r"""
+exec 3>&1
+PF_NPUSMI=$(command -v npu-smi 2>/dev/null)
+for p in /usr/local/bin/npu-smi /usr/local/sbin/npu-smi; do [ -z "$PF_NPUSMI" ] && [ -x "$p" ] && PF_NPUSMI=$p; done
+PF_HCCN=$(command -v hccn_tool 2>/dev/null)
+[ -z "$PF_HCCN" ] && [ -x /usr/local/Ascend/driver/tools/hccn_tool ] && PF_HCCN=/usr/local/Ascend/driver/tools/hccn_tool
+: "${PF_NPUSMI:=npu-smi}" "${PF_HCCN:=hccn_tool}"
+export PF_NPUSMI PF_HCCN
+PF_DEVS=$(cd /dev 2>/dev/null && for d in davinci[0-9]*; do case ${d#davinci} in *[!0-9]*|'') ;; *) echo "${d#davinci}";; esac; done | sort -n)
+pf_now() { local t=${EPOCHREALTIME/./}; [ -n "$t" ] && echo $((t / 1000)) || echo 0; }
+pf_run() {  # fact-name tool timeout-seconds command
+  local v="PF_HUNG_${2//[!A-Za-z0-9]/_}" t0 e
+  if [ -n "${!v}" ]; then printf '%s S %s %s\n' "$PF" "$1" "${!v}"; return; fi
+  printf '%s B %s\n%s O ' "$PF" "$1" "$PF"
+  t0=$(pf_now)
+  e=$( { timeout -k 2 "$3" bash -c "$4" </dev/null 2>&4 3>&- 4>&- | head -c "$PF_CAP" | base64 -w 0 >&3
+         printf '\n%s R %s %s\n' "$PF" "${PIPESTATUS[0]}" "$(( $(pf_now) - t0 ))" >&3; } 4>&1 | head -c "$PF_CAP" | base64 -w 0 )
+  printf '%s E %s\n' "$PF" "$e"
+  # A command that ran into its timeout: later calls of the same tool are skipped,
+  # so one hung tool costs one timeout, not one per NPU.
+  if [ "$(( $(pf_now) - t0 ))" -ge "${3%.*}000" ]; then printf -v "$v" '%s' "$2 timed out earlier on this host ($1)"; fi
+}
+"""
+
+
+@dataclass(frozen=True)
+class ProbeCommand:
+    """One command of the script. ``per_device`` commands run once per /dev/davinciN,
+    with ``$PF_DEV`` set to N; their facts are named ``name/N``."""
+
+    name: str
+    command: str
+    tool: str = ""  # commands of one tool share the hang breaker
+    per_device: bool = False
+
+
+def new_nonce() -> str:
+    return "PF" + secrets.token_hex(8)
+
+
+def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP) -> str:
+    lines = ["set +e", f"PF={nonce}", f"PF_CAP={int(cap)}", _PRELUDE]
+    lines.append('printf \'%s B probe.devices\\n%s O %s\\n%s R 0 0\\n%s E \\n\' "$PF" "$PF" '
+                 '"$(echo $PF_DEVS | base64 -w 0)" "$PF" "$PF"')
+    t = f"{max(1, int(timeout))}"
+    for cmd in commands:
+        tool = shlex.quote(cmd.tool or cmd.name)
+        body = shlex.quote(cmd.command)
+        if cmd.per_device:
+            lines.append(f'for PF_DEV in $PF_DEVS; do export PF_DEV; pf_run "{cmd.name}/$PF_DEV" {tool} {t} {body}; done')
+        else:
+            lines.append(f"pf_run {shlex.quote(cmd.name)} {tool} {t} {body}")
+    lines.append('printf \'%s END\\n\' "$PF"')
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class CommandOutput:
+    stdout: str
+    stderr: str
+    rc: int | None  # None: the command never finished (the script was cut off)
+    elapsed_s: float = 0.0
+    truncated: bool = False
+    skipped: str | None = None  # why the command was not run
+
+    def to_json(self) -> dict:
+        return {"stdout": self.stdout, "stderr": self.stderr, "rc": self.rc,
+                "elapsed_s": self.elapsed_s, "truncated": self.truncated, "skipped": self.skipped}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "CommandOutput":
+        return cls(stdout=data.get("stdout", ""), stderr=data.get("stderr", ""), rc=data.get("rc"),
+                   elapsed_s=data.get("elapsed_s", 0.0), truncated=data.get("truncated", False),
+                   skipped=data.get("skipped"))
+
+
+@dataclass
+class ProbeOutput:
+    outputs: dict[str, CommandOutput]
+    complete: bool  # the END record arrived
+
+
+def _b64(text: str) -> bytes:
+    try:
+        return base64.b64decode(text.strip(), validate=False)
+    except (ValueError, TypeError):
+        return b""
+
+
+def parse_probe_output(data: bytes | str, nonce: str, cap: int = DEFAULT_CAP) -> ProbeOutput:
+    """Read the records of one probe run; lines without the nonce are ignored."""
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", errors="replace")
+    outputs: dict[str, CommandOutput] = {}
+    current: CommandOutput | None = None
+    complete = False
+    prefix = nonce + " "
+    for line in data.splitlines():
+        if not line.startswith(prefix):
+            if line.strip() == nonce + " END" or line == nonce + " END":
+                complete = True
+            continue
+        kind, _, rest = line[len(prefix):].partition(" ")
+        if kind == "B":
+            current = CommandOutput(stdout="", stderr="", rc=None)
+            outputs[rest.strip()] = current
+        elif kind == "O" and current is not None:
+            raw = _b64(rest)
+            current.truncated = len(raw) >= cap
+            current.stdout = raw.decode("utf-8", errors="replace")
+        elif kind == "R" and current is not None:
+            parts = rest.split()
+            try:
+                current.rc = int(parts[0])
+                current.elapsed_s = int(parts[1]) / 1000 if len(parts) > 1 else 0.0
+            except (ValueError, IndexError):
+                current.rc = None
+        elif kind == "E" and current is not None:
+            current.stderr = _b64(rest).decode("utf-8", errors="replace")
+            current = None
+        elif kind == "S":
+            name, _, why = rest.partition(" ")
+            outputs[name] = CommandOutput(stdout="", stderr="", rc=None, skipped=why or "not run")
+        elif kind == "END":
+            complete = True
+    return ProbeOutput(outputs=outputs, complete=complete)

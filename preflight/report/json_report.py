@@ -1,0 +1,23 @@
+"""preflight.json, schema 1 (DESIGN.md): other tools read it, so its shape is a contract."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+
+def write_json(path: str, document: dict) -> None:
+    """Write atomically: a reader never sees half a report."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".preflight-", suffix=".json", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(document, fh, indent=1, ensure_ascii=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

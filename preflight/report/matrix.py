@@ -1,0 +1,153 @@
+"""The host x check matrix: a static page (no JavaScript) and a fragment for pytest-html.
+
+Built from the preflight.json document alone, so a saved report can be re-rendered.
+Every string that came from a node is escaped, and control characters (ANSI escapes)
+are shown as visible text rather than interpreted.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+
+from ..results import worst
+
+# outcome -> (symbol, label, css class); symbols differ as well as colours.
+STYLE = {
+    "passed": ("✓", "passed", "ok"),
+    "failed": ("✗", "failed", "fail"),
+    "warning": ("!", "warning", "warn"),
+    "error": ("?", "error: not evaluated", "err"),
+    "skipped": ("–", "not applicable", "skip"),
+    "unreachable": ("⊘", "host unreachable", "down"),
+}
+
+CSS = """
+table.pf-matrix{border-collapse:collapse;font:13px/1.3 sans-serif;margin:8px 0}
+.pf-matrix th,.pf-matrix td{border:1px solid #bbb;padding:3px 6px;text-align:center}
+.pf-matrix th.pf-check{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:normal}
+.pf-matrix th.pf-host{text-align:left}
+.pf-matrix td.ok{background:#d9f2d9;color:#185c18}
+.pf-matrix td.fail{background:#f8d0d0;color:#8b0000;font-weight:bold}
+.pf-matrix td.warn{background:#fff0c2;color:#7a5200;font-weight:bold}
+.pf-matrix td.err{background:#e6dcf5;color:#4b2a85}
+.pf-matrix td.skip{background:#f2f2f2;color:#888}
+.pf-matrix td.down{background:#444;color:#fff}
+.pf-matrix td.none{background:#fff}
+.pf-legend span{display:inline-block;margin-right:12px;padding:1px 6px;border:1px solid #bbb}
+.pf-findings{font:13px/1.4 sans-serif}
+.pf-findings li{margin-bottom:6px}
+.pf-findings code{background:#f4f4f4;padding:0 3px}
+.pf-verdict-ready{color:#185c18}.pf-verdict-not{color:#8b0000}
+"""
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def text(value) -> str:
+    """Untrusted text as HTML: control characters made visible, then escaped."""
+    if value is None:
+        return ""
+    shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    return html.escape(shown, quote=True)
+
+
+def _checks_in_order(results) -> list[str]:
+    seen: dict[str, None] = {}
+    for r in results:
+        seen.setdefault(r["check"], None)
+    return list(seen)
+
+
+def cells(document: dict) -> tuple[list[str], list[str], dict]:
+    """(host names, check ids, {(host, check): (outcome, [messages])}) for the matrix."""
+    hosts = [h["name"] for h in document.get("hosts", [])]
+    down = {h["name"] for h in document.get("hosts", []) if not h.get("reachable")}
+    results = document.get("results", [])
+    checks = _checks_in_order(results)
+    grid: dict[tuple[str, str], list] = {}
+    for r in results:
+        if r["host"] is not None:
+            grid.setdefault((r["host"], r["check"]), []).append(r)
+    # Cluster-wide results: the outliers' cells carry the finding, the others the pass.
+    for r in results:
+        if r["host"] is None:
+            grid.setdefault(("(cluster)", r["check"]), []).append(r)
+            for name in r.get("outliers") or []:
+                grid.setdefault((name, r["check"]), []).append(r)
+    out = {}
+    for (host, check), rs in grid.items():
+        outcome = worst(x["outcome"] for x in rs)
+        if host in down and outcome == "error":
+            outcome = "unreachable"
+        out[(host, check)] = (outcome, rs)
+    has_cluster = any(k[0] == "(cluster)" for k in out)
+    return hosts + (["(cluster)"] if has_cluster else []), checks, out
+
+
+def _describe(r: dict) -> str:
+    where = " ".join(p for p in (r.get("host"), r.get("subject")) if p)
+    return f"{r['outcome']}: {r['message']}" if not where or where in r["message"] else \
+        f"{r['outcome']} {where}: {r['message']}"
+
+
+def fragment(document: dict) -> str:
+    """The verdict, the matrix and the findings with their remedies, as an HTML fragment."""
+    hosts, checks, grid = cells(document)
+    parts = [f"<style>{CSS}</style>"]
+    ready = document.get("ready")
+    parts.append(f'<h2 class="{"pf-verdict-ready" if ready else "pf-verdict-not"}">'
+                 f'{"READY" if ready else "NOT READY"}: '
+                 f'{sum(1 for h in document.get("hosts", []) if h.get("reachable"))}/{len(document.get("hosts", []))}'
+                 f' hosts reachable</h2>')
+    parts.append('<p class="pf-legend">' + "".join(
+        f'<span class="{cls}">{sym} {label}</span>' for sym, label, cls in STYLE.values()) + "</p>")
+    parts.append('<table class="pf-matrix"><thead><tr><th class="pf-host">host</th>')
+    parts.extend(f'<th class="pf-check" title="{text(c)}">{text(c)}</th>' for c in checks)
+    parts.append("</tr></thead><tbody>")
+    for host in hosts:
+        parts.append(f'<tr><th class="pf-host">{text(host)}</th>')
+        for check in checks:
+            if (host, check) not in grid:
+                parts.append('<td class="none"></td>')
+                continue
+            outcome, rs = grid[(host, check)]
+            sym, label, cls = STYLE[outcome]
+            tip = "\n".join(_describe(r) for r in rs if r["outcome"] != "passed") or label
+            parts.append(f'<td class="{cls}" title="{text(tip)}">{sym}</td>')
+        parts.append("</tr>")
+    parts.append("</tbody></table>")
+    findings = [r for r in document.get("results", []) if r["outcome"] in ("failed", "warning", "error")]
+    if findings:
+        parts.append('<h3>What to fix</h3><ol class="pf-findings">')
+        for r in findings:
+            where = " ".join(p for p in (r.get("host") or "cluster", r.get("subject")) if p)
+            item = [f'<li><b>{text(r["outcome"].upper())}</b> <code>{text(r["check"])}</code> '
+                    f'on <b>{text(where)}</b>: {text(r["message"])}']
+            if r.get("remedy") and r["outcome"] != "error":
+                item.append(f"<br>Remedy: {text(r['remedy'])}")
+            if r.get("reference"):
+                item.append(f"<br><i>Source: {text(r['reference'])}</i>")
+            item.append("</li>")
+            parts.append("".join(item))
+        parts.append("</ol>")
+    return "".join(parts)
+
+
+def page(document: dict) -> str:
+    tool = document.get("tool", {})
+    return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
+            f"<title>ascend-preflight: {text(document.get('inventory'))}</title></head><body>"
+            f"<h1>ascend-preflight {text(tool.get('version'))}</h1>"
+            f"<p>Inventory <code>{text(document.get('inventory'))}</code>, started "
+            f"{text(document.get('started_at'))}, {text(document.get('duration_s'))} s.</p>"
+            f"{fragment(document)}</body></html>\n")
+
+
+def write_matrix(path: str, document: dict) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(page(document))
+    os.replace(tmp, path)

@@ -1,0 +1,79 @@
+"""One result per (check, host, subject): the data every report is made from.
+
+Outcomes are the ones of the preflight.json contract (DESIGN.md, schema 1):
+``passed``, ``failed``, ``warning`` (a failed warning-severity check), ``error``
+(could not be evaluated) and ``skipped`` (not applicable).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field
+
+OUTCOMES = ("passed", "failed", "warning", "error", "skipped")
+SEVERITIES = ("error", "warning")
+
+# Worst first: the matrix shows the worst outcome of a (host, check) cell.
+_RANK = {"failed": 0, "error": 1, "warning": 2, "passed": 3, "skipped": 4}
+
+
+def worst(outcomes) -> str | None:
+    """The outcome that matters most to an operator among ``outcomes``."""
+    ranked = sorted(outcomes, key=_RANK.__getitem__)
+    return ranked[0] if ranked else None
+
+
+@dataclass(frozen=True)
+class Result:
+    check: str
+    host: str | None  # None for a cluster-wide result
+    subject: str | None  # "npu3", a host name, a port ...; None when the subject is the host itself
+    outcome: str
+    severity: str
+    message: str
+    remedy: str = ""
+    reference: str = ""
+    observed: str | None = None
+    expected: str | None = None
+    outliers: tuple[str, ...] = field(default=())  # cluster-wide results: the hosts at fault
+    nodeid: str | None = None  # the pytest item that produced it
+
+    def __post_init__(self):
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {self.outcome!r}")
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity!r}")
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["outliers"] = list(self.outliers)
+        return data
+
+
+class ResultStore:
+    """Thread-safe, ordered collection of results for one run."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._results: list[Result] = []
+
+    def add(self, result: Result) -> None:
+        with self._lock:
+            self._results.append(result)
+
+    def extend(self, results) -> None:
+        with self._lock:
+            self._results.extend(results)
+
+    def all(self) -> list[Result]:
+        with self._lock:
+            return list(self._results)
+
+    def for_node(self, nodeid: str) -> list[Result]:
+        return [r for r in self.all() if r.nodeid == nodeid]
+
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(OUTCOMES, 0)
+        for r in self.all():
+            counts[r.outcome] += 1
+        return counts

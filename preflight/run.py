@@ -1,0 +1,335 @@
+"""The state of one preflight run: inventory, settings, gathered facts, results."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from . import __version__
+from .activeprobe import run_phase_two
+from .facts import HostFacts, resolve
+from .gather import Gatherer, GatherSettings
+from .inventory import Host, Inventory, load_inventory
+from .results import Result, ResultStore, worst
+
+RUN_KEY = pytest.StashKey["PreflightRun"]()
+
+
+def builtin_checks_dir() -> Path:
+    """The shipped check catalog: ``checks/`` in a checkout, ``preflight/checks`` in a wheel."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("preflight.checks")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0]).resolve()
+    return (Path(__file__).resolve().parent.parent / "checks").resolve()
+
+
+@dataclass
+class Cluster:
+    """What a cluster-wide check sees: every host and its facts."""
+
+    hosts: tuple[Host, ...]
+    facts: dict[str, HostFacts]
+
+    def reachable(self) -> list[tuple[Host, HostFacts]]:
+        return [(h, self.facts[h.name]) for h in self.hosts
+                if h.name in self.facts and self.facts[h.name].reachable]
+
+    def unreachable(self) -> list[Host]:
+        return [h for h in self.hosts if h.name not in self.facts or not self.facts[h.name].reachable]
+
+    def with_role(self, role: str) -> list[Host]:
+        return [h for h in self.hosts if role in h.roles]
+
+
+class PreflightRun:
+    def __init__(self, config, hosts: tuple[Host, ...], inventory_path: str, settings: GatherSettings,
+                 report_dir: str, facts_in: str | None, facts_out: str | None, strict: bool):
+        self.config = config
+        self.hosts = hosts
+        self.inventory_path = inventory_path
+        self.settings = settings
+        self.report_dir = report_dir
+        self.facts_in = facts_in
+        self.facts_out = facts_out
+        self.strict = strict
+        self.facts: dict[str, HostFacts] = {}
+        self.store = ResultStore()
+        self.started_at = _dt.datetime.now(_dt.timezone.utc)
+        self._t0 = time.monotonic()
+        self.gather_s = 0.0
+        self.gatherer: Gatherer | None = None
+        self.item_outcomes: dict[str, str] = {}
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    def from_config(cls, config) -> "PreflightRun":
+        opt = config.getoption
+        settings = GatherSettings(
+            fanout=max(1, opt("preflight_fanout")),
+            host_timeout=opt("preflight_host_timeout"),
+            command_timeout=opt("preflight_command_timeout"),
+            connect_timeout=opt("preflight_connect_timeout"),
+            accept_new_host_keys=opt("preflight_accept_new"),
+        )
+        facts_in = opt("preflight_facts_in")
+        inventory_path = opt("preflight_inventory")
+        if inventory_path:
+            inventory: Inventory = load_inventory(inventory_path)
+            hosts = inventory.hosts
+        else:
+            hosts, inventory_path = _hosts_from_facts_file(facts_in)
+        strict = bool(opt("preflight_strict") or getattr(config.option, "strict", False))
+        return cls(config, tuple(hosts), str(inventory_path), settings, opt("preflight_report_dir"),
+                   facts_in, opt("preflight_facts_out"), strict)
+
+    # -- gathering --------------------------------------------------------------------
+    def gather(self, needs) -> None:
+        t0 = time.monotonic()
+        if self.facts_in:
+            self.facts = _load_facts(self.facts_in)
+            for h in self.hosts:
+                self.facts.setdefault(h.name, HostFacts(host=h.name, address=h.address, reachable=False,
+                                                        error=f"not in {self.facts_in}"))
+        else:
+            specs = resolve(needs)
+            self.gatherer = Gatherer(self.settings)
+            reporter = _Progress(self.config, "gathering facts")
+            self.facts = self.gatherer.gather(self.hosts, [s for s in specs if s.phase == 1], reporter)
+            reporter.done(self.facts)
+            active = {s.name for s in specs if s.phase == 2}
+            if active:
+                run_phase_two(active, self.cluster(), self.gatherer, self.settings, self.config)
+            if self.facts_out:
+                _save_facts(self.facts_out, self.hosts, self.inventory_path, self.facts)
+        self.gather_s = time.monotonic() - t0
+
+    def facts_for(self, name: str) -> HostFacts | None:
+        return self.facts.get(name)
+
+    def cluster(self) -> Cluster:
+        return Cluster(self.hosts, self.facts)
+
+    # -- outcomes ---------------------------------------------------------------------
+    def shape_report(self, item, info, host, report, call, verdict) -> None:
+        """Record this item's results and make the pytest outcome say the same thing."""
+        host_name = host.name if host is not None else None
+        report.user_properties.extend([("check", info.id), ("host", host_name or "cluster"),
+                                       ("severity", info.severity)])
+        if report.when == "setup" and report.failed:
+            message = _exception_message(call)
+            self.store.add(Result(check=info.id, host=host_name, subject=None, outcome="error",
+                                  severity=info.severity, message=message, reference=info.reference,
+                                  nodeid=item.nodeid))
+            report.preflight_status = "error"
+            self._note(item, report, "error")
+            return
+        if report.when != "call":
+            return
+        if call.excinfo is not None and call.excinfo.errisinstance(pytest.skip.Exception):
+            self.store.add(Result(check=info.id, host=host_name, subject=None, outcome="skipped",
+                                  severity=info.severity, message=_exception_message(call), nodeid=item.nodeid))
+            self._note(item, report, "skipped")
+            return
+        results = list(verdict.results) if verdict else []
+        if call.excinfo is not None:
+            results.append(Result(check=info.id, host=host_name, subject=None, outcome="error",
+                                  severity=info.severity, reference=info.reference, nodeid=item.nodeid,
+                                  message=f"the check itself crashed: {call.excinfo.typename}: "
+                                          f"{call.excinfo.value}"))
+        elif not results:
+            results.append(Result(check=info.id, host=host_name, subject=None, outcome="error",
+                                  severity=info.severity, reference=info.reference, nodeid=item.nodeid,
+                                  message="the check recorded no result"))
+        self.store.extend(results)
+        blocking = [r for r in results if r.outcome in ("failed", "error")
+                    or (r.outcome == "warning" and self.strict)]
+        warned = [r for r in results if r.outcome == "warning"]
+        text = render_failures([r for r in results if r.outcome not in ("passed", "skipped")])
+        if blocking:
+            report.outcome = "failed"
+            report.longrepr = text
+            report.preflight_status = "error" if all(r.outcome == "error" for r in blocking) else "failed"
+        elif warned:
+            report.preflight_status = "warned"
+            report.sections.append(("preflight warning", text))
+        elif all(r.outcome == "skipped" for r in results):
+            report.outcome = "skipped"
+            reason = "; ".join(sorted({r.message for r in results}))
+            report.longrepr = (str(item.path), item.location[1], f"Skipped: {reason}")
+        self._note(item, report, worst(r.outcome for r in results) or "passed")
+
+    def _note(self, item, report, outcome: str) -> None:
+        self.item_outcomes[item.nodeid] = outcome
+        report.user_properties.append(("preflight_outcome", outcome))
+
+    # -- the end ----------------------------------------------------------------------
+    def ready(self) -> bool:
+        for r in self.store.all():
+            if r.outcome in ("failed", "error") or (r.outcome == "warning" and self.strict):
+                return False
+        return True
+
+    def document(self, exitstatus=None) -> dict:
+        hosts = []
+        for h in self.hosts:
+            f = self.facts.get(h.name)
+            hosts.append({
+                "name": h.name, "address": h.address,
+                "reachable": bool(f and f.reachable), "error": f.error if f else "not gathered",
+                "gather_s": round(f.gather_s, 3) if f else None,
+                "groups": list(h.groups),
+            })
+        results = self.store.all()
+        return {
+            "schema": 1,
+            "tool": {"name": "ascend-preflight", "version": __version__},
+            "inventory": self.inventory_path,
+            "started_at": self.started_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "duration_s": round(time.monotonic() - self._t0, 3),
+            "gather_s": round(self.gather_s, 3),
+            "ready": self.ready(),
+            "strict": self.strict,
+            "exit_code": int(exitstatus) if exitstatus is not None else None,
+            "summary": self.store.counts(),
+            "hosts": hosts,
+            "results": [r.to_json() for r in results],
+        }
+
+    def finish(self, session, exitstatus) -> None:
+        from .report.json_report import write_json
+        from .report.matrix import write_matrix
+
+        os.makedirs(self.report_dir, exist_ok=True)
+        doc = self.document(exitstatus)
+        write_json(os.path.join(self.report_dir, "preflight.json"), doc)
+        write_matrix(os.path.join(self.report_dir, "matrix.html"), doc)
+
+    def terminal_summary(self, tr) -> None:
+        counts = self.store.counts()
+        unreachable = [h for h in self.hosts if not (self.facts.get(h.name) and self.facts[h.name].reachable)]
+        tr.section("ascend-preflight")
+        tr.write_line(f"inventory {self.inventory_path}: {len(self.hosts)} host(s), "
+                      f"{len(unreachable)} unreachable; facts gathered in {self.gather_s:.1f}s")
+        tr.write_line("results: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
+        verdict = "READY" if self.ready() else "NOT READY"
+        tr.write_line(f"verdict: {verdict}", bold=True, green=self.ready(), red=not self.ready())
+        for name in ("preflight.html", "matrix.html", "preflight.json"):
+            tr.write_line(f"report: {os.path.join(self.report_dir, name)}")
+
+    def close(self) -> None:
+        if self.gatherer is not None:
+            self.gatherer.close()
+
+
+def _exception_message(call) -> str:
+    if call.excinfo is None:
+        return ""
+    value = call.excinfo.value
+    msg = getattr(value, "msg", None)
+    return str(msg if msg is not None else value)
+
+
+def render_failures(results: list[Result]) -> str:
+    lines = []
+    for r in results:
+        label = {"failed": "FAILED", "warning": "WARNING", "error": "ERROR"}.get(r.outcome, r.outcome.upper())
+        lines.append(f"{label} [{r.check}] {r.message}")
+        if r.remedy and r.outcome in ("failed", "warning"):
+            lines.append(f"    remedy: {r.remedy}")
+        if r.reference:
+            lines.append(f"    source: {r.reference}")
+    return "\n".join(lines)
+
+
+class _Progress:
+    """Hosts done / total and the slowest still running, at most once a second."""
+
+    def __init__(self, config, what: str):
+        self.tr = config.pluginmanager.get_plugin("terminalreporter")
+        self.what = what
+        self.last = 0.0
+        self.t0 = time.monotonic()
+
+    def __call__(self, done: int, total: int, running: dict) -> None:
+        now = time.monotonic()
+        if self.tr is None or now - self.last < 1.0 or not running:
+            return
+        self.last = now
+        slowest = sorted(running.items(), key=lambda kv: -kv[1])[:3]
+        slow = ", ".join(f"{name} ({secs:.1f}s)" for name, secs in slowest)
+        self.tr.write_line(f"{self.what}: {done}/{total} hosts done; slowest still running: {slow}")
+
+    def done(self, facts: dict[str, HostFacts]) -> None:
+        if self.tr is None:
+            return
+        down = sum(1 for f in facts.values() if not f.reachable)
+        self.tr.write_line(f"{self.what}: {len(facts)}/{len(facts)} hosts done in "
+                           f"{time.monotonic() - self.t0:.1f}s ({down} unreachable)")
+
+
+# -- --facts-out / --facts-in ------------------------------------------------------------
+
+
+def _host_to_json(h: Host) -> dict:
+    return {"name": h.name, "address": h.address, "connection": h.connection, "user": h.user, "port": h.port,
+            "identity_file": h.identity_file, "jump_host": h.jump_host, "known_hosts": h.known_hosts,
+            "ssh_config": h.ssh_config, "groups": list(h.groups), "vars": _plain(h.vars), "line": h.line}
+
+
+def _plain(value):
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _save_facts(path: str, hosts, inventory_path: str, facts: dict[str, HostFacts]) -> None:
+    doc = {"schema": 1, "tool": {"name": "ascend-preflight", "version": __version__},
+           "inventory": {"path": inventory_path, "hosts": [_host_to_json(h) for h in hosts]},
+           "hosts": [facts[h.name].to_json() for h in hosts if h.name in facts]}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=1)
+
+
+def _read_facts_file(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except OSError as exc:
+        raise pytest.UsageError(f"{path}: cannot read facts file: {exc.strerror}") from None
+    except ValueError as exc:
+        raise pytest.UsageError(f"{path}: not a facts file written by --facts-out ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != 1 or "hosts" not in doc:
+        raise pytest.UsageError(f"{path}: not a facts file written by --facts-out (schema 1)")
+    return doc
+
+
+def _load_facts(path: str) -> dict[str, HostFacts]:
+    doc = _read_facts_file(path)
+    return {d["host"]: HostFacts.from_json(d) for d in doc["hosts"]}
+
+
+def _hosts_from_facts_file(path: str):
+    doc = _read_facts_file(path)
+    inv = doc.get("inventory") or {}
+    hosts = []
+    for d in inv.get("hosts", []):
+        hosts.append(Host(name=d["name"], address=d["address"], connection=d.get("connection", "ssh"),
+                          user=d.get("user"), port=d.get("port"), identity_file=d.get("identity_file"),
+                          jump_host=d.get("jump_host"), known_hosts=d.get("known_hosts"),
+                          ssh_config=d.get("ssh_config"), groups=tuple(d.get("groups", ())),
+                          vars=d.get("vars", {}), line=d.get("line")))
+    if not hosts:
+        raise pytest.UsageError(f"{path}: the facts file lists no hosts")
+    return hosts, inv.get("path", path)
+

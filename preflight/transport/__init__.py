@@ -1,0 +1,40 @@
+"""Transports: how a command reaches a host.  One small class per transport behind
+one interface, like pytest-testinfra's backends:
+
+* :class:`~preflight.transport.local.LocalTransport` — a subprocess on the controller;
+* :class:`~preflight.transport.ssh.SshTransport` — fabric/paramiko, wrapped so that
+  host keys are verified and every wait is bounded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass
+class RunResult:
+    stdout: bytes
+    stderr: bytes
+    exit_code: int | None  # None: killed at the deadline
+    truncated: bool = False  # more than max_bytes arrived; the rest was dropped
+
+
+class TransportError(Exception):
+    """The host could not be reached or logged into; ``kind`` sorts the cause."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind  # "unreachable", "auth", "hostkey", "timeout", "config"
+
+
+class RemoteProcess(Protocol):
+    def readline(self, timeout: float) -> str | None: ...
+    def close(self) -> None: ...
+
+
+class Transport(Protocol):
+    def connect(self) -> None: ...
+    def run(self, command: str, timeout: float, max_bytes: int) -> RunResult: ...
+    def start(self, command: str) -> RemoteProcess: ...
+    def close(self) -> None: ...

@@ -1,0 +1,113 @@
+"""``connection: local``: the same probe, run by a subprocess on the controller."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+
+from . import RunResult
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class LocalTransport:
+    def __init__(self, name: str = "localhost"):
+        self.name = name
+        self._procs: list[subprocess.Popen] = []
+
+    def connect(self) -> None:
+        pass
+
+    def run(self, command: str, timeout: float, max_bytes: int) -> RunResult:
+        # A session of its own, so that a deadline kills every child, not just bash.
+        proc = subprocess.Popen(["bash", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        self._procs.append(proc)
+        out, err = bytearray(), bytearray()
+        streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+        deadline = time.monotonic() + timeout
+        truncated = False
+        try:
+            while streams:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    _kill_group(proc)
+                    proc.wait()
+                    return RunResult(bytes(out), bytes(err), None, truncated)
+                ready, _, _ = select.select(list(streams), [], [], min(left, 0.5))
+                for fd in ready:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        del streams[fd]
+                        continue
+                    buf = streams[fd]
+                    room = max_bytes - len(buf)
+                    if len(chunk) > room:
+                        truncated = True
+                    buf.extend(chunk[:max(room, 0)])
+            left = max(deadline - time.monotonic(), 0.1)
+            try:
+                rc = proc.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                proc.wait()
+                rc = None
+            return RunResult(bytes(out), bytes(err), rc, truncated)
+        finally:
+            proc.stdout.close()
+            proc.stderr.close()
+            self._procs.remove(proc)
+
+    def start(self, command: str) -> "LocalProcess":
+        proc = subprocess.Popen(["bash", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        return LocalProcess(proc)
+
+    def close(self) -> None:
+        for proc in list(self._procs):
+            _kill_group(proc)
+
+
+class LocalProcess:
+    """A long-running command whose stdout is read line by line (phase-two listeners)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self._proc = proc
+        self._buf = b""
+
+    def readline(self, timeout: float) -> str | None:
+        deadline = time.monotonic() + timeout
+        fd = self._proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self._proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            _kill_group(self._proc)
+            self._proc.wait()
+        self._proc.stdout.close()

@@ -1,0 +1,345 @@
+"""SSH transport: fabric/paramiko, wrapped where their defaults are unsafe.
+
+fabric out of the box auto-adds unknown host keys and loads no known_hosts, opens one
+bastion connection per target, and waits up to an hour for a channel.  Here:
+
+* known_hosts files are parsed once and shared; unknown keys are refused unless the
+  operator passed ``--accept-new-host-keys`` (OpenSSH's ``accept-new``), changed keys
+  are always refused;
+* ``~/.ssh/config`` (or the inventory's ``ssh_config``) is honoured through fabric,
+  and a ``ProxyJump`` from it or from the inventory's ``jump_host`` becomes one shared
+  gateway connection per bastion, with a cap on concurrent handshakes through it;
+* every wait has a bound: connect, banner, auth, channel open, and the run itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+import paramiko
+from fabric import Config, Connection
+
+from . import RunResult, TransportError
+
+logging.getLogger("paramiko").setLevel(logging.CRITICAL)  # its thread tracebacks are ours to report
+
+DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "/etc/ssh/ssh_known_hosts")
+GATEWAY_HANDSHAKES = 8  # concurrent new sessions through one bastion (its MaxStartups defaults to 10)
+
+
+@dataclass(frozen=True)
+class SshSettings:
+    connect_timeout: float = 10.0
+    accept_new_host_keys: bool = False
+
+
+def _fingerprint(key: paramiko.PKey) -> str:
+    return key.fingerprint if hasattr(key, "fingerprint") else key.get_name()
+
+
+def hostkey_name(address: str, port: int) -> str:
+    """How OpenSSH and paramiko name a host in known_hosts."""
+    return address if int(port) == 22 else f"[{address}]:{int(port)}"
+
+
+class HostKeyStore:
+    """known_hosts files, each parsed once per run (parsing is quadratic in paramiko)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._files: dict[str, paramiko.HostKeys] = {}
+
+    def _load(self, path: str) -> paramiko.HostKeys:
+        with self._lock:
+            if path not in self._files:
+                keys = paramiko.HostKeys()
+                if os.path.exists(path):
+                    try:
+                        keys.load(path)
+                    except (OSError, paramiko.SSHException) as exc:
+                        raise TransportError("config", f"cannot read known_hosts file {path}: {exc}") from None
+                self._files[path] = keys
+            return self._files[path]
+
+    def lookup(self, paths: tuple[str, ...], name: str) -> dict[str, paramiko.PKey]:
+        found: dict[str, paramiko.PKey] = {}
+        for path in paths:
+            entry = self._load(path).lookup(name)
+            if entry:
+                for keytype in entry.keys():
+                    found.setdefault(keytype, entry[keytype])
+        return found
+
+    def accept_new(self, path: str, name: str, key: paramiko.PKey) -> None:
+        """Record a first-seen key, as OpenSSH's StrictHostKeyChecking=accept-new does."""
+        with self._lock:
+            keys = self._files.setdefault(path, paramiko.HostKeys())
+            keys.add(name, key.get_name(), key)
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with open(path, "a", encoding="ascii") as fh:
+                fh.write(f"{name} {key.get_name()} {key.get_base64()}\n")
+
+
+class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
+    """Called by paramiko only for a host absent from the keys we preloaded."""
+
+    def __init__(self, store: HostKeyStore, paths: tuple[str, ...], accept_new: bool, label: str):
+        self.store, self.paths, self.accept_new, self.label = store, paths, accept_new, label
+
+    def missing_host_key(self, client, hostname, key):
+        known = self.store.lookup(self.paths, hostname)
+        if known:  # known, but only with other key types: OpenSSH refuses this too
+            raise TransportError(
+                "hostkey",
+                f"host key of {self.label} ({hostname}) is a {key.get_name()} key but known_hosts only has "
+                f"{', '.join(known)} for it: the host may have been reinstalled or intercepted; verify and update "
+                f"{self.paths[0]}")
+        if self.accept_new:
+            self.store.accept_new(os.path.expanduser(self.paths[0]), hostname, key)
+            return
+        raise TransportError(
+            "hostkey",
+            f"host key of {self.label} ({hostname}, {key.get_name()} {_fingerprint(key)}) is not in known_hosts "
+            f"({', '.join(self.paths)}): verify it, then add it (ssh-keyscan -t {key.get_name()} "
+            f"{hostname.strip('[').split(']')[0]} >> {self.paths[0]}) or run with --accept-new-host-keys")
+
+
+def _translate(exc: BaseException, label: str, timeout: float) -> TransportError:
+    if isinstance(exc, TransportError):
+        return exc
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return TransportError(
+            "hostkey",
+            f"WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED for {label}! The {exc.key.get_name()} key it "
+            f"presented ({_fingerprint(exc.key)}) differs from the one in known_hosts "
+            f"({_fingerprint(exc.expected_key)}). Someone could be eavesdropping (man-in-the-middle), or the "
+            f"host was reinstalled. Refusing to connect; verify the new key and remove the old entry with "
+            f"ssh-keygen -R {exc.hostname}")
+    if isinstance(exc, paramiko.AuthenticationException):
+        return TransportError("auth", f"authentication refused by {label}: {exc} (check user and identity_file, "
+                                      f"and the node's authorized_keys)")
+    if isinstance(exc, socket.gaierror):
+        return TransportError("unreachable", f"{label}: name does not resolve ({exc.strerror or exc})")
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return TransportError("unreachable", f"{label}: no answer within {timeout:g}s (connect timed out)")
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        return TransportError("unreachable", f"{label}: connection refused (sshd not running, or the port is "
+                                             f"closed)")
+    if isinstance(exc, ConnectionRefusedError):
+        return TransportError("unreachable", f"{label}: connection refused (sshd not running, or the port is "
+                                             f"closed)")
+    if isinstance(exc, paramiko.SSHException):
+        text = str(exc)
+        if "banner" in text.lower():
+            return TransportError("unreachable", f"{label}: TCP port open but no SSH banner within {timeout:g}s "
+                                                 f"(sshd overloaded or MaxStartups reached, or not an SSH server)")
+        return TransportError("unreachable", f"{label}: SSH handshake failed: {text}")
+    if isinstance(exc, OSError):
+        return TransportError("unreachable", f"{label}: {exc.strerror or exc}")
+    return TransportError("unreachable", f"{label}: {type(exc).__name__}: {exc}")
+
+
+class SshContext:
+    """What SSH connections of one run share: host keys, ssh_config, gateways."""
+
+    def __init__(self, settings: SshSettings):
+        self.settings = settings
+        self.hostkeys = HostKeyStore()
+        self._lock = threading.Lock()
+        self._configs: dict[str | None, Config] = {}
+        self._gateways: dict[tuple, tuple[Connection, threading.Semaphore]] = {}
+
+    def fabric_config(self, ssh_config: str | None) -> Config:
+        path = ssh_config
+        if path is None and os.path.exists(os.path.expanduser("~/.ssh/config")):
+            path = os.path.expanduser("~/.ssh/config")
+        with self._lock:
+            if path not in self._configs:
+                if path:
+                    if not os.path.exists(path):
+                        raise TransportError("config", f"ssh_config file {path} does not exist")
+                    cfg = Config(runtime_ssh_path=path)
+                    cfg.load_ssh_config()
+                else:
+                    cfg = Config(overrides={"load_ssh_configs": False})
+                self._configs[path] = cfg
+            return self._configs[path]
+
+    def known_hosts_paths(self, host, ssh_options: dict) -> tuple[str, ...]:
+        if host.known_hosts:
+            return (os.path.expanduser(host.known_hosts),)
+        from_config = ssh_options.get("userknownhostsfile")
+        if from_config:
+            return tuple(os.path.expanduser(p) for p in str(from_config).split())
+        return tuple(os.path.expanduser(p) for p in DEFAULT_KNOWN_HOSTS)
+
+    def connection(self, host, address: str, user: str | None, port: int | None, gateway_spec: str | None,
+                   label: str) -> tuple[Connection, threading.Semaphore | None]:
+        cfg = self.fabric_config(host.ssh_config)
+        kwargs = {
+            "banner_timeout": self.settings.connect_timeout,
+            "auth_timeout": self.settings.connect_timeout,
+            "channel_timeout": self.settings.connect_timeout,
+        }
+        if host.identity_file:
+            kwargs.update(key_filename=[os.path.expanduser(host.identity_file)], look_for_keys=False,
+                          allow_agent=False)
+        gateway, gate = None, None
+        conn = Connection(address, user=user, port=port, config=cfg, connect_timeout=self.settings.connect_timeout,
+                          connect_kwargs=dict(kwargs))
+        spec = gateway_spec or conn.ssh_config.get("proxyjump")
+        if spec:
+            gateway, gate = self.gateway(host, spec.split(",")[-1].strip())
+            conn = Connection(address, user=user, port=port, config=cfg, gateway=gateway,
+                              connect_timeout=self.settings.connect_timeout, connect_kwargs=dict(kwargs))
+        self._guard_host_keys(conn, host, label)
+        return conn, gate
+
+    def _guard_host_keys(self, conn: Connection, host, label: str) -> None:
+        paths = self.known_hosts_paths(host, conn.ssh_config)
+        name = hostkey_name(conn.host, conn.port)
+        # Preloading this host's known keys lets paramiko detect a changed key itself and
+        # prefer the known key type in the handshake; a missing key reaches the policy.
+        for keytype, key in self.hostkeys.lookup(paths, name).items():
+            conn.client.get_host_keys().add(name, keytype, key)
+        conn.client.set_missing_host_key_policy(
+            _KnownHostsPolicy(self.hostkeys, paths, self.settings.accept_new_host_keys, label))
+
+    def gateway(self, host, spec: str) -> tuple[Connection, threading.Semaphore]:
+        user, _, rest = spec.rpartition("@")
+        address, _, port = rest.partition(":")
+        key = (user or None, address, port or None, host.identity_file, host.ssh_config)
+        with self._lock:
+            if key not in self._gateways:
+                conn, _ = self.connection(host, address, user or None, int(port) if port else None, None,
+                                          f"jump host {spec}")
+                self._gateways[key] = (conn, threading.Semaphore(GATEWAY_HANDSHAKES))
+            conn, gate = self._gateways[key]
+        # One handshake with the bastion, shared by every target behind it.
+        with gate:
+            with self._lock:
+                if not conn.is_connected:
+                    try:
+                        conn.open()
+                    except Exception as exc:  # noqa: BLE001 - translated into one precise error
+                        raise _translate(exc, f"jump host {spec}", self.settings.connect_timeout) from None
+        return conn, gate
+
+    def close(self) -> None:
+        for conn, _ in self._gateways.values():
+            conn.close()
+
+
+class SshTransport:
+    def __init__(self, host, context: SshContext):
+        self.host = host
+        self.context = context
+        self.label = host.name if host.name == host.address else f"{host.name} ({host.address})"
+        self._conn: Connection | None = None
+
+    def connect(self) -> None:
+        ctx = self.context
+        try:
+            conn, gate = ctx.connection(self.host, self.host.address, self.host.user, self.host.port,
+                                        self.host.jump_host, self.label)
+            if gate:
+                with gate:
+                    conn.open()
+            else:
+                conn.open()
+        except Exception as exc:  # noqa: BLE001 - every cause becomes one precise TransportError
+            raise _translate(exc, self.label, ctx.settings.connect_timeout) from None
+        conn.transport.set_keepalive(15)
+        self._conn = conn
+
+    def run(self, command: str, timeout: float, max_bytes: int) -> RunResult:
+        chan = self._open_channel()
+        out, err = bytearray(), bytearray()
+        truncated = False
+        deadline = time.monotonic() + timeout
+        try:
+            chan.exec_command(command)
+            chan.shutdown_write()
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return RunResult(bytes(out), bytes(err), None, truncated)
+                select.select([chan], [], [], min(left, 0.5))
+                got = False
+                while chan.recv_ready():
+                    chunk = chan.recv(65536)
+                    got = True
+                    room = max_bytes - len(out)
+                    truncated |= len(chunk) > room
+                    out.extend(chunk[:max(room, 0)])
+                while chan.recv_stderr_ready():
+                    chunk = chan.recv_stderr(65536)
+                    got = True
+                    room = max_bytes - len(err)
+                    truncated |= len(chunk) > room
+                    err.extend(chunk[:max(room, 0)])
+                if not got and chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                    return RunResult(bytes(out), bytes(err), chan.recv_exit_status(), truncated)
+                if not got and chan.closed:
+                    return RunResult(bytes(out), bytes(err), None, truncated)
+        finally:
+            chan.close()
+
+    def _open_channel(self):
+        if self._conn is None:
+            self.connect()
+        try:
+            return self._conn.transport.open_session(timeout=self.context.settings.connect_timeout)
+        except Exception as exc:  # noqa: BLE001
+            raise _translate(exc, self.label, self.context.settings.connect_timeout) from None
+
+    def start(self, command: str) -> "SshProcess":
+        chan = self._open_channel()
+        chan.exec_command(command)
+        return SshProcess(chan)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+
+class SshProcess:
+    """A long-running remote command (phase-two listeners); closing stdin ends it."""
+
+    def __init__(self, chan):
+        self._chan = chan
+        self._buf = b""
+
+    def readline(self, timeout: float) -> str | None:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            select.select([self._chan], [], [], left)
+            if self._chan.recv_ready():
+                chunk = self._chan.recv(4096)
+                if not chunk:
+                    return None
+                self._buf += chunk
+            elif self._chan.exit_status_ready() or self._chan.closed:
+                return None
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        try:
+            self._chan.shutdown_write()
+            deadline = time.monotonic() + 3
+            while not self._chan.exit_status_ready() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        except (OSError, EOFError, paramiko.SSHException):
+            pass
+        finally:
+            self._chan.close()
