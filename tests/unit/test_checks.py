@@ -1,0 +1,300 @@
+"""Every built-in check on a passing and a failing fact set (real captured outputs)."""
+
+import json
+
+import pytest
+
+from preflight.checks import cluster as cluster_checks
+from preflight.checks import devices, env, hccl, limits, network, npu, tools
+from preflight.facts import HostFacts
+from tests.factsets import (IFACES, cluster_of, fixture, healthy_raw, link_fixture, make_facts, make_host, out,
+                            run_check, tls_line)
+
+
+def outcomes(results):
+    return {(r.subject, r.outcome) for r in results}
+
+
+def failed(results):
+    return [r for r in results if r.outcome in ("failed", "warning")]
+
+
+def assert_explained(result, *needles):
+    """A failure says what was observed and expected, where, the remedy and the source."""
+    assert result.observed and result.expected
+    assert result.remedy and result.reference
+    for needle in needles:
+        assert needle in result.message, (needle, result.message)
+
+
+# -- cluster.reachable ----------------------------------------------------------------
+
+def test_reachable_passes_for_a_gathered_host():
+    host = make_host()
+    results = run_check(cluster_checks.test_reachable, host=host, gathered=make_facts())
+    assert [r.outcome for r in results] == ["passed"]
+
+
+@pytest.mark.parametrize("kind, remedy_word", [("hostkey", "known_hosts"), ("auth", "authorized_keys"),
+                                               ("unreachable", "sshd")])
+def test_reachable_fails_with_a_remedy_for_the_cause(kind, remedy_word):
+    host = make_host("node-03")
+    gathered = HostFacts(host="node-03", reachable=False, error="node-03: connection refused", error_kind=kind)
+    [result] = run_check(cluster_checks.test_reachable, host=host, gathered=gathered)
+    assert result.outcome == "failed"
+    assert_explained(result, "node-03", "connection refused")
+    assert remedy_word in result.remedy
+
+
+# -- devices ---------------------------------------------------------------------------
+
+def test_davinci_nodes_pass_with_expected_count():
+    host = make_host(npus_per_node=8)
+    assert outcomes(run_check(devices.test_davinci_nodes, host=host, facts=make_facts())) == {(None, "passed")}
+
+
+def test_davinci_nodes_count_from_npu_smi_without_inventory_expectation():
+    assert outcomes(run_check(devices.test_davinci_nodes, host=make_host(), facts=make_facts())) == {(None, "passed")}
+
+
+def test_missing_davinci_node_is_named():
+    raw = healthy_raw()
+    raw["dev.nodes"] = out("".join(line + "\n" for line in raw["dev.nodes"].stdout.splitlines()
+                                   if not line.startswith("davinci3|")))
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=8), facts=make_facts(raw=raw))
+    assert result.outcome == "failed"
+    assert_explained(result, "/dev/davinci3 missing", "node-01")
+    assert "7 present" in result.message
+
+
+def test_davinci_nodes_expectation_scales_with_chips_per_npu_on_a3():
+    raw = healthy_raw(npus=16)
+    raw["npu_smi.info"] = out(fixture("npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt"))
+    assert outcomes(run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=8),
+                              facts=make_facts(raw=raw))) == {(None, "passed")}
+    raw = healthy_raw(npus=8)
+    raw["npu_smi.info"] = out(fixture("npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt"))
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=8), facts=make_facts(raw=raw))
+    assert result.outcome == "failed" and "davinci[8-15]" in result.message
+
+
+def test_no_devices_and_no_expectation_fails():
+    raw = healthy_raw()
+    raw["dev.nodes"] = out("")
+    raw["npu_smi.info"] = out("", rc=127)
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(), facts=make_facts(raw=raw))
+    assert result.outcome == "failed" and "no /dev/davinciN" in result.message
+
+
+def test_management_nodes():
+    assert {o for _, o in outcomes(run_check(devices.test_management_nodes, host=make_host(),
+                                             facts=make_facts()))} == {"passed"}
+    raw = healthy_raw()
+    raw["dev.nodes"] = out(raw["dev.nodes"].stdout.replace("hisi_hdc|character special file", "hisi_hdc|regular file"))
+    raw["dev.nodes"] = out("".join(line + "\n" for line in raw["dev.nodes"].stdout.splitlines()
+                                   if not line.startswith("devmm_svm")))
+    results = run_check(devices.test_management_nodes, host=make_host(), facts=make_facts(raw=raw))
+    assert outcomes(results) == {("davinci_manager", "passed"), ("devmm_svm", "failed"), ("hisi_hdc", "failed")}
+
+
+# -- npu.health ------------------------------------------------------------------------
+
+def test_health_all_ok():
+    results = run_check(npu.test_health, host=make_host(), facts=make_facts())
+    assert len(results) == 8 and {r.outcome for r in results} == {"passed"}
+
+
+@pytest.mark.parametrize("name, subject, outcome, severity", [
+    ("a2-910b4-25.0.rc1.1-health-alarm-npu5.txt", "npu5", "failed", "error"),
+    ("a2-910b4-25.0.rc1.1-health-critical-npu0.txt", "npu0", "failed", "error"),
+    ("a2-910b4-25.0.rc1.1-health-unknown-npu7.txt", "npu7", "failed", "error"),
+    ("a2-910b4-25.0.rc1.1-health-warning-npu3.txt", "npu3", "warning", "warning"),
+])
+def test_health_names_the_bad_chip(name, subject, outcome, severity):
+    facts = make_facts(npu_smi_dot_info=out(fixture(f"npu-smi/info/{name}")))
+    results = run_check(npu.test_health, host=make_host(), facts=facts)
+    [bad] = failed(results)
+    assert (bad.subject, bad.outcome, bad.severity) == (subject, outcome, severity)
+    assert_explained(bad, "node-01 " + subject)
+
+
+def test_health_on_a3_names_npu_and_chip():
+    facts = make_facts(npu_smi_dot_info=out(fixture("npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt")))
+    results = run_check(npu.test_health, host=make_host(), facts=facts)
+    assert {r.subject for r in results} >= {"npu0.chip0", "npu0.chip1", "npu7.chip1"}
+
+
+# -- hccl ------------------------------------------------------------------------------
+
+def test_link_up_all_up():
+    results = run_check(hccl.test_link_up, host=make_host(), facts=make_facts())
+    assert {o for _, o in outcomes(results)} == {"passed"} and len(results) == 8
+
+
+def test_link_down_on_one_npu():
+    facts = make_facts(**{"hccn.link__3": out(fixture("hccn_tool/link/down.txt"))})
+    results = run_check(hccl.test_link_up, host=make_host(), facts=facts)
+    [bad] = failed(results)
+    assert bad.subject == "npu3"
+    assert_explained(bad, "hccn_tool -i 3 -link -g", "DOWN")
+
+
+def test_link_unreadable_is_an_error_for_that_npu_only():
+    facts = make_facts(**{"hccn.link__2": out("", rc=124)})
+    results = run_check(hccl.test_link_up, host=make_host(), facts=facts)
+    assert ("npu2", "error") in outcomes(results)
+    assert sum(1 for r in results if r.outcome == "passed") == 7
+    assert "timed out" in next(r for r in results if r.subject == "npu2").message
+
+
+def test_tls_node_uniform_and_mixed():
+    assert outcomes(run_check(hccl.test_tls_node, host=make_host(), facts=make_facts())) == {(None, "passed")}
+    raw = healthy_raw()
+    raw["hccn.tls/5"] = out(tls_line(5, 1))
+    [bad] = run_check(hccl.test_tls_node, host=make_host(), facts=make_facts(raw=raw))
+    assert bad.outcome == "failed" and bad.subject == "npu5"
+    assert_explained(bad, "npu5 tls switch[1] (on)", "npu[0-4,6-7] tls switch[0] (off)")
+
+
+def test_tls_missing_switch_line_is_unknown_not_off():
+    facts = make_facts(**{"hccn.tls__1": out("some certificate text only\n")})
+    results = run_check(hccl.test_tls_node, host=make_host(), facts=facts)
+    assert ("npu1", "error") in outcomes(results) and (None, "passed") in outcomes(results)
+
+
+def test_tls_agree_across_nodes():
+    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    healthy = cluster_of(*[(h, make_facts(h.name)) for h in hosts])
+    assert outcomes(run_check(hccl.test_tls_agree, cluster=healthy)) == {(None, "passed")}
+    raw_on = healthy_raw()
+    for i in range(8):
+        raw_on[f"hccn.tls/{i}"] = out(tls_line(i, 1))
+    mixed = cluster_of((hosts[0], make_facts("node-01")), (hosts[1], make_facts("node-02", raw=raw_on)),
+                       (hosts[2], make_facts("node-03")))
+    [bad] = run_check(hccl.test_tls_agree, cluster=mixed)
+    assert bad.outcome == "failed" and bad.host is None and bad.outliers == ("node-02",)
+    assert_explained(bad, "node-02 npu[0-7]")
+
+
+# -- env -------------------------------------------------------------------------------
+
+def test_socket_ifname_present_and_missing():
+    ok = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts())
+    assert outcomes(ok) == {("HCCL_SOCKET_IFNAME", "passed")}
+    raw = healthy_raw(env={"HCCL_SOCKET_IFNAME": "eth9", "GLOO_SOCKET_IFNAME": "eth0"})
+    results = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
+    assert outcomes(results) == {("HCCL_SOCKET_IFNAME", "failed"), ("GLOO_SOCKET_IFNAME", "passed")}
+    bad = failed(results)[0]
+    assert_explained(bad, "HCCL_SOCKET_IFNAME=eth9", "eth0 UP 10.0.0.1/24")
+
+
+@pytest.mark.parametrize("value, outcome", [
+    ("eth", "passed"), ("=eth0", "passed"), ("^=eth0", "failed"), ("^eth", "failed"), ("^lo", "passed"),
+    ("enp,eth", "passed"), ("=eth1", "failed"), ("ib", "failed"),
+])
+def test_hccl_ifname_syntax(value, outcome):
+    raw = healthy_raw(env={"HCCL_SOCKET_IFNAME": value})
+    [result] = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
+    assert result.outcome == outcome, result.message
+
+
+def test_socket_ifname_down_interface():
+    ifaces = json.loads(json.dumps(IFACES))
+    ifaces[1]["flags"] = ["BROADCAST", "MULTICAST", "NO-CARRIER", "UP"]
+    ifaces[1]["operstate"] = "DOWN"
+    raw = healthy_raw(env={"TP_SOCKET_IFNAME": "eth0", "HCCL_SOCKET_IFNAME": None}, interfaces=ifaces)
+    [result] = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
+    assert result.outcome == "failed" and "down or has no address" in result.message
+
+
+def test_socket_ifname_unset_is_skipped_and_inventory_env_counts():
+    raw = healthy_raw(env={"HCCL_SOCKET_IFNAME": None})
+    assert outcomes(run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))) == {
+        (None, "skipped")}
+    host = make_host(env={"GLOO_SOCKET_IFNAME": "bond0"})
+    results = run_check(env.test_socket_ifname, host=host, facts=make_facts(raw=raw))
+    assert outcomes(results) == {("GLOO_SOCKET_IFNAME", "failed")}
+
+
+def test_ifname_agree():
+    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    same = cluster_of(*[(h, make_facts(h.name)) for h in hosts])
+    assert outcomes(run_check(env.test_ifname_agree, cluster=same)) == {("HCCL_SOCKET_IFNAME", "passed")}
+    ifaces = json.loads(json.dumps(IFACES))
+    ifaces[1]["ifname"] = "ens3"
+    odd = make_facts("node-03", raw=healthy_raw(env={"HCCL_SOCKET_IFNAME": "ens3"}, interfaces=ifaces))
+    differ = cluster_of((hosts[0], make_facts("node-01")), (hosts[1], make_facts("node-02")), (hosts[2], odd))
+    [bad] = run_check(env.test_ifname_agree, cluster=differ)
+    assert bad.outcome == "failed" and bad.outliers == ("node-03",)
+    assert_explained(bad, "node-03: ens3", "node-[01-02] use eth0")
+
+
+# -- tools, limits ----------------------------------------------------------------------
+
+def test_pdsh_on_launchers_only():
+    head, worker = make_host("node-01", groups=["head"]), make_host("node-02", groups=["worker"])
+    cl = cluster_of((head, make_facts("node-01")), (worker, make_facts("node-02")))
+    assert outcomes(run_check(tools.test_pdsh, host=head, facts=make_facts(), cluster=cl)) == {(None, "passed")}
+    assert outcomes(run_check(tools.test_pdsh, host=worker, facts=make_facts(), cluster=cl)) == {(None, "skipped")}
+    missing = make_facts(tools_dot_pdsh=out("", rc=1))
+    [bad] = run_check(tools.test_pdsh, host=head, facts=missing, cluster=cl)
+    assert bad.outcome == "failed"
+    assert_explained(bad, "pdsh not found")
+
+
+def test_pdsh_everywhere_when_no_launcher_is_marked():
+    host = make_host("node-02")
+    cl = cluster_of((host, make_facts("node-02")))
+    [bad] = run_check(tools.test_pdsh, host=host, facts=make_facts(tools_dot_pdsh=out("", rc=1)), cluster=cl)
+    assert bad.outcome == "failed"
+
+
+@pytest.mark.parametrize("limits_text, host_vars, outcome", [
+    ("65536 65536", {}, "passed"), ("unlimited unlimited", {}, "passed"), ("1024 1024", {}, "failed"),
+    ("1024 65536", {}, "failed"), ("65536 65536", {"min_nofile": 1048576}, "failed"),
+    ("4096 4096", {"min_nofile": 4096}, "passed"),
+])
+def test_nofile(limits_text, host_vars, outcome):
+    [result] = run_check(limits.test_nofile, host=make_host(**host_vars),
+                         facts=make_facts(session_dot_nofile=out(limits_text)))
+    assert result.outcome == outcome
+    if outcome == "failed":
+        assert_explained(result, "ulimit -n soft")
+
+
+# -- cluster.ray_ports --------------------------------------------------------------------
+
+def _ray_cluster(record):
+    head, worker = make_host("node-01", groups=["head"]), make_host("node-02", groups=["worker"])
+    wf = make_facts("node-02")
+    if record is not None:
+        wf.raw["tcp.ray_gcs"] = out(record)
+    return head, worker, wf, cluster_of((head, make_facts("node-01")), (worker, wf))
+
+
+@pytest.mark.parametrize("record, outcome, words", [
+    ("open node-01 6379 temporary", "passed", "temporary listener"),
+    ("timeout node-01 6379 temporary no answer within 3s", "failed", "packets dropped"),
+    ("refused node-01 6379 existing bash: connect: Connection refused", "failed", "REJECT"),
+    ("refused node-01 6379 none bash: connect: Connection refused", "error", "cannot be told"),
+    ("unreachable node-01 6379 temporary No route to host", "failed", "No route"),
+])
+def test_ray_gcs(record, outcome, words):
+    _, worker, wf, cl = _ray_cluster(record)
+    [result] = run_check(network.test_ray_gcs, host=worker, facts=wf, cluster=cl)
+    assert result.outcome == outcome and words in result.message
+    assert result.subject == "node-01:6379"
+
+
+def test_ray_gcs_head_is_skipped_and_no_head_is_skipped():
+    head, _, _, cl = _ray_cluster("open node-01 6379 existing")
+    assert run_check(network.test_ray_gcs, host=head, facts=make_facts(), cluster=cl)[0].outcome == "skipped"
+    lone = make_host("node-05")
+    cl = cluster_of((lone, make_facts("node-05")))
+    assert run_check(network.test_ray_gcs, host=lone, facts=make_facts(), cluster=cl)[0].outcome == "skipped"
+
+
+def test_ray_gcs_without_probe_record_is_an_error():
+    _, worker, wf, cl = _ray_cluster(None)
+    [result] = run_check(network.test_ray_gcs, host=worker, facts=wf, cluster=cl)
+    assert result.outcome == "error" and "not gathered" in result.message
