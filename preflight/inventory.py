@@ -31,7 +31,6 @@ import ipaddress
 import os
 import re
 import shlex
-import types
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +47,7 @@ __all__ = [
     "KeySpec",
     "check_host",
     "load_inventory",
+    "FrozenDict",
     "parse_jump_host",
 ]
 
@@ -175,7 +175,10 @@ def parse_jump_host(value: str) -> tuple[str | None, str, int | None]:
 def _want_str(value: Any) -> str:
     if isinstance(value, str):
         return value
-    if isinstance(value, (bool, int, float)) and not isinstance(value, bool):
+    if isinstance(value, bool):
+        raise _Invalid(f"must be a string, not {_type_name(value)}; quote it in YAML")
+    if value is not None and not isinstance(value, (list, dict, set, tuple)):
+        # 910 -> int, 8.0 -> float, 2024-01-01 -> date: YAML guessed a type for an unquoted value
         raise _Invalid(f"must be a string, not {_type_name(value)}; quote it in YAML (\"{value}\")")
     raise _Invalid(f"must be a string, not {_type_name(value)}")
 
@@ -250,10 +253,7 @@ def _jump(value: Any) -> str:
 
 def _host_range(value: Any) -> list[str]:
     """A host name or address, possibly a range; returns the expanded, validated names."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise _Invalid(f"must be a string, not {_type_name(value)}; quote it in YAML (\"{value}\")")
-    if not isinstance(value, str):
-        raise _Invalid(f"must be a string, not {_type_name(value)}")
+    value = _want_str(value)
     try:
         names = expand(value)
     except HostlistError as e:
@@ -359,36 +359,73 @@ _HOST_KEYS = sorted(KEYS)
 
 # ----------------------------------------------------------------------------------- data objects
 
-def _freeze(value: Any) -> Any:
-    if isinstance(value, dict):
-        return types.MappingProxyType({k: _freeze(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, set):
-        return frozenset(_freeze(v) for v in value)
-    return value
+class FrozenDict(dict):
+    """A read-only dict: JSON-serialisable, picklable, deep-copyable, hashable (when its values are)."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("inventory vars are read-only")
+
+    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _read_only  # type: ignore[assignment]
+
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        return (type(self), (dict(self),))
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
 
 
-_EMPTY: Mapping[str, Any] = types.MappingProxyType({})
+def _freeze(value: Any, memo: dict[int, Any] | None = None) -> Any:
+    """Read-only deep copy: dict -> FrozenDict, list -> tuple. Shared (aliased) parts stay shared."""
+    if isinstance(value, FrozenDict) or not isinstance(value, (Mapping, list, tuple, set)):
+        return value
+    memo = {} if memo is None else memo
+    if id(value) in memo:
+        return memo[id(value)]
+    if isinstance(value, Mapping):
+        out: Any = FrozenDict({k: _freeze(v, memo) for k, v in value.items()})
+    elif isinstance(value, set):
+        out = frozenset(_freeze(v, memo) for v in value)
+    else:
+        out = tuple(_freeze(v, memo) for v in value)
+    memo[id(value)] = out
+    return out
+
+
+_EMPTY: Mapping[str, Any] = FrozenDict()
 
 
 @dataclass(frozen=True)
 class Host:
-    name: str
-    address: str
-    connection: str = "ssh"
-    user: str | None = None
-    port: int | None = None
-    identity_file: str | None = None
-    jump_host: str | None = None
-    known_hosts: str | None = None
-    ssh_config: str | None = None
-    groups: tuple[str, ...] = ()
-    vars: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, hash=False)
-    line: int | None = field(default=None, compare=False)
+    """One inventory host, after range expansion and merging of defaults, groups and host keys."""
+
+    name: str                             # inventory name; the result id
+    address: str                          # what SSH connects to; defaults to the name
+    connection: str = "ssh"               # "ssh" | "local"
+    user: str | None = None               # None: ssh_config / the local user
+    port: int | None = None               # None: ssh_config / 22
+    identity_file: str | None = None      # "~" expanded
+    jump_host: str | None = None          # "[user@]host[:port]"; see parse_jump_host()
+    known_hosts: str | None = None        # "~" expanded; None = OpenSSH's default files
+    ssh_config: str | None = None         # "~" expanded; None = ~/.ssh/config if it exists (transport decides)
+    groups: tuple[str, ...] = ()          # in the order given
+    vars: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, hash=False)  # read-only (FrozenDict)
+    line: int | None = field(default=None, compare=False)  # 1-based line where the host was declared
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.vars, FrozenDict):  # Host(...) built by hand, e.g. from --facts-in JSON
+            object.__setattr__(self, "vars", _freeze(self.vars))
+        if not isinstance(self.groups, tuple):
+            object.__setattr__(self, "groups", tuple(self.groups))
 
     @property
     def roles(self) -> frozenset[str]:
+        """{"head", "worker"} that the host's groups name, plus "launcher" when vars["launcher"] is true."""
         roles = {"head", "worker"} & set(self.groups)
         if self.vars.get("launcher") is True:
             roles.add("launcher")
@@ -403,12 +440,16 @@ class Host:
 class Inventory:
     path: str
     hosts: tuple[Host, ...]
+    _index: Mapping[str, Host] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {h.name: h for h in self.hosts})
 
     def by_name(self, name: str) -> Host:
-        for h in self.hosts:
-            if h.name == name:
-                return h
-        raise KeyError(f"no host {name!r} in inventory {self.path}")
+        try:
+            return self._index[name]
+        except KeyError:
+            raise KeyError(f"no host {name!r} in inventory {self.path}") from None
 
     def with_role(self, role: str) -> tuple[Host, ...]:
         return tuple(h for h in self.hosts if role in h.roles)
@@ -597,7 +638,7 @@ def _validate(doc: _Doc, spec: KeySpec, key: str, vnode: yaml.Node, path: str) -
         raise doc.error(vnode, path, e.message) from None
 
 
-def _make_host(name: str, address: str | None, conn: dict[str, Any], vars_: dict[str, Any],
+def _make_host(name: str, address: str | None, conn: dict[str, Any], vars_: Mapping[str, Any],
                groups: tuple[str, ...], line: int | None) -> Host:
     return Host(
         name=name,
@@ -696,7 +737,8 @@ def _load_native(doc: _Doc, top: dict[str, tuple[yaml.Node, yaml.Node]]) -> tupl
                 level.conn[key] = value
             elif spec.kind == VAR:
                 level.vars[key] = value
-        conn, vars_ = _merge([defaults, *(groups[g] for g in host_groups if g in groups), level])
+        conn, merged_vars = _merge([defaults, *(groups[g] for g in host_groups if g in groups), level])
+        vars_ = _freeze(merged_vars)  # one read-only mapping shared by every host of the entry
         line = _line(nodes["name"])
         for j, name in enumerate(names):
             if name in first_line:
@@ -821,8 +863,7 @@ def _ansible_conn_value(key: str, value: Any) -> dict[str, Any]:
             raise _Invalid(f"unsupported connection {value!r} (supported: local, ssh, paramiko, smart)")
         return {"connection": _ANSIBLE_CONNECTIONS[value]}
     if target == "address":
-        if not isinstance(value, str):
-            raise _Invalid(f"must be a string, not {_type_name(value)}")
+        value = _want_str(value)
         problem = _host_problem(value)
         if problem:
             raise _Invalid(f"{value!r} {problem}")
