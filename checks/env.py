@@ -5,6 +5,7 @@ from collections import defaultdict
 
 from preflight import faq
 from preflight.check import check
+from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
 from preflight.ifname import VARIABLES, describe, effective_env, select
 
@@ -49,10 +50,9 @@ def test_socket_ifname(host, facts, verdict):
 @check("cluster.ifname_agree", title="The socket interface is the same on every node", scope="cluster",
        reference=faq.R_CROSS_NODE_IFNAME, needs=("session.env", "net.interfaces"), remedy=IFNAME_REMEDY)
 def test_ifname_agree(cluster, verdict):
-    from preflight.facts import FactUnavailable
-
     values: dict[str, dict[str, str | None]] = defaultdict(dict)  # variable -> host -> chosen interface
     unreadable = []
+    unresolved: dict[str, list[str]] = defaultdict(list)
     for host, facts in cluster.reachable():
         try:
             env = effective_env(host, facts.get("session.env"))
@@ -63,7 +63,10 @@ def test_ifname_agree(cluster, verdict):
         for variable in VARIABLES:
             if env.get(variable):
                 sel = select(variable, env[variable], interfaces)
-                values[variable][host.name] = sel.chosen or f"nothing ({variable}={env[variable]})"
+                if sel.chosen:
+                    values[variable][host.name] = sel.chosen
+                else:  # selects nothing on this node: env.socket_ifname reports it there
+                    unresolved[variable].append(host.name)
             else:
                 values[variable][host.name] = None
     evaluated = False
@@ -75,15 +78,17 @@ def test_ifname_agree(cluster, verdict):
         groups = defaultdict(list)
         for name, chosen in per_host.items():
             groups[chosen or "unset"].append(name)
+        skipped = (f" (selects no interface on {fold(unresolved[variable])}: see env.socket_ifname)"
+                   if unresolved[variable] else "")
         if len(groups) == 1:
             verdict.passed(variable, message=f"{variable} selects {next(iter(groups))} on all "
-                                             f"{len(per_host)} nodes", host=None)
+                                             f"{len(per_host)} nodes{skipped}")
             continue
         majority = max(groups, key=lambda k: (len(groups[k]), k != "unset"))
         odd = sorted(n for k, names in groups.items() if k != majority for n in names)
         described = "; ".join(f"{fold(names)}: {k}" for k, names in groups.items() if k != majority)
         verdict.failed(variable, outliers=tuple(odd), where=variable,
-                       observed=f"{described}, while {fold(groups[majority])} use {majority}",
+                       observed=f"{described}, while {fold(groups[majority])} use {majority}{skipped}",
                        expected="the same interface name on every node")
     if not evaluated:
         verdict.skipped(message="no *_SOCKET_IFNAME variable set on any node")
