@@ -1,0 +1,194 @@
+"""preflight.transport.local: ``connection: local`` runs commands with a subprocess, bounded by a
+deadline that kills the whole process group, with capped output; plus the line-reading
+long-running process used by phase-two listeners."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+
+import pytest
+
+from preflight.transport import RunResult
+from preflight.transport.local import LocalProcess, LocalTransport
+
+
+def marker() -> str:
+    """A unique sleep duration (GNU sleep takes fractions): its command line names our processes only."""
+    return f"100.{secrets.randbelow(10**9):09d}"
+
+
+def processes_with(text: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def wait_gone(text: str, seconds: float = 3.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        left = processes_with(text)
+        if not left:
+            return []
+        time.sleep(0.05)
+    return processes_with(text)
+
+
+@pytest.fixture
+def transport():
+    t = LocalTransport("localhost")
+    t.connect()
+    yield t
+    t.close()
+
+
+# ------------------------------------------------------------------------------ run
+
+
+def test_run_returns_stdout_stderr_and_exit_code(transport):
+    result = transport.run("echo out; echo err >&2; exit 7", timeout=10, max_bytes=1 << 20)
+    assert isinstance(result, RunResult)
+    assert result == RunResult(b"out\n", b"err\n", 7, False)
+
+
+def test_run_success_and_binary_output(transport):
+    result = transport.run(r"printf '\x00\xff\xfe\n'; printf '\x80' >&2", timeout=10, max_bytes=1024)
+    assert result.stdout == b"\x00\xff\xfe\n"
+    assert result.stderr == b"\x80"
+    assert result.exit_code == 0
+
+
+def test_run_command_sees_no_stdin(transport):
+    result = transport.run("cat; echo done", timeout=5, max_bytes=1024)
+    assert result.stdout == b"done\n" and result.exit_code == 0
+
+
+def test_run_signal_death_is_a_negative_exit_code(transport):
+    result = transport.run("kill -TERM $$", timeout=5, max_bytes=1024)
+    assert result.exit_code == -15
+
+
+def test_deadline_kills_the_child_and_its_grandchildren(transport):
+    m = marker()
+    command = f"bash -c 'sleep {m} & sleep {m}'"
+    t0 = time.monotonic()
+    result = transport.run(command, timeout=0.7, max_bytes=1024)
+    took = time.monotonic() - t0
+    assert result.exit_code is None  # killed at the deadline
+    assert 0.6 <= took < 3, took
+    assert wait_gone(m) == [], f"processes survived the deadline: {processes_with(m)}"
+
+
+def test_deadline_keeps_output_printed_before_it(transport):
+    m = marker()
+    result = transport.run(f"echo early; echo warn >&2; sleep {m}", timeout=0.5, max_bytes=1024)
+    assert result.stdout == b"early\n" and result.stderr == b"warn\n"
+    assert result.exit_code is None
+    assert wait_gone(m) == []
+
+
+def test_background_child_holding_stdout_is_bounded_by_the_deadline(transport):
+    m = marker()
+    t0 = time.monotonic()
+    result = transport.run(f"sleep {m} & echo hi", timeout=0.7, max_bytes=1024)
+    assert time.monotonic() - t0 < 3
+    assert result.stdout == b"hi\n"
+    assert wait_gone(m) == []
+
+
+def test_output_over_max_bytes_is_cut_and_flagged(transport):
+    result = transport.run("head -c 200000 /dev/zero | tr '\\0' x; head -c 5000 /dev/zero | tr '\\0' y >&2",
+                           timeout=10, max_bytes=1000)
+    assert result.stdout == b"x" * 1000
+    assert result.stderr == b"y" * 1000
+    assert result.truncated is True
+    assert result.exit_code == 0  # the command was read to its end, not killed
+
+
+def test_output_of_exactly_max_bytes_is_not_flagged(transport):
+    result = transport.run("head -c 1000 /dev/zero | tr '\\0' x", timeout=10, max_bytes=1000)
+    assert result.stdout == b"x" * 1000
+    assert result.truncated is False
+
+
+def test_endless_output_is_bounded_by_the_deadline(transport):
+    t0 = time.monotonic()
+    result = transport.run("yes", timeout=0.5, max_bytes=4096)
+    assert time.monotonic() - t0 < 3
+    assert len(result.stdout) == 4096 and result.truncated
+    assert result.exit_code is None
+
+
+def test_close_kills_a_run_in_progress(transport):
+    m = marker()
+    box = {}
+
+    def work():
+        box["result"] = transport.run(f"sleep {m}", timeout=30, max_bytes=1024)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while not processes_with(m) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert processes_with(m)
+    transport.close()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert box["result"].exit_code == -9
+    assert wait_gone(m) == []
+
+
+def test_sequential_runs_do_not_leak_file_descriptors(transport):
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        transport.run("echo x", timeout=5, max_bytes=64)
+    assert len(os.listdir("/proc/self/fd")) <= before + 2
+
+
+# ------------------------------------------------------------------------------ start / readline / close
+
+
+def test_start_readline_close(transport):
+    proc = transport.start("echo one; printf 'two\\nthr'; sleep 0.2; echo ee; printf '\\xff\\n'; exec cat")
+    assert isinstance(proc, LocalProcess)
+    assert proc.readline(timeout=5) == "one"
+    assert proc.readline(timeout=5) == "two"
+    assert proc.readline(timeout=5) == "three"  # a line split across reads
+    assert proc.readline(timeout=5) == "\ufffd"
+    t0 = time.monotonic()
+    assert proc.readline(timeout=0.3) is None  # nothing more yet: bounded wait
+    assert time.monotonic() - t0 < 2
+    t0 = time.monotonic()
+    proc.close()  # closing stdin ends `cat`
+    assert time.monotonic() - t0 < 2
+    assert proc._proc.returncode == 0
+
+
+def test_readline_at_eof_is_none(transport):
+    proc = transport.start("echo only")
+    assert proc.readline(timeout=5) == "only"
+    assert proc.readline(timeout=5) is None
+    proc.close()
+
+
+def test_close_kills_a_process_that_ignores_stdin_and_its_children(transport):
+    m = marker()
+    proc = transport.start(f"sleep {m} & echo READY; sleep {m}")
+    assert proc.readline(timeout=5) == "READY"
+    assert len(processes_with(m)) >= 2
+    t0 = time.monotonic()
+    proc.close()  # waits a bounded time for EOF to work, then kills the group
+    assert time.monotonic() - t0 < 6
+    assert wait_gone(m) == []

@@ -1,0 +1,384 @@
+"""The plugin end to end through pytester, in a subprocess, so the installed plugin (pytest11 entry
+point) loads the way users get it.  The inventory is this machine (``connection: local``); it has no
+NPU, so checks fail or error: the assertions are on the reports, not on readiness."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+LOCAL_INVENTORY = "hosts:\n  - {name: localhost, connection: local}\n"
+TIMEOUT = 120
+
+
+@pytest.fixture
+def inv(pytester):
+    path = pytester.path / "inv.yaml"
+    path.write_text(LOCAL_INVENTORY)
+    return path
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess(*args, timeout=TIMEOUT)
+
+
+def output(result) -> str:
+    return "\n".join(result.outlines + result.errlines)
+
+
+def load(path) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def outcome_set(doc) -> set[tuple]:
+    return {(r["check"], r["host"], r["subject"], r["outcome"]) for r in doc["results"]}
+
+
+def assert_report_contract(doc):
+    assert doc["schema"] == 1
+    assert doc["tool"]["name"] == "ascend-preflight"
+    for r in doc["results"]:
+        assert r["outcome"] in ("passed", "failed", "warning", "error", "skipped"), r
+        assert r["severity"] in ("error", "warning"), r
+        if r["outcome"] != "passed":
+            assert r["message"].strip(), r
+            assert r["reference"].strip(), r
+        if r["outcome"] in ("failed", "warning"):
+            assert r["remedy"].strip(), r
+
+
+# ------------------------------------------------------------------------------ 1 + 9: a full run
+
+
+def test_inventory_run_collects_builtin_checks_and_writes_reports(pytester, inv):
+    result = run(pytester, "--inventory", "inv.yaml")
+    text = output(result)
+    assert result.ret == 1, text  # this machine is not an Ascend node
+    assert "Traceback" not in text
+    result.stdout.fnmatch_lines(["*devices.py*", "*limits.py*"])
+    result.stdout.fnmatch_lines(["*ascend-preflight*", "*verdict: NOT READY*"])
+    reports = pytester.path / "reports"
+    for name in ("preflight.html", "matrix.html", "preflight.json"):
+        assert (reports / name).is_file(), name
+    assert sorted(p.name for p in reports.iterdir()) == ["matrix.html", "preflight.html", "preflight.json"]
+
+    doc = load(reports / "preflight.json")
+    assert_report_contract(doc)
+    assert doc["inventory"] == "inv.yaml"
+    assert doc["ready"] is False
+    assert doc["exit_code"] == 1
+    assert [h["name"] for h in doc["hosts"]] == ["localhost"]
+    localhost = doc["hosts"][0]
+    assert localhost["reachable"] is True and localhost["address"] == "localhost"
+    checks = {r["check"] for r in doc["results"]}
+    assert {"cluster.reachable", "devices.davinci_nodes", "limits.nofile"} <= checks
+    reachable = [r for r in doc["results"] if r["check"] == "cluster.reachable"]
+    assert [(r["host"], r["outcome"]) for r in reachable] == [("localhost", "passed")]
+    davinci = [r for r in doc["results"] if r["check"] == "devices.davinci_nodes"]
+    assert davinci and all(r["outcome"] == "failed" for r in davinci)  # no /dev/davinciN here
+    assert sum(doc["summary"].values()) == len(doc["results"])
+
+    # 9: the pytest-html report has our columns, the matrix and the verdict.
+    html = (reports / "preflight.html").read_text(encoding="utf-8")
+    for column in ("Host", "Check", "Severity"):
+        assert f">{column}</th>" in html, column
+    assert "pf-matrix" in html
+    assert "NOT READY" in html
+    matrix = (reports / "matrix.html").read_text(encoding="utf-8")
+    assert "<script" not in matrix.lower()
+    assert "NOT READY" in matrix and "devices.davinci_nodes" in matrix
+
+
+def test_report_dir_moves_the_reports_and_junit_has_properties(pytester, inv):
+    result = run(pytester, "--inventory", "inv.yaml", "--report-dir", "out/X", "--junitxml", "j.xml")
+    assert result.ret == 1, output(result)
+    assert not (pytester.path / "reports").exists()
+    for name in ("preflight.html", "matrix.html", "preflight.json"):
+        assert (pytester.path / "out" / "X" / name).is_file(), name
+    result.stdout.fnmatch_lines(["*report: out/X/preflight.json*"])
+    assert load(pytester.path / "out" / "X" / "preflight.json")["schema"] == 1
+
+    # 8: JUnit testcases carry the check id and the host as properties.
+    root = ET.parse(pytester.path / "j.xml").getroot()
+    cases = list(root.iter("testcase"))
+    assert cases
+    found = {}
+    for case in cases:
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        if "check" in props:
+            found[props["check"]] = props
+    assert found["limits.nofile"]["host"] == "localhost"
+    assert found["limits.nofile"]["severity"] == "error"
+    assert found["cluster.reachable"]["host"] == "localhost"
+    nofile_case = next(c for c in cases if c.get("name") == "test_nofile[localhost]")
+    assert nofile_case.find("failure") is not None
+
+
+# ------------------------------------------------------------------------------ 2: broken inventories
+
+
+BROKEN = {
+    "syntax": ("hosts:\n  - {name: localhost, connection: local\n", "YAML syntax", None),
+    "unknown_key": ("hosts:\n  - name: localhost\n    conection: local\n", "conection", 3),
+    "duplicate_host": ("hosts:\n  - {name: localhost, connection: local}\n  - {name: localhost, connection: local}\n",
+                       "hosts[1].name", 3),
+    "bad_range": ('hosts:\n  - {name: "node[5-1]"}\n', "hosts[0].name", 2),
+    "no_hosts": ("hosts: []\n", "hosts", 1),
+}
+
+
+@pytest.mark.parametrize("case", [*BROKEN, "missing_file"])
+def test_broken_inventory_is_one_clear_line_and_exit_4(pytester, case):
+    if case == "missing_file":
+        name, key, line = "nope.yaml", None, None
+    else:
+        content, key, line = BROKEN[case]
+        name = f"{case}.yaml"
+        (pytester.path / name).write_text(content)
+    result = run(pytester, "--inventory", name)
+    text = output(result)
+    assert result.ret == 4, text
+    assert "Traceback" not in text
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    msg = lines[0]
+    assert name in msg
+    if line is not None:
+        assert f"{name}:{line}" in msg, msg
+    if key is not None:
+        assert key in msg, msg
+    if case == "missing_file":
+        assert "no such file" in msg
+    assert not (pytester.path / "reports").exists()
+
+
+# ------------------------------------------------------------------------------ 3: selection
+
+
+def test_k_selects_only_the_reachability_check(pytester, inv):
+    result = run(pytester, "--inventory", "inv.yaml", "-k", "reachable")
+    assert result.ret == 0, output(result)  # the one selected check passes on localhost
+    result.assert_outcomes(passed=1, deselected=result.parseoutcomes()["deselected"])
+    doc = load(pytester.path / "reports" / "preflight.json")
+    assert {r["check"] for r in doc["results"]} == {"cluster.reachable"}
+    assert doc["ready"] is True
+
+
+# ------------------------------------------------------------------------------ 4: a user's own check
+
+
+USER_CHECK = '''
+from preflight.check import check
+
+
+@check("mine.nofile_known", title="the open-file limit can be read", remedy="Ask the admin.",
+       reference="our runbook, section 3", needs=("session.nofile",))
+def test_mine(host, facts, verdict):
+    limit = facts.get("session.nofile")
+    verdict.passed(subject="nofile", message=f"{host.name}: soft {limit.soft}")
+
+
+@check("mine.always_warns", title="a warning", remedy="Nothing to do.", reference="our runbook",
+       severity="warning")
+def test_warns(host, verdict):
+    verdict.failed(observed="something odd", expected="nothing odd")
+'''
+
+
+def test_user_check_module_runs_alongside_the_builtin_ones(pytester, inv):
+    pytester.makepyfile(test_mine=USER_CHECK)
+    result = run(pytester, "--inventory", "inv.yaml", "test_mine.py")
+    text = output(result)
+    assert result.ret == 1, text
+    result.stdout.fnmatch_lines(["*test_mine.py*", "*devices.py*"])
+    doc = load(pytester.path / "reports" / "preflight.json")
+    mine = [r for r in doc["results"] if r["check"] == "mine.nofile_known"]
+    assert len(mine) == 1
+    assert mine[0]["host"] == "localhost" and mine[0]["subject"] == "nofile"
+    assert mine[0]["outcome"] == "passed" and mine[0]["message"].startswith("localhost: soft ")
+    warns = [r for r in doc["results"] if r["check"] == "mine.always_warns"]
+    assert [(r["outcome"], r["severity"], r["remedy"]) for r in warns] == [("warning", "warning", "Nothing to do.")]
+    assert "devices.davinci_nodes" in {r["check"] for r in doc["results"]}
+    assert_report_contract(doc)
+
+
+SKIPPING_CHECKS = '''
+import pytest
+from preflight.check import check
+
+
+@check("mine.skips", title="skips itself", remedy="Nothing.", reference="our runbook")
+def test_skips(host, verdict):
+    pytest.skip("not on this kind of node")
+
+
+@pytest.mark.skip(reason="not applicable here")
+@check("mine.marked", title="skipped by a marker", remedy="Nothing.", reference="our runbook")
+def test_marked(host, verdict):
+    verdict.passed()
+'''
+
+
+@pytest.mark.xfail(strict=True, reason="bug: run.py PreflightRun.shape_report, pytest.skip() branch: the "
+                                       "'skipped' Result is built without reference=info.reference, so a check "
+                                       "that calls pytest.skip() gets reference '' in preflight.json (verdict."
+                                       "skipped() and every other branch set it)")
+def test_pytest_skip_inside_a_check_keeps_its_reference(pytester, inv):
+    pytester.makepyfile(test_mine=SKIPPING_CHECKS)
+    result = run(pytester, "--inventory", "inv.yaml", "test_mine.py", "-k", "skips")
+    assert result.ret == 0, output(result)
+    doc = load(pytester.path / "reports" / "preflight.json")
+    [r] = [r for r in doc["results"] if r["check"] == "mine.skips"]
+    assert (r["host"], r["outcome"], r["message"]) == ("localhost", "skipped", "not on this kind of node")
+    assert r["reference"] == "our runbook"
+
+
+@pytest.mark.xfail(strict=True, reason="bug: run.py PreflightRun.shape_report returns early for every "
+                                       "setup-phase report that did not fail, so a check skipped by a marker "
+                                       "(@pytest.mark.skip / skipif) records no result at all: it is missing from "
+                                       "preflight.json and the matrix instead of being 'skipped'")
+def test_check_skipped_by_a_marker_is_a_skipped_result(pytester, inv):
+    pytester.makepyfile(test_mine=SKIPPING_CHECKS)
+    result = run(pytester, "--inventory", "inv.yaml", "test_mine.py", "-k", "marked")
+    assert result.ret == 0, output(result)
+    result.assert_outcomes(skipped=1, deselected=result.parseoutcomes()["deselected"])
+    doc = load(pytester.path / "reports" / "preflight.json")
+    assert [(r["check"], r["host"], r["outcome"]) for r in doc["results"]] == \
+        [("mine.marked", "localhost", "skipped")]
+
+
+# ------------------------------------------------------------------------------ 5: facts out / in
+
+
+def test_facts_out_then_facts_in_gives_the_same_results(pytester, inv):
+    first = run(pytester, "--inventory", "inv.yaml", "--facts-out", "f.json", "--report-dir", "r1")
+    assert first.ret == 1, output(first)
+    facts = load(pytester.path / "f.json")
+    assert facts["schema"] == 1 and [h["host"] for h in facts["hosts"]] == ["localhost"]
+    (pytester.path / "inv.yaml").unlink()  # the replay needs no inventory
+    second = run(pytester, "--facts-in", "f.json", "--report-dir", "r2")
+    assert second.ret == 1, output(second)
+    one = load(pytester.path / "r1" / "preflight.json")
+    two = load(pytester.path / "r2" / "preflight.json")
+    assert outcome_set(one) == outcome_set(two)
+    assert [h["name"] for h in two["hosts"]] == ["localhost"]
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"schema": 2, "hosts": []}', "[]",
+                                     '{"schema": 1, "hosts": [], "inventory": {"hosts": []}}'])
+def test_corrupt_facts_file_is_a_usage_error(pytester, content):
+    (pytester.path / "f.json").write_text(content)
+    result = run(pytester, "--facts-in", "f.json")
+    text = output(result)
+    assert result.ret == 4, text
+    assert "Traceback" not in text
+    assert "f.json" in text
+
+
+@pytest.mark.xfail(strict=True, reason="bug: run.py _load_facts (line ~319, d[\"host\"]) and "
+                                       "_hosts_from_facts_file (line ~327, d[\"name\"], d[\"address\"]) index "
+                                       "the facts file without checking it: a schema-1 file with a host entry "
+                                       "missing a key gives INTERNALERROR + KeyError traceback, exit 3, not a "
+                                       "usage error (exit 4)")
+@pytest.mark.parametrize("content", [
+    '{"schema": 1, "hosts": [{}], "inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
+    '{"schema": 1, "hosts": [], "inventory": {"hosts": [{"name": "x"}]}}',
+], ids=["host-entry-without-host", "inventory-host-without-address"])
+def test_malformed_facts_file_is_a_usage_error(pytester, content):
+    (pytester.path / "f.json").write_text(content)
+    result = run(pytester, "--facts-in", "f.json")
+    text = output(result)
+    assert "Traceback" not in text and "INTERNALERROR" not in text
+    assert result.ret == 4, text
+
+
+# ------------------------------------------------------------------------------ 6: out of the way
+
+
+def test_without_inventory_the_plugin_stays_out_of_the_way(pytester):
+    pytester.makepyfile(test_plain="def test_plain():\n    assert 1 + 1 == 2\n")
+    result = run(pytester)
+    assert result.ret == 0, output(result)
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "verdict:" not in out
+    assert "ascend-preflight" not in "\n".join(ln for ln in result.outlines if not ln.startswith("plugins:"))
+    assert not (pytester.path / "reports").exists()
+
+
+# ------------------------------------------------------------------------------ 7: the console script
+
+
+def _cli(pytester, *args):
+    code = "import sys; from preflight.cli import main; sys.exit(main(sys.argv[1:]))"
+    return pytester.run(sys.executable, "-c", code, *args, timeout=TIMEOUT)
+
+
+def test_console_script_behaves_like_pytest(pytester, inv):
+    result = _cli(pytester, "--inventory", "inv.yaml", "--report-dir", "d")
+    text = output(result)
+    assert result.ret == 1, text
+    assert "Traceback" not in text
+    for name in ("preflight.html", "matrix.html", "preflight.json"):
+        assert (pytester.path / "d" / name).is_file(), name
+    doc = load(pytester.path / "d" / "preflight.json")
+    assert {"cluster.reachable", "devices.davinci_nodes", "limits.nofile"} <= {r["check"] for r in doc["results"]}
+    assert not (pytester.path / ".pytest_cache").exists()  # runs without a cache directory
+
+
+def test_console_script_without_arguments_prints_usage(pytester):
+    result = _cli(pytester)
+    assert result.ret == 4
+    assert "usage: preflight --inventory" in output(result)
+    assert not (pytester.path / "reports").exists()
+
+
+# ------------------------------------------------------------------------------ extra: a dead host
+
+
+def test_unreachable_host_is_one_clear_failure_and_its_checks_are_errors(pytester):
+    (pytester.path / "inv.yaml").write_text(
+        "hosts:\n  - {name: localhost, connection: local}\n"
+        "  - {name: dead, address: 127.0.0.1, port: 1, user: nobody, known_hosts: known_hosts}\n")
+    (pytester.path / "known_hosts").write_text("")
+    result = run(pytester, "--inventory", "inv.yaml", "--connect-timeout", "3", "--host-timeout", "10",
+                 "-k", "reachable or nofile")
+    text = output(result)
+    assert result.ret == 1, text
+    assert "Traceback" not in text
+    doc = load(pytester.path / "reports" / "preflight.json")
+    hosts = {h["name"]: h for h in doc["hosts"]}
+    assert hosts["dead"]["reachable"] is False and hosts["dead"]["error"]
+    assert hosts["localhost"]["reachable"] is True
+    by = {(r["check"], r["host"]): r for r in doc["results"]}
+    assert by[("cluster.reachable", "dead")]["outcome"] == "failed"
+    assert by[("cluster.reachable", "localhost")]["outcome"] == "passed"
+    assert by[("limits.nofile", "dead")]["outcome"] == "error"
+    assert "unreachable" in by[("limits.nofile", "dead")]["message"]
+    assert_report_contract(doc)
+    matrix = (pytester.path / "reports" / "matrix.html").read_text(encoding="utf-8")
+
+    classes = {}
+
+    class P(HTMLParser):
+        row = None
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "td":
+                classes.setdefault(self.row, []).append(a.get("class"))
+
+        def handle_data(self, data):
+            if self.lasttag == "th" and data in ("localhost", "dead"):
+                self.row = data
+
+    P().feed(matrix)
+    assert "down" in classes["dead"] and "fail" in classes["dead"]
+    assert "down" not in classes["localhost"]

@@ -1,0 +1,378 @@
+"""preflight.probe: the generated probe script, really run with ``bash -c`` on this machine,
+and the reader of its output (framing, caps, timeouts, the hang breaker, forged records)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from preflight.facts import FACTS
+from preflight.probe import (
+    DEFAULT_CAP,
+    CommandOutput,
+    ProbeCommand,
+    build_script,
+    new_nonce,
+    parse_probe_output,
+)
+
+
+def run_script(commands, *, timeout=2, cap=DEFAULT_CAP, prefix="", env=None, cwd=None, nonce=None):
+    """Build the script, run it locally with bash -c, return (nonce, raw stdout, parsed, seconds)."""
+    nonce = nonce or new_nonce()
+    script = build_script(commands, nonce, timeout, cap)
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", "-c", prefix + script], stdin=subprocess.DEVNULL, capture_output=True,
+                          env=env, cwd=cwd, timeout=60)
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr
+    return nonce, proc.stdout, parse_probe_output(proc.stdout, nonce, cap), took
+
+
+# ------------------------------------------------------------------------------ basics
+
+
+def test_nonce_is_random_and_shell_safe():
+    nonces = {new_nonce() for _ in range(50)}
+    assert len(nonces) == 50
+    for n in nonces:
+        assert n.startswith("PF") and n[2:].isalnum() and len(n) >= 18
+
+
+def test_stdout_stderr_rc_and_elapsed_per_command():
+    _, raw, probe, _ = run_script([
+        ProbeCommand("a", "echo hello; echo oops >&2; exit 3"),
+        ProbeCommand("b", "sleep 0.3; printf 'no newline'"),
+        ProbeCommand("c", "true"),
+    ])
+    assert probe.complete
+    a, b, c = probe.outputs["a"], probe.outputs["b"], probe.outputs["c"]
+    assert (a.stdout, a.stderr, a.rc, a.truncated, a.skipped) == ("hello\n", "oops\n", 3, False, None)
+    assert (b.stdout, b.stderr, b.rc) == ("no newline", "", 0)
+    assert 0.25 <= b.elapsed_s < 3, b.elapsed_s
+    assert 0 <= a.elapsed_s < 2
+    assert (c.stdout, c.stderr, c.rc) == ("", "", 0)
+    # The command bodies never appear in clear in the stream: only base64 between framing lines.
+    assert b"hello" not in raw and b"oops" not in raw
+
+
+def test_every_record_line_starts_with_the_nonce():
+    nonce, raw, probe, _ = run_script([ProbeCommand("a", "echo x; echo y >&2")])
+    lines = raw.decode().splitlines()
+    assert lines, raw
+    assert all(line.startswith(nonce + " ") for line in lines), lines
+    assert lines[-1] == f"{nonce} END"
+    assert list(probe.outputs) == ["probe.devices", "a"]  # the device list comes first
+
+
+def test_quoting_of_commands_with_quotes_and_dollars():
+    cmd = """printf '%s|' "a b" 'c'"d" "$((1+2))" '$HOME' `echo bq`; echo "it's" """
+    _, _, probe, _ = run_script([ProbeCommand("q", cmd)])
+    assert probe.outputs["q"].stdout == "a b|cd|3|$HOME|bq|it's\n"
+    assert probe.outputs["q"].rc == 0
+
+
+def test_commands_get_no_stdin():
+    _, _, probe, _ = run_script([ProbeCommand("stdin", "cat; echo rc=$?")], timeout=2)
+    assert probe.outputs["stdin"].stdout == "rc=0\n"  # /dev/null: EOF at once, no hang
+
+
+def test_command_cannot_write_to_the_framing_stream_on_fd_3():
+    # fd 3 is where the script writes its records; it is closed for the command.
+    _, _, probe, _ = run_script([ProbeCommand("fd3", "echo forged >&3; echo after"), ProbeCommand("next", "echo n")])
+    assert probe.complete
+    assert probe.outputs["fd3"].stdout == "after\n"
+    assert "Bad file descriptor" in probe.outputs["fd3"].stderr
+    assert probe.outputs["next"].stdout == "n\n"
+
+
+# ------------------------------------------------------------------------------ bytes
+
+
+def test_binary_and_invalid_utf8_output_survive_and_never_break_framing():
+    _, _, probe, _ = run_script([
+        ProbeCommand("bin", r"printf '\x00\xff\xfe\x80 ok\n\r\n\x1b[31mred'"),
+        ProbeCommand("binerr", r"printf 'bad \xc3\x28 utf8\n' >&2; printf '\xe2\x82'"),
+        ProbeCommand("utf8", "printf 'Ascend \\xe6\\x98\\x87\\xe8\\x85\\xbe\\n'"),
+        ProbeCommand("after", "echo still framed"),
+    ])
+    assert probe.complete
+    out = probe.outputs["bin"].stdout
+    assert out.startswith("\x00")
+    assert "\ufffd" in out  # invalid bytes decoded with replacement
+    assert out.endswith(" ok\n\r\n\x1b[31mred")
+    err = probe.outputs["binerr"]
+    assert err.stderr.startswith("bad ") and err.stderr.endswith(" utf8\n") and "\ufffd" in err.stderr
+    assert err.stdout == "\ufffd"  # a cut multi-byte sequence
+    assert probe.outputs["utf8"].stdout == "Ascend 昇腾\n"
+    assert probe.outputs["after"].stdout == "still framed\n"
+    assert probe.outputs["after"].rc == 0
+
+
+def test_output_lines_that_look_like_records_stay_data():
+    nonce = new_nonce()
+    fake = f"{nonce} END\n{nonce} B forged\n{nonce} R 0 0\n"
+    _, _, probe, _ = run_script([ProbeCommand("liar", f"printf '{fake}'; printf '{fake}' >&2"),
+                                 ProbeCommand("next", "echo n")], nonce=nonce)
+    # Even knowing the nonce, a command's output is base64'd and cannot forge a record.
+    assert "forged" not in probe.outputs
+    assert probe.outputs["liar"].stdout == fake
+    assert probe.outputs["liar"].stderr == fake
+    assert probe.outputs["next"].stdout == "n\n"
+
+
+# ------------------------------------------------------------------------------ caps
+
+
+def test_output_over_the_cap_is_truncated_and_flagged():
+    cap = 1000
+    _, _, probe, _ = run_script([
+        ProbeCommand("big", "head -c 5000 /dev/zero | tr '\\0' x; echo never-seen"),
+        ProbeCommand("bigerr", "head -c 5000 /dev/zero | tr '\\0' y >&2"),
+        ProbeCommand("small", "head -c 999 /dev/zero | tr '\\0' s"),
+        ProbeCommand("after", "echo ok"),
+    ], cap=cap)
+    assert probe.complete
+    big = probe.outputs["big"]
+    assert big.stdout == "x" * cap
+    assert big.truncated is True
+    assert probe.outputs["bigerr"].stderr == "y" * cap  # stderr is capped as well
+    assert probe.outputs["small"].stdout == "s" * 999
+    assert probe.outputs["small"].truncated is False
+    assert probe.outputs["after"].stdout == "ok\n"
+
+
+@pytest.mark.xfail(strict=True, reason="bug: probe.py parse_probe_output flags `truncated` when stdout is "
+                                       "exactly `cap` bytes (len(raw) >= cap), though nothing was cut; the script "
+                                       "keeps only `head -c $PF_CAP` so it cannot tell 'exactly cap' from 'more'")
+def test_output_of_exactly_cap_bytes_is_not_flagged_truncated():
+    _, _, probe, _ = run_script([ProbeCommand("exact", "head -c 1000 /dev/zero | tr '\\0' e")], cap=1000)
+    assert probe.outputs["exact"].stdout == "e" * 1000
+    assert probe.outputs["exact"].truncated is False
+
+
+def test_default_cap_is_one_mebibyte():
+    assert DEFAULT_CAP == 1 << 20
+
+
+# ------------------------------------------------------------------------------ timeouts
+
+
+def test_timeout_gives_124_and_skips_later_commands_of_the_same_tool_only():
+    t0 = time.monotonic()
+    _, _, probe, took = run_script([
+        ProbeCommand("npu.first", "sleep 30", tool="npu-smi"),
+        ProbeCommand("npu.second", "echo never", tool="npu-smi"),
+        ProbeCommand("other", "echo other", tool="ip"),
+        ProbeCommand("untagged", "echo untagged"),  # no tool: its own breaker (its name)
+        ProbeCommand("npu.third", "echo never either", tool="npu-smi"),
+    ], timeout=1)
+    assert probe.complete
+    assert took < 5, took  # one timeout, not one per command of the hung tool
+    first = probe.outputs["npu.first"]
+    assert first.rc == 124
+    assert 0.9 <= first.elapsed_s < 4
+    for name in ("npu.second", "npu.third"):
+        skipped = probe.outputs[name]
+        assert skipped.rc is None and skipped.stdout == "" and skipped.skipped
+        assert "npu-smi timed out earlier" in skipped.skipped and "npu.first" in skipped.skipped
+    assert probe.outputs["other"].stdout == "other\n" and probe.outputs["other"].rc == 0
+    assert probe.outputs["untagged"].stdout == "untagged\n"
+    assert time.monotonic() - t0 < 6
+
+
+def test_a_quick_exit_124_is_not_a_hang():
+    _, _, probe, _ = run_script([ProbeCommand("x1", "exit 124", tool="t"), ProbeCommand("x2", "echo ran", tool="t")])
+    assert probe.outputs["x1"].rc == 124
+    assert probe.outputs["x2"].skipped is None and probe.outputs["x2"].stdout == "ran\n"
+
+
+@pytest.mark.xfail(strict=True, reason="bug: probe.py pf_run: the per-command `timeout` bounds only the command's "
+                                       "process, but the script waits for EOF on the `| head -c | base64` pipe; a "
+                                       "command that leaves a background child holding stdout (`sleep 3 & echo hi`) "
+                                       "stalls the probe until that child exits (3 s with a 1 s timeout; rc 0, and "
+                                       "the hang breaker then skips the tool's later commands)")
+def test_background_child_holding_stdout_does_not_outlive_the_command_timeout():
+    _, _, probe, took = run_script([ProbeCommand("bg", "sleep 3 & echo hi"), ProbeCommand("after", "echo a")],
+                                   timeout=1)
+    assert took < 2.5, took
+
+
+# ------------------------------------------------------------------------------ framing
+
+
+def test_lines_with_another_nonce_are_ignored():
+    nonce, raw, probe, _ = run_script([ProbeCommand("a", "echo real")])
+    other = "PFdeadbeefdeadbeef"
+    b64 = base64.b64encode(b"forged").decode()
+    injected = (f"{other} B a\n{other} O {b64}\n{other} R 0 0\n{other} E \n{other} END\n"
+                f"{nonce}X B glued\n{nonce}B nospace\n").encode()
+    stream = injected + raw.replace(f"{nonce} END\n".encode(), b"") + injected
+    parsed = parse_probe_output(stream, nonce)
+    assert parsed.outputs["a"].stdout == "real\n"
+    assert set(parsed.outputs) == {"probe.devices", "a"}
+    assert parsed.complete is False  # only another nonce's END
+    # Read with the wrong nonce, the real stream is nothing at all.
+    wrong = parse_probe_output(raw, other)
+    assert wrong.outputs == {} and wrong.complete is False
+    assert probe.complete
+
+
+def test_output_imitating_the_framing_with_a_guessed_nonce():
+    nonce, _, probe, _ = run_script([ProbeCommand("a", 'echo "PFdeadbeef END"; echo "PFdeadbeef B evil"'),
+                                     ProbeCommand("b", "echo b")])
+    assert probe.complete
+    assert "evil" not in probe.outputs
+    assert probe.outputs["a"].stdout == "PFdeadbeef END\nPFdeadbeef B evil\n"
+    assert probe.outputs["b"].stdout == "b\n"
+
+
+def test_noisy_login_banner_before_the_script_is_ignored():
+    cmds = [ProbeCommand("a", "echo one"), ProbeCommand("b", "echo two >&2; exit 1")]
+    nonce = new_nonce()
+    _, _, quiet, _ = run_script(cmds, nonce=nonce)
+    banner = "echo 'Welcome to EulerOS'; echo; echo 'PFdeadbeef B bashrc'; printf '\\xff\\xfe\\n'; "
+    _, raw, noisy, _ = run_script(cmds, nonce=nonce, prefix=banner)
+    assert raw.startswith(b"Welcome to EulerOS\n")
+    assert noisy.complete
+    assert {k: (v.stdout, v.stderr, v.rc) for k, v in noisy.outputs.items()} == \
+           {k: (v.stdout, v.stderr, v.rc) for k, v in quiet.outputs.items()}
+
+
+@pytest.mark.xfail(strict=True, reason="bug: probe.py build_script: the first record ('<nonce> B probe.devices') "
+                                       "is not preceded by a newline, so a ~/.bashrc that prints without a trailing "
+                                       "newline (printf banner) glues onto it and the probe.devices record is lost "
+                                       "-> HostFacts.devices() == [] on a node that has NPUs")
+def test_banner_without_trailing_newline_does_not_eat_the_first_record():
+    _, _, probe, _ = run_script([ProbeCommand("a", "echo one")], prefix="printf 'Last login: today'; ")
+    assert probe.outputs["a"].stdout == "one\n"
+    assert "probe.devices" in probe.outputs
+
+
+def test_stream_cut_before_end_is_incomplete():
+    nonce, raw, probe, _ = run_script([ProbeCommand("a", "echo first"), ProbeCommand("b", "echo second")])
+    assert probe.complete
+    end = raw.rindex(f"{nonce} END".encode())
+    # Cut just before END: everything read, but not complete.
+    cut = parse_probe_output(raw[:end], nonce)
+    assert cut.complete is False
+    assert cut.outputs["b"].stdout == "second\n" and cut.outputs["b"].rc == 0
+    # Cut inside the END marker itself.
+    assert parse_probe_output(raw[:end + len(nonce) + 3], nonce).complete is False
+    # END without its trailing newline still counts: every byte arrived.
+    assert parse_probe_output(raw.rstrip(b"\n"), nonce).complete is True
+    # Cut in the middle of b's records: b has no exit status.
+    b_at = raw.index(f"{nonce} B b\n".encode())
+    mid = parse_probe_output(raw[:b_at + len(nonce) + 6], nonce)
+    assert mid.complete is False
+    assert mid.outputs["a"].rc == 0
+    assert mid.outputs["b"].rc is None
+    # Every cut point parses without an exception, and none is complete.
+    for i in range(0, end, 7):
+        assert parse_probe_output(raw[:i], nonce).complete is False
+
+
+def test_parse_handles_skip_records_and_malformed_fields():
+    n = "PFabc"
+    data = (f"{n} O {base64.b64encode(b'orphan').decode()}\n"   # O before any B: ignored
+            f"{n} B x\n{n} O !!!notbase64\n{n} R notanumber 5\n{n} E \n"
+            f"{n} B y\n{n} O eQ==\n{n} R 7\n{n} E \n"
+            f"{n} S z tool timed out earlier on this host (x)\n"
+            f"{n} S w\n"
+            f"{n} END\n")
+    out = parse_probe_output(data, n)
+    assert out.complete
+    assert out.outputs["x"].rc is None
+    assert out.outputs["y"].stdout == "y" and out.outputs["y"].rc == 7 and out.outputs["y"].elapsed_s == 0.0
+    assert out.outputs["z"].skipped == "tool timed out earlier on this host (x)"
+    assert out.outputs["w"].skipped == "not run"
+    assert "orphan" not in {v.stdout for v in out.outputs.values()}
+
+
+def test_parse_accepts_str_and_bytes_alike():
+    nonce, raw, _, _ = run_script([ProbeCommand("a", "echo x")])
+    assert parse_probe_output(raw, nonce) == parse_probe_output(raw.decode(), nonce)
+
+
+def test_command_output_json_round_trip():
+    co = CommandOutput(stdout="a\x00\ufffd", stderr="e", rc=None, elapsed_s=1.5, truncated=True, skipped="why")
+    assert CommandOutput.from_json(co.to_json()) == co
+    assert CommandOutput.from_json({}) == CommandOutput(stdout="", stderr="", rc=None)
+
+
+# ------------------------------------------------------------------------------ read-only
+
+
+def test_the_script_writes_no_files(tmp_path):
+    home, tmp, cwd = tmp_path / "home", tmp_path / "tmp", tmp_path / "cwd"
+    for d in (home, tmp, cwd):
+        d.mkdir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(tmp),
+           "LANG": "C.UTF-8"}
+    # The real catalog of phase-one facts, plus a few odd ones.
+    cmds = [s.probe_command() for s in FACTS.values() if s.phase == 1]
+    cmds += [ProbeCommand("cd", "cd / && pwd"), ProbeCommand("slow", "sleep 3", tool="slowtool"),
+             ProbeCommand("slow2", "echo x", tool="slowtool")]
+    _, _, probe, _ = run_script(cmds, timeout=1, cap=4096, env=env, cwd=str(cwd))
+    assert probe.complete
+    assert probe.outputs["session.env"].rc == 0
+    assert f"HOME={home}" in probe.outputs["session.env"].stdout
+    assert probe.outputs["slow2"].skipped
+    for d in (home, tmp, cwd):
+        assert list(d.iterdir()) == [], d
+
+
+# ------------------------------------------------------------------------------ per-device
+
+
+def test_no_davinci_devices_here_means_no_per_device_records():
+    if any(n.startswith("davinci") and n[7:].isdigit() for n in os.listdir("/dev")):
+        pytest.skip("this machine has /dev/davinciN nodes")
+    _, _, probe, _ = run_script([ProbeCommand("hccn.link", 'echo "$PF_DEV"', tool="hccn_tool", per_device=True),
+                                 ProbeCommand("host", "echo host")])
+    assert probe.complete
+    assert probe.outputs["probe.devices"].stdout.split() == []
+    assert probe.outputs["probe.devices"].rc == 0
+    assert not [k for k in probe.outputs if "/" in k]
+    assert probe.outputs["host"].stdout == "host\n"
+
+
+def _can_unshare_mount() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.mark.skipif(not _can_unshare_mount(), reason="needs root and unshare -m for a private /dev")
+def test_per_device_loop_over_a_private_dev():
+    """A private mount namespace with a tmpfs /dev holding fake davinci entries."""
+    nonce = new_nonce()
+    script = build_script([
+        ProbeCommand("dev.echo", 'echo "dev=$PF_DEV"', tool="t1", per_device=True),
+        ProbeCommand("dev.hang", '[ "$PF_DEV" = 1 ] && sleep 30; echo "dev=$PF_DEV"', tool="t2", per_device=True),
+        ProbeCommand("host", "echo host", tool="t2x"),
+    ], nonce, timeout=1)
+    setup = ("mount -t tmpfs none /dev && cd /dev && "
+             "touch davinci0 davinci1 davinci2 davinci10 davinci_manager davinciX davinci1a vdavinci5 && "
+             'cd / && exec bash -c "$0"')
+    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", setup, script],
+                          capture_output=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    probe = parse_probe_output(proc.stdout, nonce)
+    assert probe.complete
+    assert probe.outputs["probe.devices"].stdout.split() == ["0", "1", "2", "10"]  # numeric order
+    for d in (0, 1, 2, 10):
+        assert probe.outputs[f"dev.echo/{d}"].stdout == f"dev={d}\n"
+    assert probe.outputs["dev.hang/0"].stdout == "dev=0\n"
+    assert probe.outputs["dev.hang/1"].rc == 124
+    # Device 1 hung: the same tool is not asked about devices 2 and 10.
+    for d in (2, 10):
+        assert "timed out earlier" in probe.outputs[f"dev.hang/{d}"].skipped
+    assert probe.outputs["host"].stdout == "host\n"
+    assert not [k for k in probe.outputs if k.endswith(("/X", "/1a", "/5", "/_manager"))]

@@ -1,0 +1,353 @@
+"""preflight.report.matrix (the host x check matrix page / fragment) and preflight.report.json_report
+(preflight.json, schema 1), from a preflight.json-shaped document written by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+from html.parser import HTMLParser
+
+import pytest
+
+from preflight.report import matrix
+from preflight.report.json_report import write_json
+from preflight.report.matrix import cells, fragment, page, write_matrix
+
+EVIL = 'node said <script>alert(1)</script> &amp; "quotes" \x1b[31mred\x1b[0m'
+
+
+def result(check, host, outcome, message, *, subject=None, severity="error", remedy="", reference="FAQ item",
+           outliers=()):
+    return {"check": check, "host": host, "subject": subject, "outcome": outcome, "severity": severity,
+            "message": message, "remedy": remedy, "reference": reference, "observed": None, "expected": None,
+            "outliers": list(outliers), "nodeid": None}
+
+
+def make_document() -> dict:
+    """Shaped like PreflightRun.document(): three hosts, node-03 unreachable."""
+    results = [
+        result("cluster.reachable", "node-01", "passed", "node-01 answered in 0.2s"),
+        result("cluster.reachable", "node-02", "passed", "node-02 answered in 0.3s"),
+        result("cluster.reachable", "node-03", "failed", "node-03: cannot log in (connection refused)",
+               remedy="Check that sshd listens on node-03."),
+        result("devices.davinci_nodes", "node-01", "passed", "8 device nodes", subject="npu0"),
+        result("devices.davinci_nodes", "node-02", "passed", "ok", subject="npu0"),
+        result("devices.davinci_nodes", "node-02", "failed", "node-02 npu1: /dev/davinci1 missing",
+               subject="npu1", remedy="Pass --device /dev/davinci1 into the container."),
+        result("devices.davinci_nodes", "node-03", "error", "not evaluated: node-03 is unreachable"),
+        result("hccl.link_up", "node-01", "warning", "node-01 npu3: link DOWN", subject="npu3",
+               severity="warning", remedy="hccn_tool -i 3 -link -g; check the optical module."),
+        result("hccl.link_up", "node-01", "passed", "ok", subject="npu2", severity="warning"),
+        result("hccl.link_up", "node-02", "skipped", "no NPU", severity="warning"),
+        result("hccl.link_up", "node-03", "error", "not evaluated: node-03 is unreachable", severity="warning"),
+        result("env.evil", "node-01", "failed", EVIL, remedy="export <b>X</b>=1 && echo 'done'"),
+        result("env.evil", "node-02", "error", "`env -0` timed out after 10s (hung tool)",
+               remedy="should not be shown for an error"),
+        result("limits.nofile", "node-01", "skipped", "not applicable"),
+        result("limits.nofile", "node-02", "skipped", "not applicable"),
+        result("limits.nofile", "node-02", "passed", "ulimit -n 65536"),
+        result("cluster.ifname_agree", None, "failed", "HCCL_SOCKET_IFNAME differs on node-02",
+               remedy="Set HCCL_SOCKET_IFNAME=eth0 on node-02.", outliers=["node-02"]),
+    ]
+    return {
+        "schema": 1,
+        "tool": {"name": "ascend-preflight", "version": "0.1.0"},
+        "inventory": "hosts <prod>.yaml",
+        "started_at": "2026-12-02T10:00:00Z",
+        "duration_s": 4.2,
+        "gather_s": 0.8,
+        "ready": False,
+        "strict": False,
+        "exit_code": 1,
+        "summary": {"passed": 7, "failed": 4, "warning": 1, "error": 3, "skipped": 4},
+        "hosts": [
+            {"name": "node-01", "address": "10.0.0.1", "reachable": True, "error": None, "gather_s": 0.8,
+             "groups": ["head"]},
+            {"name": "node-02", "address": "10.0.0.2", "reachable": True, "error": None, "gather_s": 0.7,
+             "groups": ["worker"]},
+            {"name": "node-03", "address": "10.0.0.3", "reachable": False, "error": "connection refused",
+             "gather_s": 0.1, "groups": ["worker"]},
+        ],
+        "results": results,
+    }
+
+
+class Page(HTMLParser):
+    """Collects tags, text, attribute values and the matrix as {(row header, column header): class}."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.texts: list[str] = []
+        self.attrs: list[str] = []
+        self.columns: list[str] = []
+        self.rows: dict[str, list[tuple[str, str]]] = {}
+        self._in_matrix = False
+        self._section = None
+        self._cell = None  # (tag, attrs) of the open th/td in the matrix
+        self._cell_text = ""
+        self._row: str | None = None
+        self.findings: list[str] = []
+        self._in_findings = False
+        self._li = None
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        a = dict(attrs)
+        self.attrs.extend(v for v in a.values() if v is not None)
+        cls = a.get("class") or ""
+        if tag == "table" and "pf-matrix" in cls.split():
+            self._in_matrix = True
+        elif self._in_matrix and tag in ("thead", "tbody"):
+            self._section = tag
+        elif self._in_matrix and tag in ("th", "td"):
+            self._cell = (tag, a)
+            self._cell_text = ""
+        if tag == "ol" and "pf-findings" in cls.split():
+            self._in_findings = True
+        if self._in_findings and tag == "li":
+            self._li = ""
+
+    def handle_endtag(self, tag):
+        if tag == "table" and self._in_matrix:
+            self._in_matrix = False
+        elif self._in_matrix and tag in ("th", "td") and self._cell:
+            ctag, a = self._cell
+            if self._section == "thead":
+                if "pf-check" in (a.get("class") or ""):
+                    self.columns.append(self._cell_text)
+            elif ctag == "th":
+                self._row = self._cell_text
+                self.rows[self._row] = []
+            else:
+                col = self.columns[len(self.rows[self._row])]
+                self.rows[self._row].append((col, a.get("class"), a.get("title"), self._cell_text))
+            self._cell = None
+        if tag == "ol":
+            self._in_findings = False
+        if tag == "li" and self._li is not None:
+            self.findings.append(self._li)
+            self._li = None
+
+    def handle_data(self, data):
+        self.texts.append(data)
+        if self._cell is not None:
+            self._cell_text += data
+        if self._li is not None:
+            self._li += data
+
+    def grid(self) -> dict[tuple[str, str], tuple[str, str, str]]:
+        return {(row, col): (cls, title, txt) for row, cells_ in self.rows.items()
+                for col, cls, title, txt in cells_}
+
+
+@pytest.fixture
+def doc():
+    return make_document()
+
+
+@pytest.fixture
+def parsed(doc):
+    p = Page()
+    p.feed(page(doc))
+    p.close()
+    return p
+
+
+# ------------------------------------------------------------------------------ no active content
+
+
+def test_page_has_no_script(doc):
+    html = page(doc)
+    assert "<script" not in html.lower()
+    assert "javascript:" not in html.lower()
+    assert not any(attr.startswith("on") for attr in _all_attribute_names(html))  # no inline handlers
+
+
+def _all_attribute_names(html: str) -> list[str]:
+    names = []
+
+    class P(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            names.extend(n for n, _ in attrs)
+
+    P().feed(html)
+    return names
+
+
+def test_untrusted_text_is_escaped_and_shown_literally(doc, parsed):
+    html = page(doc)
+    assert "script" not in parsed.tags  # no element named script
+    all_text = "".join(parsed.texts)
+    shown = EVIL.replace("\x1b", "\\x1b")
+    # The message appears as text in the findings, the tooltips carry it as an attribute value.
+    assert shown in all_text
+    assert "<script>alert(1)</script>" in all_text
+    assert "&amp;" in all_text  # the literal five characters, not an ampersand
+    assert '"quotes"' in all_text
+    assert any(shown in a for a in parsed.attrs)  # in the cell's title, escaped too
+    # The ESC byte is shown visibly, never raw.
+    assert "\x1b" not in html
+    assert "\\x1b[31m" in all_text
+    # The inventory path came from the user: escaped in the title and the header.
+    assert "hosts <prod>.yaml" in all_text and "<prod>" not in parsed.tags
+    # The remedy's markup is text as well.
+    assert "export <b>X</b>=1 && echo 'done'" in all_text
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("<&>\"'", "&lt;&amp;&gt;&quot;&#x27;"),
+    ("a\x1bb\x00c\x7fd\x9be", "a\\x1bb\\x00c\\x7fd\\x9be"),
+    ("tab\tand\nnewline", "tab\tand\nnewline"),
+    (None, ""),
+    (42, "42"),
+])
+def test_text_helper(value, expected):
+    assert matrix.text(value) == expected
+
+
+# ------------------------------------------------------------------------------ the matrix
+
+
+def test_matrix_columns_and_rows(parsed):
+    assert parsed.columns == ["cluster.reachable", "devices.davinci_nodes", "hccl.link_up", "env.evil",
+                              "limits.nofile", "cluster.ifname_agree"]
+    assert list(parsed.rows) == ["node-01", "node-02", "node-03", "(cluster)"]
+    assert all(len(r) == len(parsed.columns) for r in parsed.rows.values())
+
+
+def test_each_cell_has_the_class_of_its_worst_outcome(parsed):
+    g = parsed.grid()
+    expected = {
+        ("node-01", "cluster.reachable"): "ok",
+        ("node-01", "devices.davinci_nodes"): "ok",
+        ("node-01", "hccl.link_up"): "warn",      # warning beats passed
+        ("node-01", "env.evil"): "fail",
+        ("node-01", "limits.nofile"): "skip",
+        ("node-02", "cluster.reachable"): "ok",
+        ("node-02", "devices.davinci_nodes"): "fail",  # npu1 failed, npu0 passed
+        ("node-02", "hccl.link_up"): "skip",
+        ("node-02", "env.evil"): "err",
+        ("node-02", "limits.nofile"): "ok",        # passed beats skipped
+        ("(cluster)", "cluster.ifname_agree"): "fail",
+    }
+    for key, cls in expected.items():
+        assert g[key][0] == cls, (key, g[key])
+    # Symbols differ as well as colours.
+    assert g[("node-01", "env.evil")][2] == "✗"
+    assert g[("node-01", "cluster.reachable")][2] == "✓"
+    assert g[("node-01", "hccl.link_up")][2] == "!"
+    # The tooltip names what went wrong, not the passes.
+    assert "npu3" in g[("node-01", "hccl.link_up")][1] and "npu2" not in g[("node-01", "hccl.link_up")][1]
+
+
+def test_unreachable_host_cells_show_down(parsed):
+    g = parsed.grid()
+    for check in ("devices.davinci_nodes", "hccl.link_up"):
+        assert g[("node-03", check)][0] == "down"
+        assert g[("node-03", check)][2] == "⊘"
+    assert g[("node-03", "cluster.reachable")][0] == "fail"  # the reachability check itself failed
+    assert g[("node-03", "env.evil")][0] == "none"  # no result at all
+
+
+def test_outlier_of_a_cluster_wide_failure_gets_a_fail_cell(parsed):
+    g = parsed.grid()
+    assert g[("node-02", "cluster.ifname_agree")][0] == "fail"
+    assert "HCCL_SOCKET_IFNAME differs on node-02" in g[("node-02", "cluster.ifname_agree")][1]
+    assert g[("node-01", "cluster.ifname_agree")][0] != "fail"
+    assert g[("(cluster)", "cluster.reachable")][0] == "none"
+
+
+def test_cells_function_directly(doc):
+    hosts, checks, grid = cells(doc)
+    assert hosts == ["node-01", "node-02", "node-03", "(cluster)"]
+    assert grid[("node-03", "devices.davinci_nodes")][0] == "unreachable"
+    assert grid[("node-02", "cluster.ifname_agree")][0] == "failed"
+    assert len(grid[("node-02", "devices.davinci_nodes")][1]) == 2
+
+
+def test_no_cluster_row_without_cluster_results(doc):
+    doc["results"] = [r for r in doc["results"] if r["host"] is not None]
+    hosts, _, _ = cells(doc)
+    assert "(cluster)" not in hosts
+
+
+def test_verdict_heading(doc):
+    assert "NOT READY: 2/3 hosts reachable" in page(doc)
+    doc["ready"] = True
+    p = Page()
+    p.feed(fragment(doc))
+    assert "READY: 2/3 hosts reachable" in "".join(p.texts)
+    assert "NOT READY" not in "".join(p.texts)
+
+
+def test_empty_document_renders(tmp_path):
+    html = page({"schema": 1, "hosts": [], "results": []})
+    assert "NOT READY: 0/0 hosts reachable" in html
+    assert "What to fix" not in html
+
+
+# ------------------------------------------------------------------------------ findings
+
+
+def test_remedies_appear_in_the_findings_list(parsed):
+    findings = parsed.findings
+    assert len(findings) == 8  # failed, warning and error results; no passed or skipped
+    by_start = "\n".join(findings)
+    assert "Remedy: Pass --device /dev/davinci1 into the container." in by_start
+    assert "Remedy: hccn_tool -i 3 -link -g; check the optical module." in by_start
+    assert "Remedy: Set HCCL_SOCKET_IFNAME=eth0 on node-02." in by_start
+    assert "Remedy: Check that sshd listens on node-03." in by_start
+    assert "should not be shown for an error" not in by_start  # an error has nothing to fix yet
+    cluster = next(f for f in findings if "cluster.ifname_agree" in f)
+    assert "on cluster" in cluster
+    dev = next(f for f in findings if "davinci1" in f)
+    assert dev.startswith("FAILED") and "on node-02 npu1" in dev and "Source: FAQ item" in dev
+    assert not any("ulimit -n 65536" in f for f in findings)
+
+
+# ------------------------------------------------------------------------------ files
+
+
+def test_write_matrix_writes_the_page(doc, tmp_path):
+    path = tmp_path / "out" / "matrix.html"
+    write_matrix(str(path), doc)
+    assert path.read_text(encoding="utf-8") == page(doc)
+    assert sorted(os.listdir(path.parent)) == ["matrix.html"]
+
+
+def test_write_json_is_valid_and_atomic(doc, tmp_path):
+    path = tmp_path / "new" / "dir" / "preflight.json"
+    write_json(str(path), doc)
+    assert os.listdir(path.parent) == ["preflight.json"]  # no temp file left behind
+    text = path.read_text(encoding="utf-8")
+    assert json.loads(text) == doc
+    assert text.endswith("\n")
+    doc["results"][0]["message"] = "昇腾 ok"
+    write_json(str(path), doc)  # replaces the previous file
+    assert json.loads(path.read_text(encoding="utf-8"))["results"][0]["message"] == "昇腾 ok"
+    assert os.listdir(path.parent) == ["preflight.json"]
+
+
+def test_write_json_failure_keeps_the_old_file_and_leaves_no_temp(doc, tmp_path):
+    path = tmp_path / "preflight.json"
+    write_json(str(path), doc)
+    before = path.read_text(encoding="utf-8")
+    broken = dict(doc, results=[object()])
+    with pytest.raises(TypeError):
+        write_json(str(path), broken)
+    assert path.read_text(encoding="utf-8") == before
+    assert os.listdir(tmp_path) == ["preflight.json"]
+
+
+def test_write_json_round_trips_schema_1_keys(doc, tmp_path):
+    path = tmp_path / "preflight.json"
+    write_json(str(path), doc)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["schema"] == 1
+    assert data["tool"]["name"] == "ascend-preflight"
+    for h in data["hosts"]:
+        assert {"name", "address", "reachable", "error", "gather_s"} <= set(h)
+    for r in data["results"]:
+        assert {"check", "host", "subject", "outcome", "severity", "message", "remedy", "reference"} <= set(r)
+        assert r["outcome"] in ("passed", "failed", "warning", "error", "skipped")

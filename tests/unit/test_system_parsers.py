@@ -1,0 +1,338 @@
+"""preflight.parsers.system on real command output from this machine, plus hand-written edge cases.
+
+Every parser takes untrusted node output: garbage must raise ParseError (which the facts layer turns
+into a clear "unreadable output" error), never any other exception."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+
+import pytest
+
+from preflight.parsers import ParseError
+from preflight.parsers.system import (
+    DevNode,
+    NetInterface,
+    NofileLimit,
+    TcpProbe,
+    parse_dev_listing,
+    parse_env0,
+    parse_ip_addr_json,
+    parse_listening_ports,
+    parse_nofile,
+    parse_tcp_probe,
+)
+
+
+def sh(command: str, **kw) -> str:
+    return subprocess.run(["bash", "-c", command], capture_output=True, check=True, timeout=20,
+                          **kw).stdout.decode("utf-8", errors="replace")
+
+
+def assert_parse_error(func, text):
+    """Exactly ParseError: a bare ValueError/TypeError would crash the check instead of erroring it."""
+    try:
+        func(text)
+    except ParseError:
+        return
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"{func.__name__}({text[:60]!r}) raised {type(exc).__name__}: {exc}, not ParseError")
+    pytest.fail(f"{func.__name__}({text[:60]!r}) did not raise")
+
+
+# ------------------------------------------------------------------------------ env -0
+
+
+def test_env0_real_output():
+    env = {"PATH": "/usr/bin:/bin", "PF_MULTI": "line1\nline2", "PF_EQ": "a=b==c", "PF_EMPTY": "",
+           "HOME": "/root", "PF_UNICODE": "昇腾"}
+    parsed = parse_env0(sh("env -0", env=env))
+    assert {k: parsed[k] for k in env} == env  # bash adds PWD, SHLVL and _
+    # and the same through the real process environment of this test run
+    assert parse_env0(sh("env -0"))["PATH"] == os.environ["PATH"]
+
+
+def test_env0_values_with_newlines_and_equals():
+    text = "A=1\0B=x=y=z\0C=first\nNOT_A_VAR=2\nthird\0D=\0E==\0"
+    assert parse_env0(text) == {"A": "1", "B": "x=y=z", "C": "first\nNOT_A_VAR=2\nthird", "D": "", "E": "="}
+
+
+def test_env0_skips_fragments_and_keeps_the_last_duplicate():
+    assert parse_env0("junk\0=nameless\0A=1\0A=2\0") == {"A": "2"}
+
+
+@pytest.mark.parametrize("text", ["", "\0\0\0", "no assignments here", "=x\0=y\0", "\n"])
+def test_env0_garbage_is_a_parse_error(text):
+    assert_parse_error(parse_env0, text)
+
+
+# ------------------------------------------------------------------------------ ulimit -n
+
+
+def test_nofile_real_output():
+    out = sh('printf "%s %s\\n" "$(ulimit -Sn)" "$(ulimit -Hn)"')
+    soft, hard = out.split()
+    expected = NofileLimit(None if soft == "unlimited" else int(soft), None if hard == "unlimited" else int(hard))
+    assert parse_nofile(out) == expected
+
+
+def test_nofile_with_a_lowered_limit():
+    assert parse_nofile(sh('ulimit -n 1024; printf "%s %s\\n" "$(ulimit -Sn)" "$(ulimit -Hn)"')) == \
+        NofileLimit(1024, 1024)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("65536 65536\n", NofileLimit(65536, 65536)),
+    ("unlimited unlimited", NofileLimit(None, None)),
+    ("1024 unlimited", NofileLimit(1024, None)),
+    ("  0\t\t1048576  \n", NofileLimit(0, 1048576)),
+])
+def test_nofile_values(text, expected):
+    assert parse_nofile(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "1024", "1 2 3", "-1 5", "1024 lots", "0x10 5", "1e5 1", "1.5 2",
+                                  "UNLIMITED 1", "bash: ulimit: error"])
+def test_nofile_garbage_is_a_parse_error(text):
+    assert_parse_error(parse_nofile, text)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: parsers/system.py _limit() tests str.isdigit(), which is True for "
+                                       "Unicode digits such as '²', then int('²') raises a bare ValueError, "
+                                       "not ParseError")
+def test_nofile_unicode_digit_is_a_parse_error():
+    assert_parse_error(parse_nofile, "² 1024")
+
+
+# ------------------------------------------------------------------------------ ip -j addr show
+
+
+@pytest.mark.skipif(shutil.which("ip") is None, reason="iproute2 not installed")
+def test_ip_addr_real_output():
+    text = sh("ip -j addr show")
+    interfaces = parse_ip_addr_json(text)
+    raw = json.loads(text)
+    assert set(interfaces) == {e["ifname"] for e in raw}
+    lo = interfaces["lo"]
+    assert isinstance(lo, NetInterface)
+    assert lo.up is True  # loopback: operstate UNKNOWN, flags UP
+    assert "127.0.0.1/8" in lo.addresses
+    for e in raw:
+        iface = interfaces[e["ifname"]]
+        assert iface.operstate == e.get("operstate", "UNKNOWN")
+        if "UP" not in e.get("flags", []):
+            assert iface.up is False
+
+
+def _can_unshare_net() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _can_unshare_net(), reason="needs root, unshare -n and ip")
+def test_ip_addr_no_carrier_in_a_private_netns():
+    # A veth whose peer is down: administratively UP, but NO-CARRIER (operstate LOWERLAYERDOWN).
+    text = sh("unshare -n sh -c 'ip link add pfa type veth peer name pfb && ip link set pfa up && "
+              "ip addr add 198.18.7.1/24 dev pfa && ip link set lo up && ip -j addr show'")
+    interfaces = parse_ip_addr_json(text)
+    assert "NO-CARRIER" in next(e for e in json.loads(text) if e["ifname"] == "pfa")["flags"]
+    assert interfaces["pfa"].up is False
+    assert interfaces["pfa"].addresses == ("198.18.7.1/24",)
+    assert interfaces["pfb"].up is False  # never set up
+    assert interfaces["lo"].up is True
+
+
+def test_ip_addr_hand_written():
+    text = json.dumps([
+        {"ifname": "eth0", "flags": ["BROADCAST", "MULTICAST", "UP", "LOWER_UP"], "operstate": "UP",
+         "addr_info": [{"family": "inet", "local": "10.0.0.1", "prefixlen": 24},
+                       {"family": "inet6", "local": "fe80::1", "prefixlen": 64}]},
+        {"ifname": "eth1", "flags": ["NO-CARRIER", "BROADCAST", "MULTICAST", "UP"], "operstate": "DOWN",
+         "addr_info": [{"family": "inet", "local": "10.0.1.1", "prefixlen": 24}]},
+        {"ifname": "eth2", "flags": ["NO-CARRIER", "BROADCAST", "UP"], "operstate": "UNKNOWN"},
+        {"ifname": "eth3", "flags": ["BROADCAST", "UP"], "operstate": "DOWN"},
+        {"ifname": "eth4", "flags": ["BROADCAST"], "operstate": "UP"},
+        {"ifname": "enp189s0f0", "flags": ["UP"], "addr_info": None},
+        {"ifindex": 9},  # no name: skipped
+        "not a dict",
+    ])
+    i = parse_ip_addr_json(text)
+    assert list(i) == ["eth0", "eth1", "eth2", "eth3", "eth4", "enp189s0f0"]
+    assert i["eth0"] == NetInterface("eth0", True, "UP", ("10.0.0.1/24", "fe80::1/64"))
+    assert i["eth1"].up is False and i["eth1"].addresses == ("10.0.1.1/24",)
+    assert i["eth2"].up is False  # NO-CARRIER wins over operstate UNKNOWN
+    assert i["eth3"].up is False
+    assert i["eth4"].up is False  # not administratively up
+    assert i["enp189s0f0"] == NetInterface("enp189s0f0", True, "UNKNOWN", ())
+
+
+def test_ip_addr_empty_list_is_no_interfaces():
+    assert parse_ip_addr_json("[]") == {}
+
+
+@pytest.mark.parametrize("text", ["", "Object \"addr\" is unknown, try \"ip help\".", "{\"ifname\": \"x\"}",
+                                  "[{\"ifname\": \"x\"", "null", "42", "\"lo\"", "\x00\xff"])
+def test_ip_addr_garbage_is_a_parse_error(text):
+    assert_parse_error(parse_ip_addr_json, text)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: parsers/system.py parse_ip_addr_json assumes field types: "
+                                       "'flags' or 'addr_info' that are not lists ('\"flags\": 5', "
+                                       "'\"addr_info\": 5') raise TypeError instead of ParseError")
+@pytest.mark.parametrize("text", ['[{"ifname": "x", "flags": 5}]', '[{"ifname": "x", "addr_info": 5}]'])
+def test_ip_addr_wrongly_typed_fields_are_a_parse_error(text):
+    assert_parse_error(parse_ip_addr_json, text)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: parsers/system.py parse_ip_addr_json: deeply nested JSON "
+                                       "('[' * 100000, well under the 1 MiB output cap) raises RecursionError "
+                                       "from json.loads, which is not caught (only ValueError is)")
+def test_ip_addr_deeply_nested_json_is_a_parse_error():
+    assert_parse_error(parse_ip_addr_json, "[" * 100000)
+
+
+# ------------------------------------------------------------------------------ /dev listing
+
+
+def test_dev_listing_real_output():
+    nodes = parse_dev_listing(sh("cd /dev && stat -c '%n|%F|%t|%T|%U|%G|%a' null zero"))
+    assert nodes == {
+        "null": DevNode("null", "char", 1, 3, "root", "root", "666"),
+        "zero": DevNode("zero", "char", 1, 5, "root", "root", "666"),
+    }
+
+
+def test_dev_listing_real_directory_file_and_link(tmp_path):
+    (tmp_path / "f").write_text("x")
+    (tmp_path / "e").touch()
+    (tmp_path / "d").mkdir()
+    (tmp_path / "l").symlink_to("f")
+    nodes = parse_dev_listing(sh(f"cd {tmp_path} && stat -c '%n|%F|%t|%T|%U|%G|%a' f e d l"))
+    assert {n: (v.kind, v.major, v.minor) for n, v in nodes.items()} == {
+        "f": ("file", None, None), "e": ("file", None, None), "d": ("directory", None, None),
+        "l": ("link", None, None)}
+
+
+def test_dev_listing_hand_written():
+    text = ("davinci0|character special file|ec|0|root|HwHiAiUser|660\n"
+            "davinci15|character special file|ec|f|root|root|600\n"
+            "sda|block special file|8|0|root|disk|660\n"
+            "fifo|fifo|0|0|root|root|644\n"
+            "stat: cannot statx 'davinci*': No such file or directory\n"
+            "\n"
+            "a|b|c\n")
+    nodes = parse_dev_listing(text)
+    assert nodes["davinci0"] == DevNode("davinci0", "char", 236, 0, "root", "HwHiAiUser", "660")
+    assert nodes["davinci15"].minor == 15
+    assert nodes["sda"].kind == "block" and nodes["sda"].major == 8
+    assert nodes["fifo"].kind == "other"
+    assert set(nodes) == {"davinci0", "davinci15", "sda", "fifo"}
+
+
+def test_dev_listing_empty_is_no_nodes():
+    assert parse_dev_listing("") == {}  # no device nodes at all is a fact, not an error
+
+
+@pytest.mark.parametrize("text", ["davinci0|character special file|zz|0|root|root|660",
+                                  "davinci0|character special file||0|root|root|660"])
+def test_dev_listing_garbage_is_a_parse_error(text):
+    assert_parse_error(parse_dev_listing, text)
+
+
+# ------------------------------------------------------------------------------ /proc/net/tcp
+
+
+def test_listening_ports_real_output_with_our_own_listener():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as srv, \
+            socket.socket(socket.AF_INET, socket.SOCK_STREAM) as bound_only:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+        bound_only.bind(("127.0.0.1", 0))  # bound, not listening: state 07, not 0A
+        other = bound_only.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:  # an ESTABLISHED (01) entry too
+            text = sh("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null")
+            client_port = client.getsockname()[1]
+        ports = parse_listening_ports(text)
+    assert isinstance(ports, frozenset)
+    assert port in ports
+    assert other not in ports
+    assert client_port not in ports
+    assert f":{port:04X} 00000000:0000 0A" in text
+
+
+def test_listening_ports_ipv6_listener():
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6")
+    try:
+        srv = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        srv.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no ::1 here")
+    with srv:
+        srv.listen(1)
+        port = srv.getsockname()[1]
+        ports = parse_listening_ports(sh("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"))
+    assert port in ports
+
+
+def test_listening_ports_hand_written():
+    text = (
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 00000000:1A0A 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1\n"
+        "   1: 0100007F:18EB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2 1\n"
+        "   2: 0100007F:0016 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 3 1\n"
+        "   3: 0100007F:ZZZZ 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4 1\n"
+        "   4: 0100007F 00000000:0000 0A\n"
+        "  sl  local_address                         remote_address                        st tx_queue\n"
+        "   0: 00000000000000000000000000000000:2EE0 00000000000000000000000000000000:0000 0A 0:0\n"
+        "   1: 00000000000000000000000000000000:0050 00000000000000000000000000000000:0000 06 0:0\n"
+    )
+    assert parse_listening_ports(text) == frozenset({0x1A0A, 0x18EB, 0x2EE0})
+
+
+def test_listening_ports_header_only_is_none():
+    assert parse_listening_ports("  sl  local_address rem_address   st tx_queue\n") == frozenset()
+
+
+@pytest.mark.parametrize("text", ["", "cat: /proc/net/tcp: No such file or directory",
+                                  "   0: 00000000:1A0A 00000000:0000 0A 00000000:00000000\n", "\x00\x01"])
+def test_listening_ports_garbage_is_a_parse_error(text):
+    assert_parse_error(parse_listening_ports, text)
+
+
+# ------------------------------------------------------------------------------ phase-two TCP probe records
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("open 10.0.0.1 6379 existing\n", TcpProbe("open", "10.0.0.1", 6379, "existing", "")),
+    ("refused 10.0.0.1 6379 none connection refused by peer",
+     TcpProbe("refused", "10.0.0.1", 6379, "none", "connection refused by peer")),
+    ("timeout node-01 29500 temporary no answer in 3s",
+     TcpProbe("timeout", "node-01", 29500, "temporary", "no answer in 3s")),
+    ("unreachable fd00::1 6379 none", TcpProbe("unreachable", "fd00::1", 6379, "none", "")),
+    ("unresolved head.example 6379 none Name or service not known",
+     TcpProbe("unresolved", "head.example", 6379, "none", "Name or service not known")),
+    ("error 10.0.0.1 1 none OSError: [Errno 99] x", TcpProbe("error", "10.0.0.1", 1, "none", "OSError: [Errno 99] x")),
+])
+def test_tcp_probe_records(text, expected):
+    assert parse_tcp_probe(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "open", "open 10.0.0.1 6379", "closed 10.0.0.1 6379 none",
+                                  "open 10.0.0.1 port none", "open 10.0.0.1 -1 none",
+                                  "Traceback (most recent call last):", "OPEN 10.0.0.1 6379 none"])
+def test_tcp_probe_garbage_is_a_parse_error(text):
+    assert_parse_error(parse_tcp_probe, text)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: parsers/system.py parse_tcp_probe checks the port with "
+                                       "str.isdigit(), True for '²', then int('²') raises a bare ValueError, "
+                                       "not ParseError")
+def test_tcp_probe_unicode_digit_port_is_a_parse_error():
+    assert_parse_error(parse_tcp_probe, "open 10.0.0.1 ² none")
