@@ -70,12 +70,19 @@ def cells(document: dict) -> tuple[list[str], list[str], dict]:
     for r in results:
         if r["host"] is not None:
             grid.setdefault((r["host"], r["check"]), []).append(r)
-    # Cluster-wide results: the outliers' cells carry the finding, the others the pass.
+    # Cluster-wide results: the outliers' cells carry the finding; the other reachable hosts
+    # agreed, so their cells show the pass.
     for r in results:
         if r["host"] is None:
             grid.setdefault(("(cluster)", r["check"]), []).append(r)
-            for name in r.get("outliers") or []:
-                grid.setdefault((name, r["check"]), []).append(r)
+            outliers = set(r.get("outliers") or [])
+            for name in hosts:
+                if name in outliers:
+                    grid.setdefault((name, r["check"]), []).append(r)
+                elif name not in down and r["outcome"] in ("passed", "failed", "warning"):
+                    grid.setdefault((name, r["check"]), []).append({**r, "outcome": "passed"})
+                elif name in down:
+                    grid.setdefault((name, r["check"]), []).append({**r, "outcome": "error"})
     out = {}
     for (host, check), rs in grid.items():
         outcome = worst(x["outcome"] for x in rs)
@@ -118,20 +125,51 @@ def fragment(document: dict) -> str:
             parts.append(f'<td class="{cls}" title="{text(tip)}">{sym}</td>')
         parts.append("</tr>")
     parts.append("</tbody></table>")
-    findings = [r for r in document.get("results", []) if r["outcome"] in ("failed", "warning", "error")]
-    if findings:
-        parts.append('<h3>What to fix</h3><ol class="pf-findings">')
-        for r in findings:
-            where = " ".join(p for p in (r.get("host") or "cluster", r.get("subject")) if p)
-            item = [f'<li><b>{text(r["outcome"].upper())}</b> <code>{text(r["check"])}</code> '
-                    f'on <b>{text(where)}</b>: {text(r["message"])}']
-            if r.get("remedy") and r["outcome"] != "error":
-                item.append(f"<br>Remedy: {text(r['remedy'])}")
-            if r.get("reference"):
-                item.append(f"<br><i>Source: {text(r['reference'])}</i>")
-            item.append("</li>")
-            parts.append("".join(item))
-        parts.append("</ol>")
+    parts.append(findings(document))
+    return "".join(parts)
+
+
+_ORDER = {"failed": 0, "warning": 1, "error": 2}
+
+
+def findings(document: dict) -> str:
+    """Failures first, then warnings, then what could not be evaluated, each with its remedy.
+
+    The checks of an unreachable host are not listed one by one: its reachability failure
+    says how many were not evaluated."""
+    down = {h["name"] for h in document.get("hosts", []) if not h.get("reachable")}
+    results = document.get("results", [])
+    unevaluated: dict[str, int] = {}
+    shown = []
+    for r in results:
+        if r["outcome"] not in _ORDER:
+            continue
+        if r["outcome"] == "error" and r.get("host") in down:
+            unevaluated[r["host"]] = unevaluated.get(r["host"], 0) + 1
+            continue
+        shown.append(r)
+    if not shown:
+        return ""
+    shown.sort(key=lambda r: _ORDER[r["outcome"]])
+    parts = ['<h3>What to fix</h3><ol class="pf-findings">']
+    for r in shown:
+        where = " ".join(p for p in (r.get("host") or "cluster", r.get("subject")) if p)
+        message = r["message"]
+        for prefix in (f"{where}: ", f"{r.get('host')}: ", f"{r.get('subject')}: "):
+            if message.startswith(prefix):
+                message = message[len(prefix):]
+                break
+        if r.get("host") in unevaluated and r["check"] == "cluster.reachable":
+            message += f" ({unevaluated[r['host']]} other checks not evaluated)"
+        item = [f'<li><b>{text(r["outcome"].upper())}</b> <code>{text(r["check"])}</code> '
+                f'on <b>{text(where)}</b>: {text(message)}']
+        if r.get("remedy") and r["outcome"] != "error":
+            item.append(f"<br>Remedy: {text(r['remedy'])}")
+        if r.get("reference"):
+            item.append(f"<br><i>Source: {text(r['reference'])}</i>")
+        item.append("</li>")
+        parts.append("".join(item))
+    parts.append("</ol>")
     return "".join(parts)
 
 
