@@ -187,6 +187,9 @@ def test_close_kills_a_process_that_ignores_stdin_and_its_children(transport):
     m = marker()
     proc = transport.start(f"sleep {m} & echo READY; sleep {m}")
     assert proc.readline(timeout=5) == "READY"
+    deadline = time.monotonic() + 3
+    while len(processes_with(m)) < 2 and time.monotonic() < deadline:  # /proc may lag an exec
+        time.sleep(0.02)
     assert len(processes_with(m)) >= 2
     t0 = time.monotonic()
     proc.close()  # waits a bounded time for EOF to work, then kills the group

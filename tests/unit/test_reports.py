@@ -254,8 +254,17 @@ def test_outlier_of_a_cluster_wide_failure_gets_a_fail_cell(parsed):
     g = parsed.grid()
     assert g[("node-02", "cluster.ifname_agree")][0] == "fail"
     assert "HCCL_SOCKET_IFNAME differs on node-02" in g[("node-02", "cluster.ifname_agree")][1]
-    assert g[("node-01", "cluster.ifname_agree")][0] != "fail"
+    assert g[("node-01", "cluster.ifname_agree")][0] == "ok"  # it agreed with the majority
+    assert g[("node-03", "cluster.ifname_agree")][0] == "down"  # not evaluated: unreachable
+    assert g[("(cluster)", "cluster.ifname_agree")][0] == "fail"
     assert g[("(cluster)", "cluster.reachable")][0] == "none"
+
+
+def test_cluster_wide_error_is_not_spread_as_a_pass(doc):
+    doc["results"] = [result("cluster.tls_agree", None, "error", "no node's TLS switch could be read")]
+    _, _, grid = cells(doc)
+    assert grid[("(cluster)", "cluster.tls_agree")][0] == "error"
+    assert ("node-01", "cluster.tls_agree") not in grid or grid[("node-01", "cluster.tls_agree")][0] != "passed"
 
 
 def test_cells_function_directly(doc):
@@ -292,18 +301,25 @@ def test_empty_document_renders(tmp_path):
 
 def test_remedies_appear_in_the_findings_list(parsed):
     findings = parsed.findings
-    assert len(findings) == 8  # failed, warning and error results; no passed or skipped
-    by_start = "\n".join(findings)
-    assert "Remedy: Pass --device /dev/davinci1 into the container." in by_start
-    assert "Remedy: hccn_tool -i 3 -link -g; check the optical module." in by_start
-    assert "Remedy: Set HCCL_SOCKET_IFNAME=eth0 on node-02." in by_start
-    assert "Remedy: Check that sshd listens on node-03." in by_start
-    assert "should not be shown for an error" not in by_start  # an error has nothing to fix yet
+    # failed, warning and error results; no passed or skipped; the unreachable host's two
+    # "not evaluated" errors are summarised on its reachability failure instead of listed.
+    assert len(findings) == 6, findings
+    kinds = [f.split(" ", 1)[0] for f in findings]
+    assert kinds == ["FAILED"] * 4 + ["WARNING", "ERROR"]  # failures first, then warnings, then errors
+    joined = "\n".join(findings)
+    assert "Remedy: Pass --device /dev/davinci1 into the container." in joined
+    assert "Remedy: hccn_tool -i 3 -link -g; check the optical module." in joined
+    assert "Remedy: Set HCCL_SOCKET_IFNAME=eth0 on node-02." in joined
+    assert "Remedy: Check that sshd listens on node-03." in joined
+    assert "should not be shown for an error" not in joined  # an error has nothing to fix yet
+    down = next(f for f in findings if "cluster.reachable" in f)
+    assert "on node-03" in down and "(2 other checks not evaluated)" in down
     cluster = next(f for f in findings if "cluster.ifname_agree" in f)
     assert "on cluster" in cluster
     dev = next(f for f in findings if "davinci1" in f)
     assert dev.startswith("FAILED") and "on node-02 npu1" in dev and "Source: FAQ item" in dev
     assert not any("ulimit -n 65536" in f for f in findings)
+    assert not any("not evaluated: node-03 is unreachable" in f for f in findings)
 
 
 # ------------------------------------------------------------------------------ files
