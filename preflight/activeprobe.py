@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import shlex
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from .facts import FactUnavailable
+from .pool import run_bounded
 from .probe import CommandOutput
 from .transport import TransportError
 
@@ -103,8 +103,12 @@ def probe_ray_gcs(cluster, gatherer, settings) -> None:
                 facts.raw["tcp.ray_gcs"] = CommandOutput(stdout="", stderr=str(exc), rc=None,
                                                          skipped=f"the probe could not run: {exc}")
 
-        with ThreadPoolExecutor(max_workers=max(1, min(settings.fanout, len(workers)))) as pool:
-            list(pool.map(connect, workers))
+        def abandon(worker, elapsed):
+            cluster.facts[worker.name].raw["tcp.ray_gcs"] = CommandOutput(
+                stdout="", stderr="", rc=None, skipped=f"no answer from the node within {elapsed:.0f}s")
+
+        run_bounded(workers, connect, workers=settings.fanout, on_timeout=abandon, key=lambda h: h.name,
+                    deadline=CONNECT_TIMEOUT + settings.command_timeout + settings.connect_timeout + 5)
     finally:
         if process is not None:
             process.close()

@@ -129,10 +129,11 @@ class HostFacts:
             raise FactUnavailable(why)
         try:
             return spec.parse(out.stdout)
-        except ParseError as exc:
+        except Exception as exc:  # noqa: BLE001 - garbage from a node must never stop the run
             sample = _first_line(out.stdout)
             got = f"; output starts {sample!r}" if sample else "; output was empty"
-            raise FactUnavailable(f"unreadable output of `{shown}`: {exc}{got}") from None
+            why = str(exc) if isinstance(exc, ParseError) else f"{type(exc).__name__}: {exc}"
+            raise FactUnavailable(f"unreadable output of `{shown}`: {why}{got}") from None
 
     def get(self, name: str):
         """The parsed value of a host-level fact, or :class:`FactUnavailable`."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Callable
 
 from .facts import FactSpec, HostFacts
+from .pool import run_bounded
 from .probe import DEFAULT_CAP, build_script, new_nonce, parse_probe_output
 from .transport import TransportError
 from .transport.local import LocalTransport
@@ -86,14 +86,9 @@ class Gatherer:
         error saying so, and the run goes on.
         """
         settings = self.settings
-        results: dict[str, HostFacts] = {}
-        started: dict[str, float] = {}
-        lock = threading.Lock()
 
         def task(host):
             t0 = time.monotonic()
-            with lock:
-                started[host.name] = t0
             try:
                 return work(host, settings.host_timeout)
             except TransportError as exc:
@@ -103,32 +98,17 @@ class Gatherer:
                 return HostFacts(host=host.name, address=host.address, reachable=False,
                                  error=f"{type(exc).__name__}: {exc}", gather_s=time.monotonic() - t0)
 
-        pool = ThreadPoolExecutor(max_workers=max(1, settings.fanout), thread_name_prefix="preflight-gather")
-        try:
-            pending = {pool.submit(task, h): h for h in hosts}
-            total = len(pending)
-            while pending:
-                done, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    host = pending.pop(fut)
-                    results[host.name] = fut.result()
-                now = time.monotonic()
-                for fut, host in list(pending.items()):
-                    t0 = started.get(host.name)
-                    if t0 is not None and now - t0 > settings.host_timeout + 2:
-                        pending.pop(fut)
-                        results[host.name] = HostFacts(
-                            host=host.name, address=host.address, reachable=False, gather_s=now - t0,
-                            error_kind="timeout",
-                            error=f"no complete answer within --host-timeout {settings.host_timeout:g}s "
-                                  f"(connection abandoned)")
-                        _close_quietly(self.transports.get(host.name))
-                if progress:
-                    running = {h.name: now - started[h.name] for h in pending.values() if h.name in started}
-                    progress(total - len(pending), total, running)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-        return results
+        def abandon(host, elapsed):
+            _close_quietly(self.transports.get(host.name))
+            return HostFacts(host=host.name, address=host.address, reachable=False, gather_s=elapsed,
+                             error_kind="timeout",
+                             error=f"no complete answer within --host-timeout {settings.host_timeout:g}s "
+                                   f"(connection abandoned)")
+
+        # The probe itself stops at the deadline; the pool's own deadline is the backstop for
+        # a connection stuck inside the SSH library.
+        return run_bounded(hosts, task, workers=settings.fanout, deadline=settings.host_timeout + 5,
+                           on_timeout=abandon, on_tick=progress, key=lambda h: h.name)
 
     def close(self) -> None:
         for transport in self.transports.values():

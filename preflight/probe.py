@@ -37,16 +37,24 @@ export PF_NPUSMI PF_HCCN
 PF_DEVS=$(cd /dev 2>/dev/null && for d in davinci[0-9]*; do case ${d#davinci} in *[!0-9]*|'') ;; *) echo "${d#davinci}";; esac; done | sort -n)
 pf_now() { local t=${EPOCHREALTIME/./}; [ -n "$t" ] && echo $((t / 1000)) || echo 0; }
 pf_run() {  # fact-name tool timeout-seconds command
-  local v="PF_HUNG_${2//[!A-Za-z0-9]/_}" t0 e
+  local v="PF_HUNG_${2//[!A-Za-z0-9]/_}" t0 e rc ms
   if [ -n "${!v}" ]; then printf '%s S %s %s\n' "$PF" "$1" "${!v}"; return; fi
   printf '%s B %s\n%s O ' "$PF" "$1" "$PF"
   t0=$(pf_now)
-  e=$( { timeout -k 2 "$3" bash -c "$4" </dev/null 2>&4 3>&- 4>&- | head -c "$PF_CAP" | base64 -w 0 >&3
-         printf '\n%s R %s %s\n' "$PF" "${PIPESTATUS[0]}" "$(( $(pf_now) - t0 ))" >&3; } 4>&1 | head -c "$PF_CAP" | base64 -w 0 )
-  printf '%s E %s\n' "$PF" "$e"
-  # A command that ran into its timeout: later calls of the same tool are skipped,
-  # so one hung tool costs one timeout, not one per NPU.
-  if [ "$(( $(pf_now) - t0 ))" -ge "${3%.*}000" ]; then printf -v "$v" '%s' "$2 timed out earlier on this host ($1)"; fi
+  # stdout: capped, base64'd straight to the channel (fd 3); stderr: capped, base64'd into $e,
+  # together with the exit status written as ":<rc>:" (fd 5; ':' is not in base64's alphabet,
+  # so wherever that small write lands it can be cut out again). The readers are bounded too,
+  # so a background child that keeps a pipe open cannot hold the probe past the timeout.
+  e=$( { { timeout -k 2 "$3" bash -c "$4" </dev/null 2>&4 3>&- 4>&- 5>&- \
+             | timeout -k 1 "$3" head -c "$PF_READ" | base64 -w 0 >&3
+           echo ":${PIPESTATUS[0]}:" >&5; } 4>&1 | timeout -k 1 "$3" head -c "$PF_READ" | base64 -w 0; } 5>&1 )
+  rc=${e#*:}; rc=${rc%%:*}
+  e=${e/:$rc:/}; e=${e//$'\n'/}
+  ms=$(( $(pf_now) - t0 ))
+  printf '\n%s R %s %s\n%s E %s\n' "$PF" "$rc" "$ms" "$PF" "$e"
+  # A command killed by its timeout: later calls of the same tool are skipped, so one hung
+  # tool costs one timeout, not one per NPU.
+  case $rc in 124|137) [ "$ms" -ge "$(( $3 * 1000 - 500 ))" ] && printf -v "$v" '%s' "$2 timed out earlier on this host ($1)";; esac
 }
 """
 
@@ -67,8 +75,10 @@ def new_nonce() -> str:
 
 
 def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP) -> str:
-    lines = ["set +e", f"PF={nonce}", f"PF_CAP={int(cap)}", _PRELUDE]
-    lines.append('printf \'%s B probe.devices\\n%s O %s\\n%s R 0 0\\n%s E \\n\' "$PF" "$PF" '
+    # One byte over the cap is read, so that exactly `cap` bytes are not flagged as truncated.
+    lines = ["set +e", f"PF={nonce}", f"PF_READ={int(cap) + 1}", _PRELUDE]
+    # The leading newline ends whatever a login banner printed without one.
+    lines.append('printf \'\\n%s B probe.devices\\n%s O %s\\n%s R 0 0\\n%s E \\n\' "$PF" "$PF" '
                  '"$(echo $PF_DEVS | base64 -w 0)" "$PF" "$PF"')
     t = f"{max(1, int(timeout))}"
     for cmd in commands:
@@ -134,8 +144,8 @@ def parse_probe_output(data: bytes | str, nonce: str, cap: int = DEFAULT_CAP) ->
             outputs[rest.strip()] = current
         elif kind == "O" and current is not None:
             raw = _b64(rest)
-            current.truncated = len(raw) >= cap
-            current.stdout = raw.decode("utf-8", errors="replace")
+            current.truncated = len(raw) > cap
+            current.stdout = raw[:cap].decode("utf-8", errors="replace")
         elif kind == "R" and current is not None:
             parts = rest.split()
             try:
@@ -144,7 +154,9 @@ def parse_probe_output(data: bytes | str, nonce: str, cap: int = DEFAULT_CAP) ->
             except (ValueError, IndexError):
                 current.rc = None
         elif kind == "E" and current is not None:
-            current.stderr = _b64(rest).decode("utf-8", errors="replace")
+            raw = _b64(rest)
+            current.truncated |= len(raw) > cap
+            current.stderr = raw[:cap].decode("utf-8", errors="replace")
             current = None
         elif kind == "S":
             name, _, why = rest.partition(" ")

@@ -123,6 +123,13 @@ class PreflightRun:
         host_name = host.name if host is not None else None
         report.user_properties.extend([("check", info.id), ("host", host_name or "cluster"),
                                        ("severity", info.severity)])
+        if report.when == "setup" and report.skipped:  # @pytest.mark.skip / skipif
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            self.store.add(Result(check=info.id, host=host_name, subject=None, outcome="skipped",
+                                  severity=info.severity, message=reason.removeprefix("Skipped: "),
+                                  reference=info.reference, nodeid=item.nodeid))
+            self._note(item, report, "skipped")
+            return
         if report.when == "setup" and report.failed:
             message = _exception_message(call)
             self.store.add(Result(check=info.id, host=host_name, subject=None, outcome="error",
@@ -135,7 +142,8 @@ class PreflightRun:
             return
         if call.excinfo is not None and call.excinfo.errisinstance(pytest.skip.Exception):
             self.store.add(Result(check=info.id, host=host_name, subject=None, outcome="skipped",
-                                  severity=info.severity, message=_exception_message(call), nodeid=item.nodeid))
+                                  severity=info.severity, message=_exception_message(call),
+                                  reference=info.reference, nodeid=item.nodeid))
             self._note(item, report, "skipped")
             return
         results = list(verdict.results) if verdict else []
@@ -309,8 +317,16 @@ def _read_facts_file(path: str) -> dict:
         raise pytest.UsageError(f"{path}: cannot read facts file: {exc.strerror}") from None
     except ValueError as exc:
         raise pytest.UsageError(f"{path}: not a facts file written by --facts-out ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != 1 or "hosts" not in doc:
+    if not isinstance(doc, dict) or doc.get("schema") != 1 or not isinstance(doc.get("hosts"), list):
         raise pytest.UsageError(f"{path}: not a facts file written by --facts-out (schema 1)")
+    inventory = doc.get("inventory") or {}
+    entries = [("hosts", i, d, ("host",)) for i, d in enumerate(doc["hosts"])]
+    entries += [("inventory.hosts", i, d, ("name", "address")) for i, d in enumerate(inventory.get("hosts") or [])]
+    for where, i, entry, keys in entries:
+        missing = [k for k in keys if not isinstance(entry, dict) or not isinstance(entry.get(k), str)]
+        if missing:
+            raise pytest.UsageError(f"{path}: {where}[{i}] has no {', '.join(missing)}: not a facts file written "
+                                    f"by --facts-out")
     return doc
 
 

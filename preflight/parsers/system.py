@@ -33,7 +33,7 @@ class NofileLimit:
 def _limit(token: str) -> int | None:
     if token == "unlimited":
         return None
-    if not token.isdigit():
+    if not (token.isascii() and token.isdigit()):
         raise ParseError(f"not a limit: {token!r}")
     return int(token)
 
@@ -59,7 +59,9 @@ def parse_ip_addr_json(text: str) -> dict[str, NetInterface]:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise ParseError(f"`ip -j addr` did not print JSON ({exc.msg})") from None
+        raise ParseError(f"`ip -j addr` did not print JSON ({getattr(exc, 'msg', exc)})") from None
+    except RecursionError:
+        raise ParseError("`ip -j addr` printed JSON nested too deeply to be interface data") from None
     if not isinstance(data, list):
         raise ParseError("`ip -j addr` JSON is not a list of interfaces")
     interfaces = {}
@@ -67,11 +69,14 @@ def parse_ip_addr_json(text: str) -> dict[str, NetInterface]:
         if not isinstance(entry, dict) or "ifname" not in entry:
             continue
         flags = entry.get("flags") or []
+        addr_info = entry.get("addr_info") or []
+        if not isinstance(flags, list) or not isinstance(addr_info, list):
+            raise ParseError(f"`ip -j addr`: interface {str(entry['ifname'])[:40]!r} has malformed flags or addresses")
         operstate = str(entry.get("operstate", "UNKNOWN"))
         up = "UP" in flags and "NO-CARRIER" not in flags and operstate != "DOWN"
         addrs = tuple(
             f"{a.get('local')}/{a.get('prefixlen')}"
-            for a in entry.get("addr_info") or []
+            for a in addr_info
             if isinstance(a, dict) and a.get("local")
         )
         name = str(entry["ifname"])
@@ -162,7 +167,7 @@ _TCP_STATES = ("open", "refused", "timeout", "unreachable", "unresolved", "error
 def parse_tcp_probe(text: str) -> TcpProbe:
     """``<state> <address> <port> <listener> [detail]`` as written by the phase-two probe."""
     parts = text.strip().split(" ", 4)
-    if len(parts) < 4 or parts[0] not in _TCP_STATES or not parts[2].isdigit():
+    if len(parts) < 4 or parts[0] not in _TCP_STATES or not (parts[2].isascii() and parts[2].isdigit()):
         raise ParseError(f"unreadable TCP probe record {text.strip()[:80]!r}")
     return TcpProbe(state=parts[0], address=parts[1], port=int(parts[2]), listener=parts[3],
                     detail=parts[4] if len(parts) > 4 else "")

@@ -151,9 +151,9 @@ class SshContext:
     def __init__(self, settings: SshSettings):
         self.settings = settings
         self.hostkeys = HostKeyStore()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._configs: dict[str | None, Config] = {}
-        self._gateways: dict[tuple, tuple[Connection, threading.Semaphore]] = {}
+        self._gateways: dict[tuple, tuple[Connection, threading.Semaphore, threading.Lock]] = {}
 
     def fabric_config(self, ssh_config: str | None) -> Config:
         path = ssh_config
@@ -219,20 +219,19 @@ class SshContext:
             if key not in self._gateways:
                 conn, _ = self.connection(host, address, user or None, int(port) if port else None, None,
                                           f"jump host {spec}")
-                self._gateways[key] = (conn, threading.Semaphore(GATEWAY_HANDSHAKES))
-            conn, gate = self._gateways[key]
+                self._gateways[key] = (conn, threading.Semaphore(GATEWAY_HANDSHAKES), threading.Lock())
+            conn, gate, opening = self._gateways[key]
         # One handshake with the bastion, shared by every target behind it.
-        with gate:
-            with self._lock:
-                if not conn.is_connected:
-                    try:
-                        conn.open()
-                    except Exception as exc:  # noqa: BLE001 - translated into one precise error
-                        raise _translate(exc, f"jump host {spec}", self.settings.connect_timeout) from None
+        with opening:
+            if not conn.is_connected:
+                try:
+                    conn.open()
+                except Exception as exc:  # noqa: BLE001 - translated into one precise error
+                    raise _translate(exc, f"jump host {spec}", self.settings.connect_timeout) from None
         return conn, gate
 
     def close(self) -> None:
-        for conn, _ in self._gateways.values():
+        for conn, _, _ in self._gateways.values():
             conn.close()
 
 

@@ -226,10 +226,6 @@ def test_marked(host, verdict):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="bug: run.py PreflightRun.shape_report, pytest.skip() branch: the "
-                                       "'skipped' Result is built without reference=info.reference, so a check "
-                                       "that calls pytest.skip() gets reference '' in preflight.json (verdict."
-                                       "skipped() and every other branch set it)")
 def test_pytest_skip_inside_a_check_keeps_its_reference(pytester, inv):
     pytester.makepyfile(test_mine=SKIPPING_CHECKS)
     result = run(pytester, "--inventory", "inv.yaml", "test_mine.py", "-k", "skips")
@@ -240,10 +236,6 @@ def test_pytest_skip_inside_a_check_keeps_its_reference(pytester, inv):
     assert r["reference"] == "our runbook"
 
 
-@pytest.mark.xfail(strict=True, reason="bug: run.py PreflightRun.shape_report returns early for every "
-                                       "setup-phase report that did not fail, so a check skipped by a marker "
-                                       "(@pytest.mark.skip / skipif) records no result at all: it is missing from "
-                                       "preflight.json and the matrix instead of being 'skipped'")
 def test_check_skipped_by_a_marker_is_a_skipped_result(pytester, inv):
     pytester.makepyfile(test_mine=SKIPPING_CHECKS)
     result = run(pytester, "--inventory", "inv.yaml", "test_mine.py", "-k", "marked")
@@ -282,11 +274,6 @@ def test_corrupt_facts_file_is_a_usage_error(pytester, content):
     assert "f.json" in text
 
 
-@pytest.mark.xfail(strict=True, reason="bug: run.py _load_facts (line ~319, d[\"host\"]) and "
-                                       "_hosts_from_facts_file (line ~327, d[\"name\"], d[\"address\"]) index "
-                                       "the facts file without checking it: a schema-1 file with a host entry "
-                                       "missing a key gives INTERNALERROR + KeyError traceback, exit 3, not a "
-                                       "usage error (exit 4)")
 @pytest.mark.parametrize("content", [
     '{"schema": 1, "hosts": [{}], "inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
     '{"schema": 1, "hosts": [], "inventory": {"hosts": [{"name": "x"}]}}',

@@ -101,9 +101,6 @@ def test_nofile_garbage_is_a_parse_error(text):
     assert_parse_error(parse_nofile, text)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: parsers/system.py _limit() tests str.isdigit(), which is True for "
-                                       "Unicode digits such as '²', then int('²') raises a bare ValueError, "
-                                       "not ParseError")
 def test_nofile_unicode_digit_is_a_parse_error():
     assert_parse_error(parse_nofile, "² 1024")
 
@@ -181,17 +178,11 @@ def test_ip_addr_garbage_is_a_parse_error(text):
     assert_parse_error(parse_ip_addr_json, text)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: parsers/system.py parse_ip_addr_json assumes field types: "
-                                       "'flags' or 'addr_info' that are not lists ('\"flags\": 5', "
-                                       "'\"addr_info\": 5') raise TypeError instead of ParseError")
 @pytest.mark.parametrize("text", ['[{"ifname": "x", "flags": 5}]', '[{"ifname": "x", "addr_info": 5}]'])
 def test_ip_addr_wrongly_typed_fields_are_a_parse_error(text):
     assert_parse_error(parse_ip_addr_json, text)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: parsers/system.py parse_ip_addr_json: deeply nested JSON "
-                                       "('[' * 100000, well under the 1 MiB output cap) raises RecursionError "
-                                       "from json.loads, which is not caught (only ValueError is)")
 def test_ip_addr_deeply_nested_json_is_a_parse_error():
     assert_parse_error(parse_ip_addr_json, "[" * 100000)
 
@@ -331,8 +322,5 @@ def test_tcp_probe_garbage_is_a_parse_error(text):
     assert_parse_error(parse_tcp_probe, text)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: parsers/system.py parse_tcp_probe checks the port with "
-                                       "str.isdigit(), True for '²', then int('²') raises a bare ValueError, "
-                                       "not ParseError")
 def test_tcp_probe_unicode_digit_port_is_a_parse_error():
     assert_parse_error(parse_tcp_probe, "open 10.0.0.1 ² none")

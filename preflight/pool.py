@@ -1,0 +1,68 @@
+"""A bounded pool whose every item has a deadline, and which never blocks exit.
+
+``concurrent.futures`` joins its worker threads when the interpreter exits, so one SSH
+call stuck inside a library would hang the whole run at the end.  Here workers are
+daemon threads: an item past its deadline is abandoned (reported by ``on_timeout``) and
+the run goes on; the stuck thread dies with the process.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Callable, Iterable, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def run_bounded(items: Iterable[T], work: Callable[[T], R], *, workers: int, deadline: float,
+                on_timeout: Callable[[T, float], R], on_tick: Callable[[int, int, dict], None] | None = None,
+                key: Callable[[T], str] = str) -> dict[str, R]:
+    """``{key(item): work(item)}``, at most ``workers`` at once.
+
+    ``deadline`` is per item, counted from when the item starts.  ``on_tick(done, total,
+    {key: seconds running})`` is called a few times a second for progress displays.
+    """
+    items = list(items)
+    todo: queue.Queue = queue.Queue()
+    for item in items:
+        todo.put(item)
+    results: dict[str, R] = {}
+    started: dict[str, tuple[float, T]] = {}
+    lock = threading.Condition()
+
+    def worker():
+        while True:
+            try:
+                item = todo.get_nowait()
+            except queue.Empty:
+                return
+            name = key(item)
+            with lock:
+                started[name] = (time.monotonic(), item)
+            value = work(item)
+            with lock:
+                if name not in results:  # not abandoned meanwhile
+                    results[name] = value
+                started.pop(name, None)
+                lock.notify_all()
+
+    for _ in range(max(1, min(workers, len(items)))):
+        threading.Thread(target=worker, daemon=True, name="preflight-worker").start()
+
+    total = len(items)
+    with lock:
+        while len(results) < total:
+            lock.wait(timeout=0.25)
+            now = time.monotonic()
+            for name, (t0, item) in list(started.items()):
+                if now - t0 > deadline:
+                    started.pop(name)
+                    results[name] = on_timeout(item, now - t0)
+                    # The stuck worker never comes back: start a replacement so the rest proceeds.
+                    threading.Thread(target=worker, daemon=True, name="preflight-worker").start()
+            if on_tick:
+                on_tick(len(results), total, {n: now - t0 for n, (t0, _) in started.items()})
+    return results
