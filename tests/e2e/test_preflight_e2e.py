@@ -34,6 +34,7 @@ def inventory(sim_cluster, tmp_path_factory):
 
 
 def run_preflight(inventory, tmp_path, *extra, timeout=180):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     reports = tmp_path / "reports"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--inventory", str(inventory), "--report-dir", str(reports),

@@ -1,0 +1,109 @@
+"""The SSH layer and the deadlines, end to end against real sshd nodes.
+
+A jump host that is the only way in, ssh_config aliases, a per-host deadline shorter than a
+hung tool, a hung tool under its per-command timeout, and garbage output: each ends in bounded
+time with one precise result, while the other hosts' results stay intact.
+"""
+
+from __future__ import annotations
+
+import time
+
+import yaml
+
+from .test_preflight_e2e import by_check, problems, run_preflight
+
+
+def _inventory(sim, tmp_path, **kw):
+    return sim.write_inventory(tmp_path / "hosts.yaml", head={"min_nofile": sim.default_nofile},
+                               worker={"min_nofile": sim.default_nofile}, **kw)
+
+
+def test_workers_reached_only_through_a_jump_host(sim, tmp_path, require_iptables):
+    bastion = sim.node("node-01")
+    # The controller (the bridge address) may not reach the workers' sshd; the bastion may.
+    undos = [sim.node(n).firewall(22, "DROP", source=sim.gateway) for n in ("node-02", "node-03")]
+    try:
+        inv = _inventory(sim, tmp_path)
+        data = yaml.safe_load(inv.read_text())
+        for entry in data["hosts"]:
+            if entry["name"] != "node-01":
+                entry["jump_host"] = f"root@{bastion.address}"
+        inv.write_text(yaml.safe_dump(data))
+        direct = sim.write_inventory(tmp_path / "direct.yaml")
+        proc, doc = run_preflight(direct, tmp_path / "direct", "--connect-timeout", "2",
+                                  "-k", "reachable")
+        assert {p[1] for p in problems(doc)} == {"node-02", "node-03"}  # proves the firewall works
+        before = len(bastion.sshd_log.read_text())
+        proc, doc = run_preflight(inv, tmp_path / "jump")
+        assert problems(doc) == set(), proc.stdout[-3000:]
+        # One shared bastion connection: the bastion saw two logins from the controller (its own
+        # probe, and the jump connection both workers share), not one more per target.
+        log = bastion.sshd_log.read_text()[before:]
+        assert log.count(f"Accepted publickey for root from {sim.gateway}") == 2, log
+    finally:
+        for undo in undos:
+            undo.undo()
+
+
+def test_ssh_config_alias_is_honoured(sim, tmp_path):
+    node = sim.node("node-02")
+    ssh_config = tmp_path / "ssh_config"
+    ssh_config.write_text(f"Host gpu-box\n  HostName {node.address}\n  User root\n"
+                          f"  IdentityFile {sim.identity_file}\n")
+    inv = tmp_path / "alias.yaml"
+    inv.write_text(f"defaults: {{known_hosts: {sim.known_hosts_path}, ssh_config: {ssh_config}}}\n"
+                   f"hosts:\n  - {{name: gpu-box, groups: [worker]}}\n"
+                   f"groups:\n  worker: {{npus_per_node: 8, min_nofile: {sim.default_nofile}}}\n")
+    proc, doc = run_preflight(inv, tmp_path, "-k", "reachable or nofile")
+    assert problems(doc) == set(), proc.stdout[-3000:]
+    assert [h["name"] for h in doc["hosts"] if h["reachable"]] == ["gpu-box"]
+
+
+def test_hung_tool_costs_one_timeout_and_is_reported(sim, tmp_path):
+    inv = _inventory(sim, tmp_path)
+    with sim.node("node-02").override("hccn_tool", "*", sleep=3600):
+        t0 = time.monotonic()
+        proc, doc = run_preflight(inv, tmp_path, "--command-timeout", "2")
+        elapsed = time.monotonic() - t0
+    assert elapsed < 60, elapsed  # one timeout, not one per NPU and per command (16 x 2 s)
+    found = problems(doc)
+    assert {p[1] for p in found} == {"node-02"}, found
+    assert {p[0] for p in found} == {"hccl.link_up", "hccl.tls_node"}
+    messages = [r["message"] for r in by_check(doc, "hccl.link_up") if r["host"] == "node-02"]
+    assert any("timed out" in m for m in messages)
+    assert any("timed out earlier on this host" in m for m in messages)
+    # cluster.tls_agree still judges the other nodes and says node-02 was not evaluated.
+    [agree] = by_check(doc, "cluster.tls_agree")
+    assert agree["outcome"] == "passed" and "node-02" in agree["message"]
+
+
+def test_host_deadline_ends_a_slow_host_and_keeps_the_others(sim, tmp_path):
+    inv = _inventory(sim, tmp_path)
+    with sim.node("node-03").override("npu-smi", "info", sleep=3600):
+        t0 = time.monotonic()
+        proc, doc = run_preflight(inv, tmp_path, "--command-timeout", "60", "--host-timeout", "4")
+        elapsed = time.monotonic() - t0
+    assert elapsed < 40, elapsed
+    [host] = [h for h in doc["hosts"] if h["name"] == "node-03"]
+    assert "host-timeout" in (host["error"] or ""), host
+    found = problems(doc)
+    assert {p[1] for p in found} <= {"node-03", None}, found
+    assert all(p[3] == "error" for p in found if p[1] == "node-03")
+    # Facts gathered before npu-smi hung are kept: the session checks still ran on node-03.
+    [nofile] = [r for r in by_check(doc, "limits.nofile") if r["host"] == "node-03"]
+    assert nofile["outcome"] == "passed"
+
+
+def test_garbage_from_npu_smi_is_one_precise_error(sim, tmp_path):
+    inv = _inventory(sim, tmp_path)
+    garbage = "\x1b[31m<script>alert(1)</script>\udcff binary \x00\x01 junk\n"
+    with sim.node("node-01").override("npu-smi", "info", stdout=garbage.encode("utf-8", "surrogateescape")
+                                      .decode("utf-8", "replace"), rc=0):
+        proc, doc = run_preflight(inv, tmp_path)
+    found = problems(doc)
+    assert found == {("npu.health", "node-01", None, "error")}, found
+    [bad] = [r for r in by_check(doc, "npu.health") if r["host"] == "node-01"]
+    assert "unreadable output of `npu-smi info`" in bad["message"]
+    html = (tmp_path / "reports" / "matrix.html").read_text()
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
