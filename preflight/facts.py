@@ -70,6 +70,17 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
 ]}
 
 
+def register(*specs: FactSpec) -> None:
+    """Add facts from another module (one module per area keeps this file small).
+
+    Such modules are imported at the end of this file, so every fact is known before any
+    check is planned."""
+    for spec in specs:
+        if spec.name in FACTS:
+            raise ValueError(f"fact {spec.name!r} is defined twice")
+        FACTS[spec.name] = spec
+
+
 def resolve(names) -> list[FactSpec]:
     """The specs for fact names (an optional need is written ``name?``), in registry order."""
     wanted = {n.rstrip("?") for n in names}

@@ -51,11 +51,18 @@ class Gatherer:
             return self.transports[host.name]
 
     # -- phase one -------------------------------------------------------------------
-    def gather(self, hosts, specs: list[FactSpec], progress: Progress | None = None) -> dict[str, HostFacts]:
+    def gather(self, hosts, specs: list[FactSpec], progress: Progress | None = None,
+               params_for: Callable[[object], dict[str, str]] | None = None) -> dict[str, HostFacts]:
+        """Phase one.  ``params_for(host)`` gives the ``PF_*`` values that host's probe exports."""
         nonce = new_nonce()
-        script = build_script([s.probe_command() for s in specs], nonce, self.settings.command_timeout,
-                              self.settings.output_cap)
-        return self.run_all(hosts, lambda host, left: self._probe(host, script, nonce, left), progress)
+        commands = [s.probe_command() for s in specs]
+
+        def probe(host, left):
+            script = build_script(commands, nonce, self.settings.command_timeout, self.settings.output_cap,
+                                  params_for(host) if params_for else None)
+            return self._probe(host, script, nonce, left)
+
+        return self.run_all(hosts, probe, progress)
 
     def _probe(self, host, script: str, nonce: str, left: float) -> HostFacts:
         started = time.monotonic()

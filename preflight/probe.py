@@ -19,6 +19,7 @@ Record lines (one per line, nonce first)::
 from __future__ import annotations
 
 import base64
+import re
 import secrets
 import shlex
 from dataclasses import dataclass
@@ -74,9 +75,23 @@ def new_nonce() -> str:
     return "PF" + secrets.token_hex(8)
 
 
-def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP) -> str:
+_PARAM_NAME = re.compile(r"^PF_[A-Z][A-Z0-9_]*$")
+
+
+def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP,
+                 params: dict[str, str] | None = None) -> str:
+    """The probe for one host.  ``params`` (names ``PF_*``) are exported, quoted, before the
+    commands run: commands read inventory or job values as ``"$PF_NAME"``, never by having
+    them pasted into their text."""
     # One byte over the cap is read, so that exactly `cap` bytes are not flagged as truncated.
-    lines = ["set +e", f"PF={nonce}", f"PF_READ={int(cap) + 1}", _PRELUDE]
+    lines = ["set +e", f"PF={nonce}", f"PF_READ={int(cap) + 1}"]
+    for name, value in sorted((params or {}).items()):
+        if not _PARAM_NAME.match(name):
+            raise ValueError(f"probe parameter name {name!r} must match {_PARAM_NAME.pattern}")
+        if "\0" in str(value):
+            raise ValueError(f"probe parameter {name} contains a NUL byte")
+        lines.append(f"export {name}={shlex.quote(str(value))}")
+    lines.append(_PRELUDE)
     # The leading newline ends whatever a login banner printed without one.
     lines.append('printf \'\\n%s B probe.devices\\n%s O %s\\n%s R 0 0\\n%s E \\n\' "$PF" "$PF" '
                  '"$(echo $PF_DEVS | base64 -w 0)" "$PF" "$PF"')

@@ -49,6 +49,14 @@ class Cluster:
         return [h for h in self.hosts if role in h.roles]
 
 
+def probe_params(host) -> dict[str, str]:
+    """Inventory values a host's probe commands read (as ``"$PF_NAME"``; quoted, never pasted)."""
+    params = {"PF_PYTHON": str(host.vars.get("python") or "python3")}
+    if host.vars.get("checkpoint_dir"):
+        params["PF_CHECKPOINT_DIR"] = str(host.vars["checkpoint_dir"])
+    return params
+
+
 class PreflightRun:
     def __init__(self, config, hosts: tuple[Host, ...], inventory_path: str, settings: GatherSettings,
                  report_dir: str, facts_in: str | None, facts_out: str | None, strict: bool):
@@ -102,7 +110,8 @@ class PreflightRun:
             specs = resolve(needs)
             self.gatherer = Gatherer(self.settings)
             reporter = _Progress(self.config, "gathering facts")
-            self.facts = self.gatherer.gather(self.hosts, [s for s in specs if s.phase == 1], reporter)
+            self.facts = self.gatherer.gather(self.hosts, [s for s in specs if s.phase == 1], reporter,
+                                              params_for=probe_params)
             reporter.done(self.facts)
             active = {s.name for s in specs if s.phase == 2}
             if active:

@@ -364,3 +364,21 @@ def test_per_device_loop_over_a_private_dev():
         assert "timed out earlier" in probe.outputs[f"dev.hang/{d}"].skipped
     assert probe.outputs["host"].stdout == "host\n"
     assert not [k for k in probe.outputs if k.endswith(("/X", "/1a", "/5", "/_manager"))]
+
+
+def test_params_are_exported_quoted_and_never_executed(tmp_path):
+    marker = tmp_path / "pwned"
+    payload = f"x'; touch {marker}; echo '$(touch {marker})`touch {marker}`"
+    nonce = new_nonce()
+    script = build_script([ProbeCommand("p", 'printf "%s" "$PF_CHECKPOINT_DIR"')], nonce, 5,
+                          params={"PF_CHECKPOINT_DIR": payload})
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, timeout=30)
+    probe = parse_probe_output(proc.stdout, nonce)
+    assert probe.outputs["p"].stdout == payload
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["HOME", "PF_lower", "PF_A B", "PF_A;x"])
+def test_param_names_are_restricted(name):
+    with pytest.raises(ValueError):
+        build_script([], new_nonce(), 5, params={name: "v"})
