@@ -1,18 +1,61 @@
-"""Ports that must be reachable between nodes (phase two: probes from node to node)."""
+"""What two nodes must be able to do to each other (phase two: probes between nodes)."""
+
+from collections import Counter, defaultdict
 
 from preflight import faq
-from preflight.activeprobe import ray_target
+from preflight.activeprobe import launcher_hosts, ray_target, rendezvous_plan, shared_paths
 from preflight.check import check
 from preflight.facts import FactUnavailable
+from preflight.hostlist import fold
 
-RAY_REMEDY = ("Open the Ray head's GCS port to the workers: on the head, sudo systemctl stop firewalld (or add "
-              "firewall-cmd --permanent --add-port=6379/tcp and reload), and check security groups or switch ACLs "
-              "between the nodes; then test from a worker with nc -zv <head> 6379.")
+FIREWALL_REMEDY = ("Open the port between the nodes: stop firewalld on the target (sudo systemctl stop firewalld; "
+                   "systemctl disable firewalld) or allow the port (firewall-cmd --permanent --add-port=<port>/tcp; "
+                   "firewall-cmd --reload), and check security groups or switch ACLs in between; then test from "
+                   "the source with nc -zv <target> <port>.")
 
 
-@check("cluster.ray_ports", title="Ray head's GCS port reachable from every worker", reference=faq.R_RAY_JOIN,
-       needs=("tcp.ray_gcs", "net.listening?", "tools.python3?"), remedy=RAY_REMEDY)
-def test_ray_gcs(host, facts, cluster, verdict):
+def judge_tcp(verdict, probe, path: str, subject: str, severity=None, **kw) -> None:
+    """One TCP probe -> one result: open, dropped, rejected, or undecidable."""
+    if probe.state == "open":
+        how = "through a temporary listener" if probe.listener == "temporary" else "something listens there"
+        verdict.passed(subject, message=f"{path}: TCP connect succeeded ({how})", **kw)
+    elif probe.state == "timeout":
+        verdict.failed(subject, severity=severity,
+                       observed=f"{path}: no answer to a TCP connect within the timeout (packets dropped: a "
+                                f"firewall on the target or in between)",
+                       expected="the connection accepted", **kw)
+    elif probe.state == "refused" and probe.listener in ("existing", "temporary"):
+        verdict.failed(subject, severity=severity,
+                       observed=f"{path}: connection refused although a listener is open on the target (a firewall "
+                                f"REJECT rule, or the service listens on 127.0.0.1 only)",
+                       expected="the connection accepted", **kw)
+    elif probe.state == "refused":
+        verdict.error(subject, message=f"{path}: connection refused and nothing listens there yet; no temporary "
+                                       f"listener could be opened (python3 missing or the port in use), so a "
+                                       f"firewall cannot be told from a service not started", **kw)
+    else:
+        verdict.failed(subject, severity=severity, observed=f"{path}: {probe.state} ({probe.detail})",
+                       expected="the connection accepted", **kw)
+
+
+def _probes(verdict, facts, name, where):
+    try:
+        return facts.get(name)
+    except FactUnavailable as exc:
+        verdict.error(message=f"{where}: {exc}")
+        return None
+
+
+# -- Ray ----------------------------------------------------------------------------------
+
+RAY_SEVERITY = {"GCS": None, "dashboard": "warning", "client": "warning"}
+
+
+@check("cluster.ray_ports", title="Ray head's GCS, dashboard and client ports reachable from every worker",
+       reference=faq.R_RAY_JOIN, needs=("tcp.ray", "net.listening?", "tools.python3?"),
+       remedy=FIREWALL_REMEDY + " Ray's head uses 6379 (GCS; workers cannot join without it), 8265 "
+                                "(dashboard, job submission) and 10001 (client).")
+def test_ray_ports(host, facts, cluster, verdict):
     heads = cluster.with_role("head")
     if not heads:
         verdict.skipped(message="no host in group head: no Ray head to reach")
@@ -21,7 +64,7 @@ def test_ray_gcs(host, facts, cluster, verdict):
         verdict.error(message=f"{len(heads)} hosts in group head ({', '.join(h.name for h in heads)}): "
                               f"Ray has one head")
         return
-    head, port = ray_target(cluster)
+    head, ports = ray_target(cluster)
     if head.name == host.name:
         verdict.skipped(message=f"{host.name} is the Ray head")
         return
@@ -29,28 +72,298 @@ def test_ray_gcs(host, facts, cluster, verdict):
     if head_facts is None or not head_facts.reachable:
         verdict.error(message=f"not evaluated: the Ray head {head.name} is unreachable")
         return
-    subject = f"{head.name}:{port}"
-    try:
-        probe = facts.get("tcp.ray_gcs")
-    except FactUnavailable as exc:
-        verdict.error(subject, message=f"{host.name} -> {subject}: {exc}")
+    probes = _probes(verdict, facts, "tcp.ray", f"{host.name} -> {head.name}")
+    if probes is None:
         return
-    path = f"{host.name} -> {head.name} ({probe.address}:{probe.port})"
-    if probe.state == "open":
-        how = "Ray is listening" if probe.listener == "existing" else "through a temporary listener"
-        verdict.passed(subject, message=f"{path}: TCP connect succeeded ({how})")
-    elif probe.state == "timeout":
-        verdict.failed(subject, observed=f"{path}: no answer to a TCP connect within the timeout "
-                                         f"(packets dropped: a firewall on the head or in between)",
-                       expected="the connection accepted")
-    elif probe.state == "refused" and probe.listener in ("existing", "temporary"):
-        verdict.failed(subject, observed=f"{path}: connection refused although a listener is open on the head "
-                                         f"(a firewall REJECT rule)",
-                       expected="the connection accepted")
-    elif probe.state == "refused":
-        verdict.error(subject, message=f"{path}: connection refused and nothing listens on the head yet; no "
-                                       f"temporary listener could be opened there (python3 missing or port "
-                                       f"in use), so a firewall cannot be told from a head not started")
+    by_port = {p.port: p for p in probes}
+    for _, label, port in ports:
+        subject = f"{head.name}:{port}"
+        probe = by_port.get(port)
+        if probe is None:
+            verdict.error(subject, message=f"{host.name} -> {subject}: no probe record")
+            continue
+        judge_tcp(verdict, probe, f"{host.name} -> {head.name} Ray {label} port ({probe.address}:{port})", subject,
+                  severity=RAY_SEVERITY[label])
+
+
+# -- rendezvous ------------------------------------------------------------------------------
+
+
+@check("cluster.rendezvous", title="MASTER_ADDR/PORT, RANK and WORLD_SIZE agree and the master port is reachable",
+       scope="cluster", reference=faq.R_RAY_JOIN_4, needs=("session.env", "tcp.rendezvous", "net.listening?",
+                                                           "tools.python3?"),
+       remedy=("Export the same MASTER_ADDR and MASTER_PORT on every node, a distinct RANK per node (0 on the "
+               "master) and WORLD_SIZE equal to the number of nodes, in the launch script or the node's environment "
+               "(echo \"RANK=$RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT\"); "
+               "open MASTER_PORT on the master."))
+def test_rendezvous(cluster, verdict):
+    plan = rendezvous_plan(cluster)
+    if plan is None:
+        verdict.skipped(message="MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE are not set on any node "
+                                "(the launcher sets them)")
+        return
+    values = plan.values
+    for name in ("MASTER_ADDR", "MASTER_PORT"):
+        groups = defaultdict(list)
+        for host, env in values.items():
+            groups[env.get(name, "unset")].append(host)
+        if len(groups) > 1:
+            majority = max(groups, key=lambda k: (len(groups[k]), k != "unset"))
+            odd = sorted(h for k, hs in groups.items() if k != majority for h in hs)
+            verdict.failed(name, outliers=tuple(odd), where=name,
+                           observed="; ".join(f"{fold(hs)}: {name}={k}" for k, hs in groups.items() if k != majority)
+                           + f", while {fold(groups[majority])} have {name}={majority}",
+                           expected=f"the same {name} on every node")
+        else:
+            verdict.passed(name, message=f"{name}={next(iter(groups))} on all {len(values)} nodes")
+    ranks = {h: env.get("RANK") for h, env in values.items()}
+    if any(ranks.values()):
+        counts = Counter(r for r in ranks.values() if r is not None)
+        dup = sorted(h for h, r in ranks.items() if r is not None and counts[r] > 1)
+        unset = sorted(h for h, r in ranks.items() if r is None)
+        if dup or unset:
+            parts = [f"RANK {r} on {fold(h for h, x in ranks.items() if x == r)}" for r in counts if counts[r] > 1]
+            parts += [f"RANK unset on {fold(unset)}"] if unset else []
+            verdict.failed("RANK", outliers=tuple(dup + unset), where="RANK", observed="; ".join(parts),
+                           expected="a distinct RANK on every node")
+        else:
+            verdict.passed("RANK", message=f"distinct RANK on all {len(ranks)} nodes")
+    sizes = {h: env.get("WORLD_SIZE") for h, env in values.items() if env.get("WORLD_SIZE")}
+    if sizes:
+        wrong = sorted(h for h, v in sizes.items() if v != str(len(cluster.hosts)))
+        if wrong:
+            verdict.failed("WORLD_SIZE", outliers=tuple(wrong), where="WORLD_SIZE",
+                           observed="; ".join(f"WORLD_SIZE={sizes[h]} on {h}" for h in wrong),
+                           expected=f"WORLD_SIZE={len(cluster.hosts)} (the number of nodes in the inventory)")
+        else:
+            verdict.passed("WORLD_SIZE", message=f"WORLD_SIZE={len(cluster.hosts)} on every node that sets it")
+    if plan.address is None or plan.port is None:
+        return
+    subject = f"{plan.address}:{plan.port}"
+    if plan.master is None:
+        verdict.error(subject, message=f"MASTER_ADDR={plan.address} names no inventory host: its port cannot be "
+                                       f"probed")
+        return
+    for host in plan.sources:
+        try:
+            probes = cluster.facts[host.name].get("tcp.rendezvous")
+        except FactUnavailable as exc:
+            verdict.error(subject, message=f"{host.name} -> {subject}: {exc}", host=host.name)
+            continue
+        judge_tcp(verdict, probes[0], f"{host.name} -> {plan.master.name} MASTER_PORT ({subject})", subject,
+                  host=host.name)
+
+
+# -- HCCL host ports ---------------------------------------------------------------------------
+
+
+@check("cluster.hccl_ports", title="HCCL host ports (HCCL_IF_BASE_PORT block) reachable between nodes",
+       reference=faq.R_CROSS_NODE_PORT, needs=("tcp.hccl", "session.env?", "net.listening?", "tools.python3?"),
+       remedy=FIREWALL_REMEDY + " HCCL uses a block of 16 ports from HCCL_IF_BASE_PORT (default 60000-60015; "
+                                "32 on CANN 8.5 and later); reserve them with "
+                                "sysctl -w net.ipv4.ip_local_reserved_ports=60000-60031.")
+def test_hccl_ports(host, facts, cluster, verdict):
+    if len(cluster.reachable()) < 2:
+        verdict.skipped(message="fewer than two reachable nodes: no pair to probe")
+        return
+    probes = _probes(verdict, facts, "tcp.hccl", host.name)
+    if probes is None:
+        return
+    target = {h.address: h.name for h in cluster.hosts}
+    for probe in probes:
+        peer = target.get(probe.address, probe.address)
+        judge_tcp(verdict, probe, f"{host.name} -> {peer} HCCL port {probe.port}", f"{peer}:{probe.port}")
+
+
+# -- launcher SSH ----------------------------------------------------------------------------
+
+
+@check("cluster.launcher_ssh", title="The launcher reaches every node with non-interactive SSH (what pdsh needs)",
+       reference=faq.M4, needs=("ssh.launcher",),
+       remedy=("On the launcher, create a key without a passphrase (ssh-keygen -t ed25519), copy it to every node "
+               "(ssh-copy-id <node>), and accept each node's host key once (ssh <node> true), so that "
+               "ssh -o BatchMode=yes <node> true succeeds without a prompt."))
+def test_launcher_ssh(host, facts, cluster, verdict):
+    launchers = launcher_hosts(cluster)
+    if not launchers:
+        verdict.skipped(message="no launcher in the inventory (group head or launcher: true)")
+        return
+    if host.name not in {h.name for h in launchers}:
+        verdict.skipped(message=f"{host.name} is not a launcher")
+        return
+    attempts = _probes(verdict, facts, "ssh.launcher", host.name)
+    if attempts is None:
+        return
+    for attempt in attempts:
+        if attempt.ok:
+            verdict.passed(attempt.name, message=f"ssh -o BatchMode=yes {attempt.address} true from {host.name} "
+                                                 f"succeeded")
+        else:
+            verdict.failed(attempt.name, observed=f"ssh -o BatchMode=yes {attempt.address} true from {host.name} "
+                                                  f"failed ({attempt.detail})",
+                           expected="a login without password or host-key prompt")
+
+
+# -- names and clocks ------------------------------------------------------------------------
+
+
+@check("cluster.hostnames", title="Every node resolves every inventory name to the same address", scope="cluster",
+       reference=faq.X_HOSTNAMES, needs=("net.resolve",),
+       remedy=("Make name resolution identical on every node: the same /etc/hosts entries (or DNS) for every "
+               "cluster node, with each name pointing at the address the other nodes use to reach it."))
+def test_hostnames(cluster, verdict):
+    views: dict[str, dict[str, str | None]] = {}
+    for host, facts in cluster.reachable():
+        try:
+            views[host.name] = facts.get("net.resolve")
+        except FactUnavailable as exc:
+            verdict.error(message=f"{host.name}: {exc}", host=host.name)
+    names = [h.name for h in cluster.hosts if h.connection != "local"]
+    if not views or not names:
+        verdict.skipped(message="no name to compare")
+        return
+    for name in names:
+        answers = {node: view.get(name) for node, view in views.items()}
+        groups = defaultdict(list)
+        for node, addr in answers.items():
+            groups[addr or "does not resolve"].append(node)
+        if len(groups) == 1:
+            (addr,) = groups
+            if addr == "does not resolve":
+                verdict.failed(name, outliers=tuple(sorted(answers)), where=name,
+                               observed=f"{name} does not resolve on any node", expected="one address everywhere")
+            else:
+                verdict.passed(name, message=f"{name} -> {addr} on all {len(answers)} nodes")
+            continue
+        majority = max(groups, key=lambda k: (len(groups[k]), k != "does not resolve"))
+        odd = sorted(n for k, ns in groups.items() if k != majority for n in ns)
+        verdict.failed(name, outliers=tuple(odd), where=name,
+                       observed="; ".join(f"on {fold(ns)}: {name} -> {k}" for k, ns in groups.items() if k != majority)
+                       + f", while {fold(groups[majority])} resolve it to {majority}",
+                       expected=f"{name} resolving to the same address on every node")
+
+
+@check("cluster.clock_skew", title="Node clocks agree", scope="cluster", severity="warning",
+       reference=faq.X_CLOCK, needs=("clock.offset",),
+       remedy=("Synchronise the clocks: run chrony or ntpd against the same time source on every node "
+               "(chronyc tracking shows the offset); skewed clocks break log correlation, certificates and timeouts."))
+def test_clock_skew(cluster, verdict):
+    offsets = {}
+    for host, facts in cluster.reachable():
+        try:
+            offsets[host.name] = facts.get("clock.offset")
+        except FactUnavailable as exc:
+            verdict.error(message=f"{host.name}: {exc}", host=host.name)
+    if len(offsets) < 2:
+        verdict.skipped(message="fewer than two clocks read")
+        return
+    bound = max(float(h.vars.get("max_clock_skew_s") or 1.0) for h in cluster.hosts)
+    values = sorted(o.offset_s for o in offsets.values())
+    median = values[len(values) // 2]
+    slack = max(o.uncertainty_s for o in offsets.values())
+    odd = sorted(h for h, o in offsets.items() if abs(o.offset_s - median) > bound + slack)
+    spread = values[-1] - values[0]
+    if odd:
+        verdict.failed(fold(odd), outliers=tuple(odd),
+                       observed="; ".join(f"{h} is {offsets[h].offset_s - median:+.2f}s from the median" for h in odd),
+                       expected=f"every clock within {bound:g}s of the others (measured to ±{slack:.2f}s)")
     else:
-        verdict.failed(subject, observed=f"{path}: {probe.state} ({probe.detail})",
-                       expected="the connection accepted")
+        verdict.passed(message=f"clocks within {spread:.2f}s of each other (bound {bound:g}s)")
+
+
+# -- shared storage --------------------------------------------------------------------------
+
+CHECKPOINT_METADATA = ("common.pt", ".metadata", "metadata.json")
+
+
+@check("cluster.shared_storage", title="Model, data and checkpoint paths are one shared filesystem", scope="cluster",
+       reference=faq.R_SHARED_STORAGE, needs=("storage.shared",),
+       remedy=("Mount the same shared filesystem (NFS, Lustre, ...) at the same path on every node, or, without "
+               "shared storage, copy the checkpoint's metadata files (common.pt, .metadata, metadata.json) to every "
+               "node before resuming."))
+def test_shared_storage(cluster, verdict):
+    paths = shared_paths(cluster)
+    if not paths:
+        verdict.skipped(message="no shared_paths or checkpoint_dir in the inventory")
+        return
+    views = {}
+    for host, facts in cluster.reachable():
+        try:
+            views[host.name] = facts.get("storage.shared")
+        except FactUnavailable as exc:
+            verdict.error(message=f"{host.name}: {exc}", host=host.name)
+    writer = next((h for h, v in views.items() if v.is_writer), None)
+    if writer is None:
+        verdict.error(message="no node could write the marker files")
+        return
+    for path in paths:
+        wrote = {e.path: e.state for e in views[writer].entries}.get(path)
+        if wrote != "written":
+            reason = {"absent": "does not exist", "unwritable": "is not writable"}.get(wrote, "was not probed")
+            verdict.failed(path, outliers=(writer,), where=path,
+                           observed=f"{path} {reason} on {writer}", expected="an existing, writable directory")
+            continue
+        missing, absent, metadata_ok = [], [], []
+        for host, view in views.items():
+            if host == writer:
+                continue
+            entry = {e.path: e for e in view.entries}.get(path)
+            if entry is None or entry.state == "absent":
+                absent.append(host)
+            elif entry.state == "missing":
+                missing.append(host)
+                if any(m in entry.metadata for m in CHECKPOINT_METADATA):
+                    metadata_ok.append(host)
+        if absent:
+            verdict.failed(path, outliers=tuple(absent), where=path,
+                           observed=f"{path} does not exist on {fold(absent)}", expected="the same path on every node")
+        if missing:
+            note = (f"; checkpoint metadata present on {fold(metadata_ok)}" if metadata_ok else
+                    "; and no checkpoint metadata (common.pt, .metadata, metadata.json) there either")
+            severity = "warning" if set(metadata_ok) == set(missing) else None
+            verdict.failed(path, outliers=tuple(missing), where=path, severity=severity,
+                           observed=f"a file written to {path} on {writer} is not seen on {fold(missing)}: not a "
+                                    f"shared filesystem{note}",
+                           expected="one filesystem shared by every node")
+        if not absent and not missing:
+            verdict.passed(path, message=f"{path} is shared by all {len(views)} nodes")
+
+
+# -- NPU-to-NPU ping -------------------------------------------------------------------------
+
+
+@check("cluster.device_ping", title="NPUs reach the other nodes' NPUs over RoCE (hccn_tool -ping)",
+       reference=faq.R_HCCL_PING, needs=("hccn.ping", "hccn.ip"),
+       remedy=("Check the failing NPU's port and the path to the peer: hccn_tool -i <N> -link -g, -net_health -g, "
+               "the switch port and VLAN; a whole row (one source NPU failing everywhere) points at that NPU, a "
+               "column (one peer unreachable from all) at the peer; the device IPs must be in routable subnets "
+               "(hccn_tool -i <N> -ip -g)."))
+def test_device_ping(host, facts, cluster, verdict):
+    if len(cluster.reachable()) < 2:
+        verdict.skipped(message="fewer than two reachable nodes: no peer to ping")
+        return
+    matrix = _probes(verdict, facts, "hccn.ping", host.name)
+    if matrix is None:
+        return
+    if matrix.mode == "none":
+        verdict.skipped(message="NPU pings not run (--ping none)")
+        return
+    if not matrix.pairs:
+        verdict.skipped(message=f"{host.name} had no peer in the --ping {matrix.mode} schedule")
+        return
+    for pair in matrix.pairs:
+        subject = f"npu{pair.dev}->{pair.peer}:npu{pair.peer_dev}"
+        shown = f"hccn_tool -i {pair.dev} -ping -g address {pair.address} ({pair.peer} npu{pair.peer_dev})"
+        if pair.skipped:
+            verdict.error(subject, message=f"{host.name} {subject}: not pinged: {pair.skipped}")
+        elif pair.ok:
+            verdict.passed(subject, message=f"{shown}: {pair.received}/{pair.transmitted} received")
+        elif pair.rc in (124, 137):
+            verdict.failed(subject, observed=f"{shown} did not finish within {10}s (hung)",
+                           expected="every packet received")
+        elif pair.transmitted is None:
+            verdict.failed(subject, observed=f"{shown} failed (exit code {pair.rc}, no summary)",
+                           expected="every packet received")
+        else:
+            verdict.failed(subject, observed=f"{shown}: {pair.received}/{pair.transmitted} received",
+                           expected="every packet received")

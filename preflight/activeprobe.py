@@ -1,144 +1,499 @@
 """Phase two: cross-node probes built from phase one's facts, over the same connections.
 
-Ray's GCS port (``cluster.ray_ports``): every worker makes one bounded TCP connect to
-the head.  A preflight usually runs before Ray is started, so when nothing listens on
-the head's port yet, a short-lived listener is opened there for the duration of the
-probe (python3, bound to the port, ended by closing its stdin, and by ``timeout``
-whatever happens).  That is what tells "closed by a firewall" (no answer: dropped;
-or refused although a listener is there: rejected) from "nothing listening".
+Every probe here is something two nodes must be able to do to each other before a job
+can start: a worker connecting to the Ray head, a rank connecting to the rendezvous
+master, HCCL's host ports between neighbours, the launcher's non-interactive SSH, the
+same file seen at the same path, NPU-to-NPU RoCE pings.  Their results are stored as
+facts (``HostFacts.raw``) like phase one's, so ``--facts-out``/``--facts-in`` replay them.
+
+A preflight usually runs before anything listens, so where a port is probed and nothing
+listens on it yet, a short-lived listener is opened there for the duration of the probe
+(python3, ended by closing its stdin, and by ``timeout`` whatever happens).  That is what
+tells "closed by a firewall" (no answer: dropped; refused although a listener is there:
+rejected) from "nothing listening".  Marker files for the shared-storage probe are
+removed by the same mechanism.  Nothing else is started or written on a node.
 """
 
 from __future__ import annotations
 
 import shlex
 import time
+from dataclasses import dataclass, field
 
 from .facts import FactUnavailable
+from .pingplan import ping_rounds
 from .pool import run_bounded
 from .probe import CommandOutput
 from .transport import TransportError
 
-DEFAULT_RAY_PORT = 6379
 CONNECT_TIMEOUT = 3  # seconds for one TCP connect between nodes
+DEFAULT_RAY_PORTS = (("ray_port", "GCS", 6379), ("ray_dashboard_port", "dashboard", 8265),
+                     ("ray_client_port", "client", 10001))
+DEFAULT_HCCL_BASE_PORT = 60000
+HCCL_PORTS_PROBED = (0, 15)  # offsets from HCCL_IF_BASE_PORT: the first and the last of its 16-port block
 
 _LISTENER = r"""
-import os, select, socket, sys, time
-port = int(sys.argv[1])
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-try:
-    s.bind(("0.0.0.0", port))
-except OSError as e:
-    print("BUSY", e.errno, flush=True)
-    sys.exit(0)
-s.listen(128)
-print("READY", flush=True)
+import os, select, socket, sys
+socks, ready, busy = [], [], []
+for port in map(int, sys.argv[1:]):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("0.0.0.0", port))
+        s.listen(128)
+        socks.append(s); ready.append(str(port))
+    except OSError as e:
+        busy.append(str(port))
+print("READY", ",".join(ready) or "-", "BUSY", ",".join(busy) or "-", flush=True)
 while True:
-    ready, _, _ = select.select([s, 0], [], [], 1.0)
-    if 0 in ready and not os.read(0, 1):
+    r, _, _ = select.select(socks + [0], [], [], 1.0)
+    if 0 in r and not os.read(0, 1):
         break
-    if s in ready:
-        c, _ = s.accept()
-        c.close()
+    for s in r:
+        if s != 0:
+            c, _ = s.accept()
+            c.close()
 """
 
-# Prints "<state> <address> <port> <listener> <detail>"; bash's /dev/tcp needs no extra tool.
+# "<state> <address> <port> <listener> <detail>" per target; bash's /dev/tcp needs no extra tool.
 _CONNECT = r"""
-a=$1; p=$2; l=$3; t=$4
-err=$(timeout "$t" bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$a" "$p" 2>&1 </dev/null); rc=$?
-err=$(printf '%s' "$err" | tr '\n' ' ' | cut -c1-200)
-case $rc in
-  0) echo "open $a $p $l" ;;
-  124|137) echo "timeout $a $p $l no answer within ${t}s" ;;
-  *) case $err in
-       *refused*) echo "refused $a $p $l $err" ;;
-       *"No route"*|*unreachable*) echo "unreachable $a $p $l $err" ;;
-       *"not known"*|*resolve*|*"Name or service"*) echo "unresolved $a $p $l $err" ;;
-       *) echo "error $a $p $l $err" ;;
-     esac ;;
-esac
+pf_connect() {
+  local a=$1 p=$2 l=$3 t=$4 err rc
+  err=$(timeout "$t" bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$a" "$p" 2>&1 </dev/null); rc=$?
+  err=$(printf '%s' "$err" | tr '\n' ' ' | cut -c1-200)
+  case $rc in
+    0) echo "open $a $p $l" ;;
+    124|137) echo "timeout $a $p $l no answer within ${t}s" ;;
+    *) case $err in
+         *refused*) echo "refused $a $p $l $err" ;;
+         *"No route"*|*unreachable*) echo "unreachable $a $p $l $err" ;;
+         *"not known"*|*resolve*|*"Name or service"*) echo "unresolved $a $p $l $err" ;;
+         *) echo "error $a $p $l $err" ;;
+       esac ;;
+  esac
+}
+"""
+
+_LAUNCHER_SSH = r"""
+t=$1; shift
+for target in "$@"; do
+  name=${target%%=*}; addr=${target#*=}
+  err=$(timeout $((t + 2)) ssh -n -o BatchMode=yes -o ConnectTimeout="$t" -o StrictHostKeyChecking=yes \
+        -o UpdateHostKeys=no -o LogLevel=ERROR "$addr" true 2>&1 </dev/null); rc=$?
+  if [ $rc = 0 ]; then echo "ok $name $addr"
+  else echo "fail $name $addr rc=$rc $(printf '%s' "$err" | tr '\n' ' ' | cut -c1-240)"; fi
+done
+"""
+
+# Writes one marker per path, reports, waits for stdin to close, then removes them.
+_MARKER_WRITER = r"""
+m=$1; shift
+made=()
+cleanup() { for f in "${made[@]}"; do rm -f -- "$f"; done; }
+trap cleanup EXIT HUP INT TERM
+for d in "$@"; do
+  if [ ! -d "$d" ]; then echo "absent $d"
+  elif : > "$d/$m" 2>/dev/null; then made+=("$d/$m"); echo "written $d"
+  else echo "unwritable $d"; fi
+done
+echo READY
+read -r _ || true
+"""
+
+_MARKER_READER = r"""
+m=$1; shift
+for d in "$@"; do
+  if [ ! -d "$d" ]; then echo "absent $d"
+  elif [ -e "$d/$m" ]; then echo "seen $d"
+  else
+    meta=$(cd "$d" 2>/dev/null && ls -d common.pt .metadata metadata.json latest_checkpointed_iteration.txt 2>/dev/null | tr '\n' ',')
+    echo "missing $d ${meta:--}"
+  fi
+done
 """
 
 
-def run_phase_two(active: set[str], cluster, gatherer, settings, config=None) -> None:
-    if "tcp.ray_gcs" in active:
-        probe_ray_gcs(cluster, gatherer, settings)
+PING_TIMEOUT = 10
+# "<src dev> <peer ip> rc=<rc> <sent> packets transmitted, <received> received" per pair.
+_PING = r"""
+PF_HCCN=$(command -v hccn_tool 2>/dev/null)
+[ -z "$PF_HCCN" ] && PF_HCCN=/usr/local/Ascend/driver/tools/hccn_tool
+hung=
+for pair in "$@"; do
+  d=${pair%%=*}; ip=${pair#*=}
+  if [ -n "$hung" ]; then echo "$d $ip skipped hccn_tool -ping hung earlier (npu$hung)"; continue; fi
+  out=$(timeout 10 "$PF_HCCN" -i "$d" -ping -g address "$ip" 2>&1 </dev/null); rc=$?
+  s=$(printf '%s' "$out" | grep -Eo '[0-9]+ packets transmitted, [0-9]+ received' | head -1)
+  echo "$d $ip rc=$rc ${s:-no summary}"
+  case $rc in 124|137) hung=$d ;; esac
+done
+"""
+
+
+@dataclass
+class Listening:
+    states: dict[int, str] = field(default_factory=dict)  # port -> existing | temporary | none
+    process: object | None = None
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.close()
+            self.process = None
+
+
+class PhaseTwo:
+    def __init__(self, cluster, gatherer, settings, options=None):
+        self.cluster = cluster
+        self.gatherer = gatherer
+        self.settings = settings
+        self.options = options or {}
+
+    # -- building blocks ----------------------------------------------------------------
+    def _each(self, hosts, work, deadline=None):
+        def abandon(host, elapsed):
+            return CommandOutput(stdout="", stderr="", rc=None,
+                                 skipped=f"no answer from {host.name} within {elapsed:.0f}s")
+
+        limit = deadline or (self.settings.command_timeout + self.settings.connect_timeout + 10)
+        return run_bounded(hosts, work, workers=self.settings.fanout, deadline=limit, on_timeout=abandon,
+                           key=lambda h: h.name)
+
+    def run(self, host, command: str, timeout: float) -> CommandOutput:
+        t0 = time.monotonic()
+        try:
+            result = self.gatherer.transport(host).run(command, timeout, 1 << 20)
+        except (TransportError, OSError, EOFError) as exc:
+            return CommandOutput(stdout="", stderr=str(exc), rc=None, skipped=f"the probe could not run: {exc}")
+        return CommandOutput(stdout=result.stdout.decode("utf-8", errors="replace"),
+                             stderr=result.stderr.decode("utf-8", errors="replace"),
+                             rc=result.exit_code, elapsed_s=time.monotonic() - t0)
+
+    def listen(self, host, ports) -> Listening:
+        """Make sure something listens on ``ports`` of ``host`` while others connect."""
+        facts = self.cluster.facts[host.name]
+        listening = Listening()
+        try:
+            already = facts.get("net.listening")
+        except FactUnavailable:
+            already = frozenset()
+        wanted = []
+        for port in ports:
+            if port in already:
+                listening.states[port] = "existing"
+            else:
+                wanted.append(port)
+        if not wanted:
+            return listening
+        try:
+            python = facts.get("tools.python3")
+        except FactUnavailable:
+            python = None
+        if not python:
+            listening.states.update(dict.fromkeys(wanted, "none"))
+            return listening
+        lifetime = int(self.settings.command_timeout + self.settings.connect_timeout + CONNECT_TIMEOUT * 8 + 30)
+        command = (f"exec timeout {lifetime} {shlex.quote(python)} -c {shlex.quote(_LISTENER)} "
+                   + " ".join(str(int(p)) for p in wanted))
+        try:
+            process = self.gatherer.transport(host).start(command)
+        except (TransportError, OSError, EOFError):
+            listening.states.update(dict.fromkeys(wanted, "none"))
+            return listening
+        line = process.readline(timeout=self.settings.command_timeout) or ""
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == "READY":
+            bound = {int(p) for p in parts[1].split(",") if p.isdigit()}
+            busy = {int(p) for p in parts[3].split(",") if p.isdigit()}
+            for port in wanted:
+                # Busy: something bound the port since phase one, so it listens; connect to it.
+                listening.states[port] = "temporary" if port in bound else "existing" if port in busy else "none"
+            listening.process = process if bound else None
+            if not bound:
+                process.close()
+        else:
+            process.close()
+            listening.states.update(dict.fromkeys(wanted, "none"))
+        return listening
+
+    def connect_from(self, host, targets) -> CommandOutput:
+        """TCP connects from ``host`` to ``targets`` [(address, port, listener state)], one after another."""
+        lines = [_CONNECT]
+        for address, port, state in targets:
+            lines.append("pf_connect " + " ".join(shlex.quote(str(v)) for v in (address, port, state, CONNECT_TIMEOUT)))
+        return self.run(host, "bash -c " + shlex.quote("\n".join(lines)),
+                        CONNECT_TIMEOUT * len(targets) + self.settings.command_timeout)
+
+    # -- the probes ---------------------------------------------------------------------
+    def ray(self) -> None:
+        target = ray_target(self.cluster)
+        if target is None:
+            return
+        head, ports = target
+        if not _reachable(self.cluster, head):
+            return
+        workers = [h for h, _ in self.cluster.reachable() if h.name != head.name]
+        if not workers:
+            return
+        listening = self.listen(head, [p for _, _, p in ports])
+        try:
+            def work(worker):
+                out = self.connect_from(worker, [(head.address, p, listening.states[p]) for _, _, p in ports])
+                self.cluster.facts[worker.name].raw["tcp.ray"] = out
+                return out
+            self._each(workers, work)
+        finally:
+            listening.close()
+
+    def rendezvous(self) -> None:
+        plan = rendezvous_plan(self.cluster)
+        if plan is None or plan.master is None:
+            return
+        listening = self.listen(plan.master, [plan.port])
+        try:
+            def work(host):
+                out = self.connect_from(host, [(plan.address, plan.port, listening.states[plan.port])])
+                self.cluster.facts[host.name].raw["tcp.rendezvous"] = out
+                return out
+            self._each([h for h in plan.sources], work)
+        finally:
+            listening.close()
+
+    def hccl_ports(self) -> None:
+        ring = hccl_ring(self.cluster)
+        if len(ring) < 2:
+            return
+        listenings = {}
+        try:
+            for host, _, ports in ring:
+                listenings[host.name] = self.listen(host, ports)
+
+            def work(pair):
+                (src, _, _), (dst, _, ports) = pair
+                out = self.connect_from(src, [(dst.address, p, listenings[dst.name].states[p]) for p in ports])
+                self.cluster.facts[src.name].raw["tcp.hccl"] = out
+                return out
+
+            pairs = [(ring[i], ring[(i + 1) % len(ring)]) for i in range(len(ring))]
+            run_bounded(pairs, work, workers=self.settings.fanout, key=lambda p: p[0][0].name,
+                        deadline=CONNECT_TIMEOUT * 4 + self.settings.command_timeout + 10,
+                        on_timeout=lambda p, e: None)
+        finally:
+            for listening in listenings.values():
+                listening.close()
+
+    def launcher_ssh(self) -> None:
+        launchers = [h for h in launcher_hosts(self.cluster) if _reachable(self.cluster, h)]
+        others = [h for h in self.cluster.hosts]
+
+        def work(launcher):
+            targets = [f"{h.name}={h.address}" for h in others if h.name != launcher.name]
+            if not targets:
+                return None
+            timeout = int(self.settings.connect_timeout)
+            command = ("bash -c " + shlex.quote(_LAUNCHER_SSH) + " preflight " + str(timeout) + " "
+                       + " ".join(shlex.quote(t) for t in targets))
+            out = self.run(launcher, command, (timeout + 3) * len(targets) + 5)
+            self.cluster.facts[launcher.name].raw["ssh.launcher"] = out
+            return out
+
+        self._each(launchers, work, deadline=(self.settings.connect_timeout + 3) * len(others) + 15)
+
+    def clock(self) -> None:
+        def work(host):
+            t0 = time.time()
+            out = self.run(host, "date +%s.%N", self.settings.command_timeout)
+            t1 = time.time()
+            if out.rc == 0 and out.stdout.strip():
+                try:
+                    remote = float(out.stdout.strip())
+                    # The node read its clock somewhere between t0 and t1: assume the middle.
+                    out = CommandOutput(stdout=f"{remote - (t0 + t1) / 2:.6f} {(t1 - t0) / 2:.6f}\n",
+                                        stderr="", rc=0, elapsed_s=t1 - t0)
+                except ValueError:
+                    out = CommandOutput(stdout="", stderr=f"unreadable date output {out.stdout[:40]!r}", rc=1)
+            self.cluster.facts[host.name].raw["clock.offset"] = out
+            return out
+
+        self._each([h for h, _ in self.cluster.reachable()], work)
+
+    def shared_storage(self) -> None:
+        paths = shared_paths(self.cluster)
+        reachable = [h for h, _ in self.cluster.reachable()]
+        if not paths or len(reachable) < 2:
+            return
+        writer = reachable[0]
+        import secrets
+
+        marker = f".preflight-shared-{secrets.token_hex(6)}"
+        quoted = " ".join(shlex.quote(p) for p in paths)
+        process = None
+        try:
+            try:
+                process = self.gatherer.transport(writer).start(
+                    f"exec timeout {int(self.settings.command_timeout + 30)} bash -c "
+                    f"{shlex.quote(_MARKER_WRITER)} preflight {marker} {quoted}")
+            except (TransportError, OSError, EOFError) as exc:
+                self.cluster.facts[writer.name].raw["storage.shared"] = CommandOutput(
+                    stdout="", stderr=str(exc), rc=None, skipped=f"could not write markers: {exc}")
+                return
+            written = []
+            while True:
+                line = process.readline(timeout=self.settings.command_timeout)
+                if line is None or line == "READY":
+                    break
+                written.append(line)
+            self.cluster.facts[writer.name].raw["storage.shared"] = CommandOutput(
+                stdout="".join(f"writer {line}\n" for line in written), stderr="", rc=0)
+
+            def work(host):
+                out = self.run(host, "bash -c " + shlex.quote(_MARKER_READER) + f" preflight {marker} {quoted}",
+                               self.settings.command_timeout)
+                out.stdout = f"from {writer.name}\n" + out.stdout
+                self.cluster.facts[host.name].raw["storage.shared"] = out
+                return out
+
+            self._each(reachable[1:], work)
+        finally:
+            if process is not None:
+                process.close()
+
+    def device_ping(self, mode: str) -> None:
+        nodes = []
+        for host, facts in self.cluster.reachable():
+            try:
+                ips = {dev: ip.address for dev, ip in facts.per_device("hccn.ip").items()
+                       if not isinstance(ip, FactUnavailable) and ip is not None}
+            except KeyError:
+                return
+            if ips:
+                nodes.append((host, ips))
+        if len(nodes) < 2:
+            return
+        for (host, _) in nodes:
+            self.cluster.facts[host.name].raw["hccn.ping"] = CommandOutput(stdout=f"schedule {mode}\n", stderr="",
+                                                                           rc=0)
+        by_name = dict((h.name, (h, ips)) for h, ips in nodes)
+        for jobs in ping_rounds([h.name for h, _ in nodes], mode):
+            def work(job):
+                src, dst = job
+                src_host, src_ips = by_name[src]
+                _, dst_ips = by_name[dst]
+                pairs = list(zip(sorted(src_ips), sorted(dst_ips)))  # NPU i pings the peer's NPU i
+                args = " ".join(shlex.quote(f"{d}={dst_ips[dd]}") for d, dd in pairs)
+                out = self.run(src_host, "bash -c " + shlex.quote(_PING) + " preflight " + args,
+                               (PING_TIMEOUT + 1) * len(pairs) + 5)
+                lines = [f"{dst} {dd} {line}" for (d, dd), line in zip(pairs, out.stdout.splitlines())]
+                facts = self.cluster.facts[src]
+                prev = facts.raw["hccn.ping"]
+                facts.raw["hccn.ping"] = CommandOutput(stdout=prev.stdout + "".join(f"{x}\n" for x in lines),
+                                                       stderr=prev.stderr + out.stderr, rc=out.rc)
+                return out
+
+            # One round at a time: the pairs of a round are disjoint, so no NPU pings twice at once.
+            run_bounded(jobs, work, workers=self.settings.fanout, key=lambda j: f"{j[0]}->{j[1]}",
+                        deadline=(PING_TIMEOUT + 1) * 16 + 10, on_timeout=lambda j, e: None)
+
+
+def _reachable(cluster, host) -> bool:
+    facts = cluster.facts.get(host.name)
+    return facts is not None and facts.reachable
+
+
+def run_phase_two(active: set[str], cluster, gatherer, settings, options=None) -> None:
+    phase = PhaseTwo(cluster, gatherer, settings, options)
+    steps = [("tcp.ray", phase.ray), ("tcp.rendezvous", phase.rendezvous), ("tcp.hccl", phase.hccl_ports),
+             ("ssh.launcher", phase.launcher_ssh), ("clock.offset", phase.clock),
+             ("storage.shared", phase.shared_storage)]
+    for name, step in steps:
+        if name in active:
+            step()
+    if "hccn.ping" in active:
+        mode = (options or {}).get("ping", "ring")
+        if mode == "none":
+            for _, facts in cluster.reachable():
+                facts.raw["hccn.ping"] = CommandOutput(stdout="schedule none\n", stderr="", rc=0)
+        else:
+            phase.device_ping(mode)
+
+
+# -- plans: pure functions of the inventory and phase one's facts -----------------------------
 
 
 def ray_target(cluster):
-    """(head host, port) of the Ray cluster, or None when the inventory names no single head."""
+    """(head host, [(key, label, port)]) of the Ray cluster, or None without a single head."""
     heads = cluster.with_role("head")
     if len(heads) != 1:
         return None
     head = heads[0]
-    return head, int(head.vars.get("ray_port", DEFAULT_RAY_PORT))
+    return head, [(key, label, int(head.vars.get(key) or default)) for key, label, default in DEFAULT_RAY_PORTS]
 
 
-def probe_ray_gcs(cluster, gatherer, settings) -> None:
-    target = ray_target(cluster)
-    if target is None:
-        return
-    head, port = target
-    head_facts = cluster.facts.get(head.name)
-    if head_facts is None or not head_facts.reachable:
-        return
-    workers = [h for h, _ in cluster.reachable() if h.name != head.name]
-    if not workers:
-        return
-    listener, process = _ensure_listener(head, head_facts, port, gatherer, settings)
-    try:
-        def connect(worker):
-            facts = cluster.facts[worker.name]
-            command = "bash -c " + shlex.quote(_CONNECT) + " preflight " + " ".join(
-                shlex.quote(str(v)) for v in (head.address, port, listener, CONNECT_TIMEOUT))
-            t0 = time.monotonic()
-            try:
-                result = gatherer.transport(worker).run(command, CONNECT_TIMEOUT + settings.command_timeout,
-                                                        1 << 16)
-                facts.raw["tcp.ray_gcs"] = CommandOutput(
-                    stdout=result.stdout.decode("utf-8", errors="replace"),
-                    stderr=result.stderr.decode("utf-8", errors="replace"),
-                    rc=result.exit_code, elapsed_s=time.monotonic() - t0)
-            except (TransportError, OSError, EOFError) as exc:
-                facts.raw["tcp.ray_gcs"] = CommandOutput(stdout="", stderr=str(exc), rc=None,
-                                                         skipped=f"the probe could not run: {exc}")
-
-        def abandon(worker, elapsed):
-            cluster.facts[worker.name].raw["tcp.ray_gcs"] = CommandOutput(
-                stdout="", stderr="", rc=None, skipped=f"no answer from the node within {elapsed:.0f}s")
-
-        run_bounded(workers, connect, workers=settings.fanout, on_timeout=abandon, key=lambda h: h.name,
-                    deadline=CONNECT_TIMEOUT + settings.command_timeout + settings.connect_timeout + 5)
-    finally:
-        if process is not None:
-            process.close()
+def launcher_hosts(cluster):
+    marked = [h for h in cluster.hosts if {"head", "launcher"} & h.roles]
+    return marked
 
 
-def _ensure_listener(head, head_facts, port, gatherer, settings):
-    """Make sure something listens on the head's port while workers connect."""
-    try:
-        if port in head_facts.get("net.listening"):
-            return "existing", None
-    except FactUnavailable:
-        pass
-    try:
-        python = head_facts.get("tools.python3")
-    except FactUnavailable:
-        python = None
-    if not python:
-        return "none", None
-    lifetime = int(settings.command_timeout + CONNECT_TIMEOUT + 20)
-    command = (f"exec timeout -k 2 {lifetime} {shlex.quote(python)} -c {shlex.quote(_LISTENER)} "
-               f"{int(port)}")
-    try:
-        process = gatherer.transport(head).start(command)
-    except (TransportError, OSError, EOFError):
-        return "none", None
-    line = process.readline(timeout=settings.command_timeout)
-    if line == "READY":
-        return "temporary", process
-    process.close()
-    if line and line.startswith("BUSY"):
-        # Something bound the port between phase one and now: it listens, so connect to it.
-        return "existing", None
-    return "none", None
+def hccl_ring(cluster):
+    """[(host, base port, ports probed)] for reachable hosts, in inventory order."""
+    from .ifname import effective_env
+
+    ring = []
+    for host, facts in cluster.reachable():
+        try:
+            env = effective_env(host, facts.get("session.env"))
+        except FactUnavailable:
+            env = effective_env(host, {})
+        value = env.get("HCCL_IF_BASE_PORT", "")
+        base = int(value) if value.isascii() and value.isdigit() and 1024 <= int(value) <= 65520 else \
+            DEFAULT_HCCL_BASE_PORT
+        ring.append((host, base, [base + off for off in HCCL_PORTS_PROBED]))
+    return ring
+
+
+@dataclass
+class RendezvousPlan:
+    values: dict  # host -> {MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE} as set there
+    address: str | None
+    port: int | None
+    master: object | None  # the inventory host MASTER_ADDR names, if any
+    sources: list
+
+
+def rendezvous_plan(cluster) -> RendezvousPlan | None:
+    from .ifname import effective_env
+
+    names = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
+    values = {}
+    for host, facts in cluster.reachable():
+        try:
+            env = effective_env(host, facts.get("session.env"))
+        except FactUnavailable:
+            continue
+        values[host.name] = {n: env[n] for n in names if env.get(n)}
+    if not any(values.values()):
+        return None
+    addrs = [v.get("MASTER_ADDR") for v in values.values() if v.get("MASTER_ADDR")]
+    ports = [v.get("MASTER_PORT") for v in values.values() if v.get("MASTER_PORT")]
+    address = max(set(addrs), key=addrs.count) if addrs else None
+    port_text = max(set(ports), key=ports.count) if ports else None
+    port = int(port_text) if port_text and port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536 \
+        else None
+    master = None
+    if address:
+        for host in cluster.hosts:
+            if address in (host.name, host.address):
+                master = host
+    sources = [h for h, _ in cluster.reachable() if master is None or h.name != master.name]
+    if address is None or port is None:
+        master = None
+    return RendezvousPlan(values, address, port, master, sources)
+
+
+def shared_paths(cluster) -> list[str]:
+    """Paths every node must see as one filesystem: inventory ``shared_paths`` and ``checkpoint_dir``."""
+    seen: dict[str, None] = {}
+    for host in cluster.hosts:
+        for path in list(host.vars.get("shared_paths") or []) + [host.vars.get("checkpoint_dir")]:
+            if path:
+                seen.setdefault(str(path), None)
+    return list(seen)

@@ -85,7 +85,8 @@ class Verdict:
                outliers=(), **kw) -> None:
         """Record a failure: what was observed, what was expected, and where."""
         severity = severity or self.info.severity
-        place = where or " ".join(p for p in (self.host, subject) if p)
+        host = kw.get("host", self.host)
+        place = where or " ".join(p for p in (host, subject) if p)
         message = f"{place}: {observed}; expected {expected}" if place else f"{observed}; expected {expected}"
         outcome = "warning" if severity == "warning" else "failed"
         self._add(outcome, subject, message, severity=severity, observed=observed, expected=expected,

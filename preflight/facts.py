@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .parsers import ParseError
+from .parsers import crossnode
 from .parsers import hccn_tool as hccn
 from .parsers import npu_smi
 from .parsers import system
@@ -64,9 +65,26 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              per_device=True, display="hccn_tool -i {dev} -link -g"),
     FactSpec("hccn.tls", '"$PF_HCCN" -i "$PF_DEV" -tls -g', hccn.parse_tls, tool="hccn_tool",
              per_device=True, display="hccn_tool -i {dev} -tls -g"),
-    # Phase two: a bounded TCP connect from this worker to the Ray head's GCS port.
-    FactSpec("tcp.ray_gcs", "", system.parse_tcp_probe, ok_rc=(0, 1), phase=2,
-             display="TCP connect to the Ray head's GCS port"),
+    # An unconfigured port prints nothing (rc 1 on some drivers): parsed as None, not an error.
+    FactSpec("hccn.ip", '"$PF_HCCN" -i "$PF_DEV" -ip -g', hccn.parse_ip, tool="hccn_tool", per_device=True,
+             ok_rc=(0, 1), display="hccn_tool -i {dev} -ip -g"),
+    FactSpec("net.resolve",
+             'for n in $PF_HOSTNAMES; do a=$(getent hosts "$n" 2>/dev/null | head -1 | cut -d" " -f1); '
+             'echo "$n ${a:--}"; done', crossnode.parse_resolve, display="getent hosts <each inventory name>"),
+    # Phase two (preflight.activeprobe): probes between nodes, built from phase one's facts.
+    FactSpec("tcp.ray", "", crossnode.parse_tcp_probes, phase=2,
+             display="TCP connects to the Ray head's ports"),
+    FactSpec("tcp.rendezvous", "", crossnode.parse_tcp_probes, phase=2,
+             display="TCP connect to MASTER_ADDR:MASTER_PORT"),
+    FactSpec("tcp.hccl", "", crossnode.parse_tcp_probes, phase=2,
+             display="TCP connects to the next node's HCCL host ports"),
+    FactSpec("ssh.launcher", "", crossnode.parse_launcher_ssh, phase=2,
+             display="ssh -o BatchMode=yes from the launcher to every node"),
+    FactSpec("clock.offset", "", crossnode.parse_clock_offset, phase=2, display="date +%s.%N"),
+    FactSpec("storage.shared", "", crossnode.parse_storage, phase=2,
+             display="marker file written on one node, looked for on the others"),
+    FactSpec("hccn.ping", "", crossnode.parse_ping_matrix, phase=2,
+             display="hccn_tool -i <N> -ping -g address <peer device IP>"),
 ]}
 
 
@@ -83,7 +101,7 @@ def register(*specs: FactSpec) -> None:
 
 def resolve(names) -> list[FactSpec]:
     """The specs for fact names (an optional need is written ``name?``), in registry order."""
-    wanted = {n.rstrip("?") for n in names}
+    wanted = {n.rstrip("?") for n in names if not n.endswith("?") or n.rstrip("?") in FACTS}
     unknown = wanted - FACTS.keys()
     if unknown:
         raise KeyError(f"unknown fact(s): {', '.join(sorted(unknown))}")

@@ -13,3 +13,11 @@ R_CROSS_NODE_IFNAME = ("ROLL Ascend NPU FAQ: cross-node NPU communication timeou
 R_ULIMIT = "ROLL Ascend NPU FAQ: ulimit too low (OSError: [Errno 24] Too many open files)"
 R_RAY_JOIN = "ROLL Ascend NPU FAQ: Ray worker nodes cannot join (head port 6379 reachable, firewall open)"
 X_REACHABLE = "Standard multi-node failure (not in the FAQs): a node that cannot be reached over SSH"
+R_RAY_JOIN_4 = "ROLL Ascend NPU FAQ: Ray worker nodes cannot join, step 4 (RANK, WORLD_SIZE, MASTER_ADDR set correctly)"
+R_CROSS_NODE_PORT = ("ROLL Ascend NPU FAQ: cross-node NPU communication timeout, step 2 "
+                     "(HCCL_IF_BASE_PORT not blocked by a firewall)")
+R_HCCL_PING = "ROLL Ascend NPU FAQ: HCCL communication timeout, step 5 (hccn_tool -ping the peer node's device IP)"
+R_SHARED_STORAGE = ("ROLL Ascend NPU FAQ: shared storage not accessible; verl NPU FAQ Q4: checkpoints on storage "
+                    "that is not shared")
+X_HOSTNAMES = "Standard multi-node failure (not in the FAQs): node names resolving differently on different nodes"
+X_CLOCK = "Standard multi-node failure (not in the FAQs): node clocks out of step"

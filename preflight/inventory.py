@@ -313,6 +313,15 @@ def _free_mapping(value: Any) -> dict:
 HOST_ONLY, CONN, VAR = "host", "conn", "var"
 
 
+def _path_list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise _Invalid(f"expected a list of paths, got {_type_name(value)}")
+    check = _path(False)
+    return tuple(check(item) for item in value)
+
+
 @dataclass(frozen=True)
 class KeySpec:
     """One inventory key: where it may appear, how it is checked, what it means."""
@@ -339,7 +348,11 @@ KEYS: dict[str, KeySpec] = {
     "npus_per_node": KeySpec(VAR, _int(1), "expected number of NPUs on the node"),
     "chip":          KeySpec(VAR, _text, "expected chip name, as npu-smi reports it (910B3, 310P3, ...)"),
     "min_nofile":    KeySpec(VAR, _int(1), "minimum open-files limit (ulimit -n)"),
-    "ray_port":      KeySpec(VAR, _int(1, 65535), "Ray head port to probe"),
+    "ray_port":      KeySpec(VAR, _int(1, 65535), "Ray head GCS port to probe (default 6379)"),
+    "ray_dashboard_port": KeySpec(VAR, _int(1, 65535), "Ray dashboard port to probe (default 8265)"),
+    "ray_client_port": KeySpec(VAR, _int(1, 65535), "Ray client server port to probe (default 10001)"),
+    "shared_paths":  KeySpec(VAR, _path_list, "paths (model, data, checkpoints) every node must see as one shared filesystem"),
+    "max_clock_skew_s": KeySpec(VAR, _number(0), "largest clock difference between nodes before a warning (default 1.0)"),
     "launcher":      KeySpec(VAR, _bool, "the node the job is launched from (needs passwordless SSH to the others)"),
     "env":           KeySpec(VAR, _env, "expected environment variables, NAME: value", merge=True),
     "python":        KeySpec(VAR, _path(False), "Python interpreter on the node to inspect (torch, torch_npu, ...)"),

@@ -57,6 +57,9 @@ def pytest_addoption(parser, pluginmanager):
                     help="save the raw outputs and parsed facts of every host to FILE (JSON)")
     group.addoption("--facts-in", dest="preflight_facts_in", metavar="FILE", default=None,
                     help="run the checks on facts saved with --facts-out, without contacting any host")
+    group.addoption("--ping", dest="preflight_ping", choices=("all", "ring", "none"), default="ring",
+                    help="NPU-to-NPU RoCE pings between nodes: ring (each node to the next, default), all "
+                         "(every pair, in rounds of disjoint pairs), none")
     group.addoption("--preflight-strict", dest="preflight_strict", action="store_true",
                     help="failed warning-severity checks fail the run too (pytest's --strict does the same)")
 

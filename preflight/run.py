@@ -49,9 +49,11 @@ class Cluster:
         return [h for h in self.hosts if role in h.roles]
 
 
-def probe_params(host) -> dict[str, str]:
+def probe_params(host, hosts=()) -> dict[str, str]:
     """Inventory values a host's probe commands read (as ``"$PF_NAME"``; quoted, never pasted)."""
-    params = {"PF_PYTHON": str(host.vars.get("python") or "python3")}
+    params = {"PF_PYTHON": str(host.vars.get("python") or "python3"),
+              # Inventory names are validated hostnames: safe to split on blanks in the probe.
+              "PF_HOSTNAMES": " ".join(h.name for h in hosts if h.connection != "local")}
     if host.vars.get("checkpoint_dir"):
         params["PF_CHECKPOINT_DIR"] = str(host.vars["checkpoint_dir"])
     return params
@@ -111,11 +113,12 @@ class PreflightRun:
             self.gatherer = Gatherer(self.settings)
             reporter = _Progress(self.config, "gathering facts")
             self.facts = self.gatherer.gather(self.hosts, [s for s in specs if s.phase == 1], reporter,
-                                              params_for=probe_params)
+                                              params_for=lambda h: probe_params(h, self.hosts))
             reporter.done(self.facts)
             active = {s.name for s in specs if s.phase == 2}
             if active:
-                run_phase_two(active, self.cluster(), self.gatherer, self.settings, self.config)
+                run_phase_two(active, self.cluster(), self.gatherer, self.settings,
+                              {"ping": self.config.getoption("preflight_ping", "ring")})
             if self.facts_out:
                 _save_facts(self.facts_out, self.hosts, self.inventory_path, self.facts)
         self.gather_s = time.monotonic() - t0

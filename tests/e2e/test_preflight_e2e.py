@@ -20,6 +20,9 @@ from .simcluster import nofile_ceiling
 HEALTHY_SKIPS = {
     ("cluster.ray_ports", "node-01"),  # the head itself
     ("tools.pdsh", "node-02"), ("tools.pdsh", "node-03"),  # workers do not launch
+    ("cluster.launcher_ssh", "node-02"), ("cluster.launcher_ssh", "node-03"),
+    ("cluster.rendezvous", None),  # no MASTER_ADDR before the launcher sets it
+    ("cluster.shared_storage", None),  # the default inventory names no shared path
 }
 
 
@@ -67,8 +70,8 @@ def test_healthy_cluster_is_all_green(sim, inventory, tmp_path):
     skipped = {(r["check"], r["host"]) for r in doc["results"] if r["outcome"] == "skipped"}
     assert skipped == HEALTHY_SKIPS
     assert [h["name"] for h in doc["hosts"] if h["reachable"]] == ["node-01", "node-02", "node-03"]
-    # Every check of the first set ran.
-    assert {r["check"] for r in doc["results"]} == {
+    # Every check of the first set ran (later sets add more).
+    assert {r["check"] for r in doc["results"]} >= {
         "cluster.reachable", "devices.davinci_nodes", "devices.management_nodes", "npu.health", "hccl.link_up",
         "hccl.tls_node", "cluster.tls_agree", "env.socket_ifname", "cluster.ifname_agree", "tools.pdsh",
         "limits.nofile", "cluster.ray_ports"}

@@ -1,0 +1,145 @@
+"""Parsers for the phase-two (cross-node) probe records and name resolution.
+The record formats are fixed by preflight.activeprobe."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import ParseError
+from .system import TcpProbe, parse_tcp_probe
+
+
+def parse_tcp_probes(text: str) -> tuple[TcpProbe, ...]:
+    probes = tuple(parse_tcp_probe(line) for line in text.splitlines() if line.strip())
+    if not probes:
+        raise ParseError("no TCP probe record")
+    return probes
+
+
+@dataclass(frozen=True)
+class SshAttempt:
+    name: str
+    address: str
+    ok: bool
+    detail: str
+
+
+def parse_launcher_ssh(text: str) -> tuple[SshAttempt, ...]:
+    """``ok <name> <address>`` / ``fail <name> <address> rc=N <ssh's words>`` per target."""
+    attempts = []
+    for line in text.splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) >= 3 and parts[0] in ("ok", "fail"):
+            attempts.append(SshAttempt(parts[1], parts[2], parts[0] == "ok", parts[3] if len(parts) > 3 else ""))
+    if not attempts:
+        raise ParseError("no SSH attempt record")
+    return tuple(attempts)
+
+
+@dataclass(frozen=True)
+class ClockOffset:
+    offset_s: float  # node clock minus controller clock
+    uncertainty_s: float  # half the round trip of the measurement
+
+
+def parse_clock_offset(text: str) -> ClockOffset:
+    parts = text.split()
+    try:
+        return ClockOffset(float(parts[0]), float(parts[1]))
+    except (IndexError, ValueError):
+        raise ParseError(f"unreadable clock record {text.strip()[:60]!r}") from None
+
+
+@dataclass(frozen=True)
+class StorageEntry:
+    state: str  # writer: written | unwritable | absent; reader: seen | missing | absent
+    path: str
+    metadata: tuple[str, ...] = ()  # reader, when the marker is missing: checkpoint metadata present
+
+
+@dataclass(frozen=True)
+class StorageView:
+    writer: str | None  # the node that wrote the markers (None on the writer itself)
+    is_writer: bool
+    entries: tuple[StorageEntry, ...]
+
+
+def parse_storage(text: str) -> StorageView:
+    writer, is_writer, entries = None, False, []
+    for line in text.splitlines():
+        if line.startswith("from "):
+            writer = line[5:].strip()
+            continue
+        if line.startswith("writer "):
+            is_writer = True
+            line = line[len("writer "):]
+        state, _, rest = line.partition(" ")
+        if state in ("written", "unwritable", "absent", "seen"):
+            entries.append(StorageEntry(state, rest))
+        elif state == "missing":
+            path, _, meta = rest.rpartition(" ")
+            entries.append(StorageEntry(state, path, tuple(m for m in meta.split(",") if m and m != "-")))
+    if not entries:
+        raise ParseError("no shared-storage record")
+    return StorageView(writer, is_writer, tuple(entries))
+
+
+@dataclass(frozen=True)
+class PingPair:
+    """One source NPU pinging one peer NPU; ``skipped`` when an earlier ping of the same
+    source hung (the rest are not run)."""
+
+    peer: str  # destination host
+    peer_dev: int
+    dev: int  # source NPU
+    address: str
+    rc: int | None
+    transmitted: int | None
+    received: int | None
+    skipped: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and bool(self.transmitted) and self.received == self.transmitted
+
+
+_PING = re.compile(r"^(\S+) (\d+) (\d+) (\S+) rc=(\d+) (?:(\d+) packets transmitted, (\d+) received|no summary)")
+_PING_SKIPPED = re.compile(r"^(\S+) (\d+) (\d+) (\S+) skipped (.*)$")
+
+
+@dataclass(frozen=True)
+class PingMatrix:
+    mode: str | None  # the --ping schedule: all, ring, none
+    pairs: tuple[PingPair, ...]
+
+
+def parse_ping_matrix(text: str) -> PingMatrix:
+    mode, pairs = None, []
+    for line in text.splitlines():
+        if line.startswith("schedule "):
+            mode = line.split()[1]
+            continue
+        m = _PING.match(line)
+        if m:
+            pairs.append(PingPair(m[1], int(m[2]), int(m[3]), m[4], int(m[5]),
+                                  int(m[6]) if m[6] else None, int(m[7]) if m[7] else None))
+            continue
+        m = _PING_SKIPPED.match(line)
+        if m:
+            pairs.append(PingPair(m[1], int(m[2]), int(m[3]), m[4], None, None, None, skipped=m[5]))
+        elif line.strip():
+            raise ParseError(f"unreadable ping record {line[:80]!r}")
+    return PingMatrix(mode, tuple(pairs))
+
+
+def parse_resolve(text: str) -> dict[str, str | None]:
+    """``<name> <address or ->`` per inventory name, from ``getent hosts``."""
+    names: dict[str, str | None] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            names[parts[0]] = None if parts[1] == "-" else parts[1]
+    if not names and text.strip():
+        raise ParseError("unreadable name resolution records")
+    return names

@@ -1,0 +1,215 @@
+"""Cross-node checks end to end: each injected fault between real sshd nodes is caught and
+named (node, NPU, port), the healthy cluster stays green, the run ends in bounded time when
+a peer never answers, and nothing is left behind on any node."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from preflight.parsers.system import parse_listening_ports
+
+from .test_preflight_e2e import by_check, problems, run_preflight
+
+CROSS = {"cluster.ray_ports", "cluster.rendezvous", "cluster.hccl_ports", "cluster.launcher_ssh",
+         "cluster.hostnames", "cluster.clock_skew", "cluster.shared_storage", "cluster.device_ping"}
+
+
+@pytest.fixture
+def shared(sim):
+    path = sim.workdir / "shared"  # one host directory, seen by every node at the same path
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def inventory(sim, tmp_path, **worker):
+    groups = {"min_nofile": sim.default_nofile, **worker}
+    path = sim.write_inventory(tmp_path / "hosts.yaml", head=groups, worker=groups)
+    return path
+
+
+def set_rendezvous(sim, **overrides):
+    undos = []
+    head = sim.node("node-01")
+    for rank, node in enumerate(sim.nodes):
+        env = {"MASTER_ADDR": head.address, "MASTER_PORT": "29500", "RANK": str(rank), "WORLD_SIZE": "3"}
+        env.update(overrides.get(node.name, {}))
+        undos.append(node.set_env(**env))
+    return undos
+
+
+def assert_nothing_left(sim, shared=None):
+    for node in sim.nodes:
+        if not node.running:
+            continue
+        listening = parse_listening_ports(node.run("cat /proc/net/tcp /proc/net/tcp6").stdout)
+        assert not listening & {6379, 8265, 10001, 29500, 60000, 60015}, (node.name, listening)
+        deadline = time.monotonic() + 5
+        while node.extra_processes() and time.monotonic() < deadline:
+            time.sleep(0.2)  # sessions closing
+        assert node.extra_processes() == [], node.name
+    if shared is not None:
+        assert [p.name for p in shared.iterdir() if p.name.startswith(".preflight")] == []
+
+
+def test_healthy_cluster_cross_node_checks_pass(sim, tmp_path, shared):
+    undos = set_rendezvous(sim)
+    try:
+        proc, doc = run_preflight(inventory(sim, tmp_path, shared_paths=[str(shared)]), tmp_path, "--ping", "all")
+    finally:
+        for undo in undos:
+            undo.undo()
+    assert problems(doc) == set(), proc.stdout[-3000:]
+    ran = {r["check"] for r in doc["results"] if r["outcome"] == "passed"}
+    assert CROSS <= ran
+    # --ping all: every ordered pair of nodes, NPU i to the peer's NPU i.
+    pings = [r for r in by_check(doc, "cluster.device_ping") if r["outcome"] == "passed"]
+    assert len(pings) == 3 * 2 * 8
+    assert_nothing_left(sim, shared)
+
+
+def test_dropped_hccl_port_names_the_pair_and_port(sim, tmp_path, require_iptables):
+    with sim.node("node-02").firewall(60000, "DROP"):
+        proc, doc = run_preflight(inventory(sim, tmp_path), tmp_path)
+    assert problems(doc) == {("cluster.hccl_ports", "node-01", "node-02:60000", "failed")}
+    [bad] = [r for r in by_check(doc, "cluster.hccl_ports") if r["outcome"] == "failed"]
+    assert "node-01 -> node-02 HCCL port 60000" in bad["message"] and "dropped" in bad["message"]
+    assert_nothing_left(sim)
+
+
+def test_blackholed_device_ip_names_the_npu_pair(sim, tmp_path):
+    target = sim.node("node-02")
+    ip = target.npu(3)["ip"]
+    undos = [node.set_state(ping_fail=[ip]) for node in sim.nodes]
+    try:
+        proc, doc = run_preflight(inventory(sim, tmp_path), tmp_path, "--ping", "all")
+    finally:
+        for undo in undos:
+            undo.undo()
+    assert problems(doc) == {("cluster.device_ping", "node-01", "npu3->node-02:npu3", "failed"),
+                             ("cluster.device_ping", "node-03", "npu3->node-02:npu3", "failed")}
+    for bad in (r for r in by_check(doc, "cluster.device_ping") if r["outcome"] == "failed"):
+        assert f"hccn_tool -i 3 -ping -g address {ip}" in bad["message"]
+
+
+def test_ping_ring_is_one_round_and_none_skips(sim, tmp_path):
+    proc, doc = run_preflight(inventory(sim, tmp_path), tmp_path, "--ping", "ring")
+    pings = by_check(doc, "cluster.device_ping")
+    assert {(r["host"], r["subject"].split("->")[1].split(":")[0]) for r in pings} == {
+        ("node-01", "node-02"), ("node-02", "node-03"), ("node-03", "node-01")}
+    proc, doc = run_preflight(inventory(sim, tmp_path), tmp_path, "--ping", "none")
+    assert problems(doc) == set()
+    assert {(r["outcome"], r["message"]) for r in by_check(doc, "cluster.device_ping")} == {
+        ("skipped", "NPU pings not run (--ping none)")}
+
+
+def test_hostname_resolving_differently_on_one_node(sim, tmp_path):
+    node3 = sim.node("node-03")
+    hosts = node3.dir / "etc" / "hosts"
+    original = hosts.read_text()
+    hosts.write_text(original.replace(f"{sim.node('node-02').address}\tnode-02", "198.18.255.254\tnode-02"))
+    try:
+        proc, doc = run_preflight(inventory(sim, tmp_path), tmp_path)
+    finally:
+        hosts.write_text(original)
+    assert problems(doc) == {("cluster.hostnames", None, "node-02", "failed")}
+    [bad] = [r for r in by_check(doc, "cluster.hostnames") if r["outcome"] == "failed"]
+    assert bad["outliers"] == ["node-03"] and "198.18.255.254" in bad["message"]
+
+
+def test_skewed_clock_is_a_warning(sim, tmp_path):
+    node = sim.node("node-02")
+    fake = node.tool_path("pdsh").parent / "date"  # first on the non-interactive PATH
+    fake.write_text("#!/bin/sh\n/bin/date -d @$(( $(/bin/date +%s) + 300 )) \"$@\"\n")
+    fake.chmod(0o755)
+    try:
+        proc, doc = run_preflight(inventory(sim, tmp_path), tmp_path)
+    finally:
+        fake.unlink()
+    assert problems(doc) == {("cluster.clock_skew", None, "node-02", "warning")}
+    assert proc.returncode == 0  # a warning does not block the launch
+    [warn] = [r for r in by_check(doc, "cluster.clock_skew") if r["outcome"] == "warning"]
+    assert "node-02 is +300" in warn["message"] or "node-02 is +29" in warn["message"]
+
+
+def test_non_shared_checkpoint_folder(sim, tmp_path, shared):
+    for node in sim.nodes:
+        node.run("mkdir -p /root/ckpt")
+    proc, doc = run_preflight(inventory(sim, tmp_path, checkpoint_dir="/root/ckpt", shared_paths=[str(shared)]),
+                              tmp_path)
+    assert problems(doc) == {("cluster.shared_storage", None, "/root/ckpt", "failed")}
+    [bad] = [r for r in by_check(doc, "cluster.shared_storage") if r["outcome"] == "failed"]
+    assert set(bad["outliers"]) == {"node-02", "node-03"} and "not a shared filesystem" in bad["message"]
+    # With the checkpoint metadata copied to every node, it is only a warning.
+    for node in sim.nodes:
+        node.run("touch /root/ckpt/common.pt")
+    proc, doc = run_preflight(inventory(sim, tmp_path, checkpoint_dir="/root/ckpt"), tmp_path)
+    assert problems(doc) == {("cluster.shared_storage", None, "/root/ckpt", "warning")}
+    for node in sim.nodes:
+        node.run("rm -rf /root/ckpt")
+    assert_nothing_left(sim, shared)
+
+
+def test_rendezvous_faults(sim, tmp_path, require_iptables):
+    undos = set_rendezvous(sim, **{"node-03": {"RANK": "1"}})
+    try:
+        with sim.node("node-01").firewall(29500, "DROP"):
+            proc, doc = run_preflight(inventory(sim, tmp_path), tmp_path)
+    finally:
+        for undo in undos:
+            undo.undo()
+    found = problems(doc)
+    assert ("cluster.rendezvous", None, "RANK", "failed") in found
+    dropped = {(p[1], p[2]) for p in found if p[2] and p[2].endswith(":29500")}
+    assert dropped == {("node-02", f"{sim.node('node-01').address}:29500"),
+                       ("node-03", f"{sim.node('node-01').address}:29500")}
+    assert {p[0] for p in found} == {"cluster.rendezvous"}
+
+
+def test_launcher_without_passwordless_ssh_to_one_worker(sim, tmp_path):
+    known = sim.node("node-01").root_dir / ".ssh" / "known_hosts"
+    original = known.read_text()
+    known.write_text("".join(line + "\n" for line in original.splitlines() if not line.startswith("node-03,")))
+    try:
+        proc, doc = run_preflight(inventory(sim, tmp_path), tmp_path)
+    finally:
+        known.write_text(original)
+    assert problems(doc) == {("cluster.launcher_ssh", "node-01", "node-03", "failed")}
+    [bad] = [r for r in by_check(doc, "cluster.launcher_ssh") if r["outcome"] == "failed"]
+    assert "Host key verification failed" in bad["message"] or "host key" in bad["message"].lower()
+    # Read-only: the launcher's known_hosts was not changed by the probe.
+    assert "node-03," not in known.read_text() or known.read_text() == original
+
+
+def test_ray_dashboard_port_dropped_is_a_warning(sim, tmp_path, require_iptables):
+    with sim.node("node-01").firewall(8265, "DROP"):
+        proc, doc = run_preflight(inventory(sim, tmp_path), tmp_path)
+    assert problems(doc) == {("cluster.ray_ports", "node-02", "node-01:8265", "warning"),
+                             ("cluster.ray_ports", "node-03", "node-01:8265", "warning")}
+    assert proc.returncode == 0
+
+
+def test_hung_ping_ends_in_bounded_time_and_names_the_npu(sim, tmp_path):
+    """A peer whose hccn_tool ping never returns: one ping timeout, the rest of that source's
+    pings skipped, and the run ends."""
+    inv = inventory(sim, tmp_path)
+    node = sim.node("node-03")
+    head = sim.node("node-01")
+    undos = [node.override("hccn_tool", f"-i {i} -ping -g address {head.npu(i)['ip']}", sleep=3600)
+             for i in range(8)]
+    try:
+        t0 = time.monotonic()
+        proc, doc = run_preflight(inv, tmp_path)
+        took = time.monotonic() - t0
+    finally:
+        for undo in undos:
+            undo.undo()
+    assert took < 60, took
+    found = problems(doc)
+    assert ("cluster.device_ping", "node-03", "npu0->node-01:npu0", "failed") in found
+    assert {p for p in found if p[3] == "error"} == {
+        ("cluster.device_ping", "node-03", f"npu{i}->node-01:npu{i}", "error") for i in range(1, 8)}
+    assert {p[1] for p in found} == {"node-03"}
+    assert_nothing_left(sim)

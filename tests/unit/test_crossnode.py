@@ -1,0 +1,165 @@
+"""Cross-node planning and checks on fact sets: the ping schedule, record parsers, and each
+cluster check on passing and failing probe records."""
+
+import itertools
+
+import pytest
+
+from preflight.checks import network
+from preflight.parsers import ParseError
+from preflight.parsers.crossnode import (parse_clock_offset, parse_launcher_ssh, parse_ping_matrix, parse_resolve,
+                                         parse_storage, parse_tcp_probes)
+from preflight.pingplan import ping_rounds, tournament
+from tests.factsets import cluster_of, make_facts, make_host, out, run_check
+
+
+# -- the ping schedule -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", range(2, 17))
+def test_tournament_covers_every_pair_once_in_disjoint_rounds(n):
+    names = [f"node{i:02d}" for i in range(n)]
+    rounds = tournament(names)
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
+    seen = [frozenset(p) for r in rounds for p in r]
+    assert sorted(map(sorted, seen)) == sorted(map(sorted, map(frozenset, itertools.combinations(names, 2))))
+    for r in rounds:
+        members = [x for p in r for x in p]
+        assert len(members) == len(set(members))  # nobody twice in a round
+
+
+def test_ping_modes():
+    names = ["a", "b", "c", "d"]
+    assert ping_rounds(names, "none") == []
+    assert ping_rounds(names, "ring") == [[("a", "b"), ("b", "c"), ("c", "d"), ("d", "a")]]
+    directed = [p for r in ping_rounds(names, "all") for p in r]
+    assert sorted(directed) == sorted(itertools.permutations(names, 2))
+    for r in ping_rounds(names, "all"):  # each node pings at most once per round
+        assert len({s for s, _ in r}) == len(r)
+    assert ping_rounds(["a"], "all") == []
+    with pytest.raises(ValueError):
+        ping_rounds(names, "star")
+
+
+# -- record parsers ----------------------------------------------------------------------------
+
+def test_record_parsers():
+    probes = parse_tcp_probes("open 10.0.0.1 6379 temporary\ntimeout 10.0.0.1 8265 existing no answer within 3s\n")
+    assert [(p.state, p.port, p.listener) for p in probes] == [("open", 6379, "temporary"),
+                                                                ("timeout", 8265, "existing")]
+    attempts = parse_launcher_ssh("ok node-02 10.0.0.2\nfail node-03 10.0.0.3 rc=255 Host key verification failed.\n")
+    assert [(a.name, a.ok) for a in attempts] == [("node-02", True), ("node-03", False)]
+    assert "Host key" in attempts[1].detail
+    assert parse_clock_offset("0.250000 0.010000\n").offset_s == 0.25
+    view = parse_storage("from node-01\nseen /shared\nmissing /ckpt common.pt,metadata.json,\nabsent /data\n")
+    assert view.writer == "node-01" and not view.is_writer
+    assert [(e.state, e.path, e.metadata) for e in view.entries] == [
+        ("seen", "/shared", ()), ("missing", "/ckpt", ("common.pt", "metadata.json")), ("absent", "/data", ())]
+    assert parse_storage("writer written /shared\n").is_writer
+    matrix = parse_ping_matrix("schedule all\nnode-02 3 3 29.1.0.13 rc=0 3 packets transmitted, 3 received\n"
+                               "node-02 4 4 29.1.0.14 rc=1 3 packets transmitted, 0 received\n"
+                               "node-02 5 5 29.1.0.15 skipped hccn_tool -ping hung earlier (npu4)\n")
+    assert matrix.mode == "all" and [p.ok for p in matrix.pairs] == [True, False, False]
+    assert matrix.pairs[2].skipped
+    assert parse_resolve("node-01 10.0.0.1\nnode-02 -\n") == {"node-01": "10.0.0.1", "node-02": None}
+    for parser, text in ((parse_tcp_probes, "bogus"), (parse_launcher_ssh, ""), (parse_clock_offset, "x"),
+                         (parse_storage, "???"), (parse_ping_matrix, "garbage line")):
+        with pytest.raises(ParseError):
+            parser(text)
+
+
+# -- checks on records -------------------------------------------------------------------------
+
+def _cluster(records: dict, groups=None, **vars_):
+    hosts = [make_host(f"node-0{i}", groups=(groups or {}).get(f"node-0{i}", ["worker"] if i > 1 else ["head"]),
+                       address=f"10.0.0.{i}", **vars_) for i in (1, 2, 3)]
+    facts = {}
+    for h in hosts:
+        f = make_facts(h.name)
+        for key, text in records.get(h.name, {}).items():
+            f.raw[key] = out(text)
+        facts[h.name] = f
+    return hosts, cluster_of(*[(h, facts[h.name]) for h in hosts])
+
+
+def test_ray_ports_three_ports_with_warning_severity_for_dashboard():
+    rec = "open 10.0.0.1 6379 temporary\ntimeout 10.0.0.1 8265 temporary no answer\nopen 10.0.0.1 10001 temporary\n"
+    hosts, cl = _cluster({"node-02": {"tcp.ray": rec}})
+    results = run_check(network.test_ray_ports, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
+    assert {(r.subject, r.outcome) for r in results} == {
+        ("node-01:6379", "passed"), ("node-01:8265", "warning"), ("node-01:10001", "passed")}
+
+
+def test_hccl_ports_name_the_peer():
+    hosts, cl = _cluster({"node-01": {"tcp.hccl": "timeout 10.0.0.2 60000 temporary x\nopen 10.0.0.2 60015 temporary\n"}})
+    results = run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert {(r.subject, r.outcome) for r in results} == {("node-02:60000", "failed"), ("node-02:60015", "passed")}
+
+
+def test_launcher_ssh_only_on_launchers():
+    hosts, cl = _cluster({"node-01": {"ssh.launcher": "ok node-02 10.0.0.2\nfail node-03 10.0.0.3 rc=255 denied\n"}})
+    results = run_check(network.test_launcher_ssh, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert {(r.subject, r.outcome) for r in results} == {("node-02", "passed"), ("node-03", "failed")}
+    [skip] = run_check(network.test_launcher_ssh, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
+    assert skip.outcome == "skipped"
+
+
+def test_hostnames_outlier_and_unresolvable():
+    good = "node-01 10.0.0.1\nnode-02 10.0.0.2\nnode-03 10.0.0.3\n"
+    hosts, cl = _cluster({"node-01": {"net.resolve": good}, "node-02": {"net.resolve": good},
+                          "node-03": {"net.resolve": good.replace("10.0.0.2", "10.9.9.9").replace("10.0.0.1", "-")}})
+    results = run_check(network.test_hostnames, cluster=cl)
+    assert {(r.subject, r.outcome, r.outliers) for r in results} == {
+        ("node-01", "failed", ("node-03",)), ("node-02", "failed", ("node-03",)), ("node-03", "passed", ())}
+
+
+def test_clock_skew_bound_and_outlier():
+    hosts, cl = _cluster({"node-01": {"clock.offset": "0.01 0.005"}, "node-02": {"clock.offset": "0.02 0.005"},
+                          "node-03": {"clock.offset": "5.0 0.005"}})
+    [r] = run_check(network.test_clock_skew, cluster=cl)
+    assert (r.outcome, r.outliers, r.severity) == ("warning", ("node-03",), "warning")
+    hosts, cl = _cluster({n: {"clock.offset": "0.1 0.01"} for n in ("node-01", "node-02", "node-03")})
+    assert run_check(network.test_clock_skew, cluster=cl)[0].outcome == "passed"
+
+
+def test_shared_storage_views():
+    records = {"node-01": {"storage.shared": "writer written /shared\nwriter written /ckpt\n"},
+               "node-02": {"storage.shared": "from node-01\nseen /shared\nmissing /ckpt -\n"},
+               "node-03": {"storage.shared": "from node-01\nseen /shared\nmissing /ckpt common.pt,\n"}}
+    hosts, cl = _cluster(records, shared_paths=("/shared",), checkpoint_dir="/ckpt")
+    results = run_check(network.test_shared_storage, cluster=cl)
+    assert {(r.subject, r.outcome) for r in results} == {("/shared", "passed"), ("/ckpt", "failed")}
+    [bad] = [r for r in results if r.outcome == "failed"]
+    assert set(bad.outliers) == {"node-02", "node-03"} and "checkpoint metadata present on node-03" in bad.message
+
+
+def test_rendezvous_agreement():
+    def env(addr, port, rank, size):
+        return {"MASTER_ADDR": addr, "MASTER_PORT": port, "RANK": rank, "WORLD_SIZE": size}
+
+    from tests.factsets import healthy_raw
+    hosts = [make_host(f"node-0{i}", address=f"10.0.0.{i}") for i in (1, 2, 3)]
+    envs = [env("10.0.0.1", "29500", "0", "3"), env("10.0.0.1", "29501", "1", "3"), env("10.0.0.1", "29500", "1", "2")]
+    facts = [make_facts(h.name, raw=healthy_raw(env=e)) for h, e in zip(hosts, envs)]
+    for f in facts[1:]:
+        f.raw["tcp.rendezvous"] = out("open 10.0.0.1 29500 temporary\n")
+    cl = cluster_of(*zip(hosts, facts))
+    results = run_check(network.test_rendezvous, cluster=cl)
+    outcome = {(r.subject, r.outcome) for r in results}
+    assert ("MASTER_ADDR", "passed") in outcome
+    assert ("MASTER_PORT", "failed") in outcome and ("RANK", "failed") in outcome and ("WORLD_SIZE", "failed") in outcome
+    port = next(r for r in results if r.subject == "MASTER_PORT")
+    assert port.outliers == ("node-02",) and "MASTER_PORT=29501" in port.message
+    reach = [r for r in results if r.subject == "10.0.0.1:29500"]
+    assert {(r.host, r.outcome) for r in reach} == {("node-02", "passed"), ("node-03", "passed")}
+
+
+def test_device_ping_rows():
+    rec = ("schedule ring\nnode-02 0 0 29.1.0.20 rc=0 3 packets transmitted, 3 received\n"
+           "node-02 1 1 29.1.0.21 rc=1 3 packets transmitted, 0 received\n")
+    hosts, cl = _cluster({"node-01": {"hccn.ping": rec}})
+    results = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert {(r.subject, r.outcome) for r in results} == {("npu0->node-02:npu0", "passed"),
+                                                         ("npu1->node-02:npu1", "failed")}
+    hosts, cl = _cluster({"node-01": {"hccn.ping": "schedule none\n"}})
+    [r] = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert r.outcome == "skipped"
