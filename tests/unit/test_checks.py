@@ -268,8 +268,11 @@ def _ray_cluster(record):
     head, worker = make_host("node-01", groups=["head"]), make_host("node-02", groups=["worker"])
     wf = make_facts("node-02")
     if record is not None:
-        wf.raw["tcp.ray_gcs"] = out(record)
+        wf.raw["tcp.ray"] = out(record)
     return head, worker, wf, cluster_of((head, make_facts("node-01")), (worker, wf))
+
+
+OPEN_REST = "open node-01 8265 temporary\nopen node-01 10001 temporary\n"
 
 
 @pytest.mark.parametrize("record, outcome, words", [
@@ -280,21 +283,22 @@ def _ray_cluster(record):
     ("unreachable node-01 6379 temporary No route to host", "failed", "No route"),
 ])
 def test_ray_gcs(record, outcome, words):
-    _, worker, wf, cl = _ray_cluster(record)
-    [result] = run_check(network.test_ray_gcs, host=worker, facts=wf, cluster=cl)
+    _, worker, wf, cl = _ray_cluster(record + "\n" + OPEN_REST)
+    results = run_check(network.test_ray_ports, host=worker, facts=wf, cluster=cl)
+    [result] = [r for r in results if r.subject == "node-01:6379"]
     assert result.outcome == outcome and words in result.message
-    assert result.subject == "node-01:6379"
+    assert {r.outcome for r in results if r.subject != "node-01:6379"} == {"passed"}
 
 
-def test_ray_gcs_head_is_skipped_and_no_head_is_skipped():
+def test_ray_head_is_skipped_and_no_head_is_skipped():
     head, _, _, cl = _ray_cluster("open node-01 6379 existing")
-    assert run_check(network.test_ray_gcs, host=head, facts=make_facts(), cluster=cl)[0].outcome == "skipped"
+    assert run_check(network.test_ray_ports, host=head, facts=make_facts(), cluster=cl)[0].outcome == "skipped"
     lone = make_host("node-05")
     cl = cluster_of((lone, make_facts("node-05")))
-    assert run_check(network.test_ray_gcs, host=lone, facts=make_facts(), cluster=cl)[0].outcome == "skipped"
+    assert run_check(network.test_ray_ports, host=lone, facts=make_facts(), cluster=cl)[0].outcome == "skipped"
 
 
-def test_ray_gcs_without_probe_record_is_an_error():
+def test_ray_without_probe_record_is_an_error():
     _, worker, wf, cl = _ray_cluster(None)
-    [result] = run_check(network.test_ray_gcs, host=worker, facts=wf, cluster=cl)
+    [result] = run_check(network.test_ray_ports, host=worker, facts=wf, cluster=cl)
     assert result.outcome == "error" and "not gathered" in result.message
