@@ -266,3 +266,4 @@ def _jsonable(value):
     return value
 
 
+from .job import facts as _job_facts  # noqa: E402,F401  (job.model, job.paths)

@@ -21,3 +21,17 @@ R_SHARED_STORAGE = ("ROLL Ascend NPU FAQ: shared storage not accessible; verl NP
                     "that is not shared")
 X_HOSTNAMES = "Standard multi-node failure (not in the FAQs): node names resolving differently on different nodes"
 X_CLOCK = "Standard multi-node failure (not in the FAQs): node clocks out of step"
+M5 = "MindSpeed-MM FAQ #5: HuggingFace weights (safetensors/bin) cannot be trained directly; convert them with mm-convert"
+M6 = ("MindSpeed-MM FAQ #6: the TP/PP (and llm_pp_layers/vit_pp_layers) of the weight conversion must match "
+      "the training script")
+M7 = "MindSpeed-MM FAQ #7: tp_size above num_key_value_heads makes the tensor-parallel split fail"
+M8 = ("MindSpeed-MM FAQ #8: after mg2hf the shard files differ from the original model; "
+      "model.safetensors.index.json must be regenerated")
+M9 = "MindSpeed-MM FAQ #9: NPU out of memory; TP x PP must fit the NPUs"
+M10 = "MindSpeed-MM FAQ #10: a pipeline stage with 0 LLM layers crashes with learning_rate=None"
+M11 = "MindSpeed-MM FAQ #11: data preprocessing timeout on large datasets; raise --distributed-timeout-minutes"
+M14 = "MindSpeed-MM FAQ #14: 'syntax error near unexpected token' from a script with Windows (CRLF) line endings"
+M17 = "MindSpeed-MM FAQ #17: loss does not converge; check that the data, image and weight paths are right"
+V_Q3 = "verl NPU FAQ Q3: 'Weight ... is too large to fit in the bucket' (update_weights_bucket_megabytes)"
+R_COLOCATED = "ROLL Ascend NPU FAQ: colocated mode is not supported (actor_train and actor_infer on separate NPUs)"
+R_MEGATRON = "ROLL Ascend NPU FAQ: the Megatron strategy is not supported on NPU (use deepspeed_train)"

@@ -62,6 +62,15 @@ def pytest_addoption(parser, pluginmanager):
                          "(every pair, in rounds of disjoint pairs), none")
     group.addoption("--preflight-strict", dest="preflight_strict", action="store_true",
                     help="failed warning-severity checks fail the run too (pytest's --strict does the same)")
+    group.addoption("--job", dest="preflight_jobs", action="append", default=[], metavar="FILE",
+                    help="also check a job: a MindSpeed launch script, a verl command line/script or a ROLL "
+                         "YAML (repeatable)")
+    group.addoption("--job-kind", dest="preflight_job_kind", default=None, metavar="KIND",
+                    choices=["mindspeed", "mindspeed-mm", "mindspeed-llm", "verl", "roll"],
+                    help="the framework of the --job files (default: detected)")
+    group.addoption("--job-local", dest="preflight_job_local", action="store_true",
+                    help="read the job's model directory and paths on this machine, not on the nodes "
+                         "(works without --inventory: only job checks run then)")
 
 
 # ------------------------------------------------------------------ configuration
@@ -72,7 +81,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", f"{MARKER}(info): an ascend-preflight check (set by @preflight.check.check)")
     inventory = config.getoption("preflight_inventory", None)
     facts_in = config.getoption("preflight_facts_in", None)
-    if not inventory and not facts_in:
+    if not inventory and not facts_in and not config.getoption("preflight_jobs", None):
         return
     try:
         run = PreflightRun.from_config(config)
@@ -106,12 +115,19 @@ def pytest_collect_file(file_path: Path, parent):
     if _run(parent.config) is None or file_path.suffix != ".py" or file_path.name == "__init__.py":
         return None
     if file_path.parent == builtin_checks_dir():
-        return pytest.Module.from_parent(parent, path=file_path)
+        run = _run(parent.config)
+        # Job checks only with --job; node checks only with hosts (--job --job-local alone: job checks only).
+        wanted = bool(run.jobs) if file_path.name == "job.py" else bool(run.hosts)
+        return pytest.Module.from_parent(parent, path=file_path) if wanted else None
     return None
 
 
 def pytest_generate_tests(metafunc):
     run = _run(metafunc.config)
+    if run is not None and "job" in metafunc.fixturenames:
+        ids = [j.name if [k.name for k in run.jobs].count(j.name) == 1 else f"{j.name}#{i}"
+               for i, j in enumerate(run.jobs)]
+        metafunc.parametrize("job", run.jobs, ids=ids)
     if run is None or "host" not in metafunc.fixturenames:
         return
     hosts = run.hosts
@@ -182,6 +198,18 @@ def facts(request, host):
 def cluster(request):
     """Every host's facts, for checks that compare nodes (:class:`preflight.run.Cluster`)."""
     return _require_run(request).cluster()
+
+
+@pytest.fixture
+def jobs(request):
+    """The --job files, read (:class:`preflight.job.Job`)."""
+    return list(_require_run(request).jobs)
+
+
+@pytest.fixture
+def job_facts(request):
+    """Where job checks read the model directory and paths (:class:`preflight.job.facts.JobFacts`)."""
+    return _require_run(request).job_facts()
 
 
 @pytest.fixture

@@ -49,13 +49,16 @@ class Cluster:
         return [h for h in self.hosts if role in h.roles]
 
 
-def probe_params(host, hosts=()) -> dict[str, str]:
+def probe_params(host, hosts=(), jobs=()) -> dict[str, str]:
     """Inventory values a host's probe commands read (as ``"$PF_NAME"``; quoted, never pasted)."""
     params = {"PF_PYTHON": str(host.vars.get("python") or "python3"),
               # Inventory names are validated hostnames: safe to split on blanks in the probe.
               "PF_HOSTNAMES": " ".join(h.name for h in hosts if h.connection != "local")}
     if host.vars.get("checkpoint_dir"):
         params["PF_CHECKPOINT_DIR"] = str(host.vars["checkpoint_dir"])
+    if jobs:  # the job's model directories and paths, looked up on the node (PF_JOB_MODEL_DIRS, PF_JOB_PATHS)
+        from .job.facts import job_params
+        params.update(job_params(jobs))
     return params
 
 
@@ -77,6 +80,9 @@ class PreflightRun:
         self.gather_s = 0.0
         self.gatherer: Gatherer | None = None
         self.item_outcomes: dict[str, str] = {}
+        self.jobs: list = []  # --job files (preflight.job.Job)
+        self.job_local = False  # --job-local: read the job's model and paths on this machine
+        self.local_job_facts: HostFacts | None = None
 
     # -- construction -----------------------------------------------------------------
     @classmethod
@@ -91,19 +97,31 @@ class PreflightRun:
         )
         facts_in = opt("preflight_facts_in")
         inventory_path = opt("preflight_inventory")
+        job_local = bool(opt("preflight_job_local", False))
+        jobs = _load_jobs(opt("preflight_jobs", None) or [], opt("preflight_job_kind", None), job_local,
+                          bool(inventory_path or facts_in))
         if inventory_path:
             inventory: Inventory = load_inventory(inventory_path)
             hosts = inventory.hosts
-        else:
+        elif facts_in:
             hosts, inventory_path = _hosts_from_facts_file(facts_in)
+        else:
+            hosts, inventory_path = (), ""  # --job --job-local alone: only the job checks run
         strict = bool(opt("preflight_strict") or getattr(config.option, "strict", False))
-        return cls(config, tuple(hosts), str(inventory_path), settings, opt("preflight_report_dir"),
-                   facts_in, opt("preflight_facts_out"), strict)
+        run = cls(config, tuple(hosts), str(inventory_path), settings, opt("preflight_report_dir"),
+                  facts_in, opt("preflight_facts_out"), strict)
+        run.jobs, run.job_local = jobs, job_local
+        return run
 
     # -- gathering --------------------------------------------------------------------
     def gather(self, needs) -> None:
         t0 = time.monotonic()
-        if self.facts_in:
+        if self.jobs and self.job_local:
+            from .job.facts import local_hostfacts
+            self.local_job_facts = local_hostfacts(self.jobs)
+        if not self.hosts:
+            pass  # --job --job-local without an inventory: nothing to gather from nodes
+        elif self.facts_in:
             self.facts = _load_facts(self.facts_in)
             for h in self.hosts:
                 self.facts.setdefault(h.name, HostFacts(host=h.name, address=h.address, reachable=False,
@@ -113,7 +131,8 @@ class PreflightRun:
             self.gatherer = Gatherer(self.settings)
             reporter = _Progress(self.config, "gathering facts")
             self.facts = self.gatherer.gather(self.hosts, [s for s in specs if s.phase == 1], reporter,
-                                              params_for=lambda h: probe_params(h, self.hosts))
+                                              params_for=lambda h: probe_params(
+                                                  h, self.hosts, () if self.job_local else self.jobs))
             reporter.done(self.facts)
             active = {s.name for s in specs if s.phase == 2}
             if active:
@@ -128,6 +147,15 @@ class PreflightRun:
 
     def cluster(self) -> Cluster:
         return Cluster(self.hosts, self.facts)
+
+    def job_facts(self):
+        """What job checks read: this machine (--job-local), or every reachable node."""
+        from .job.facts import LOCAL, JobFacts
+
+        if self.job_local:
+            return JobFacts([(LOCAL, self.local_job_facts)] if self.local_job_facts else [], self.hosts,
+                            local=True, gathered=self.facts)
+        return JobFacts([(h.name, f) for h, f in self.cluster().reachable()], self.hosts, gathered=self.facts)
 
     # -- outcomes ---------------------------------------------------------------------
     def shape_report(self, item, info, host, report, call, verdict) -> None:
@@ -236,8 +264,12 @@ class PreflightRun:
         counts = self.store.counts()
         unreachable = [h for h in self.hosts if not (self.facts.get(h.name) and self.facts[h.name].reachable)]
         tr.section("ascend-preflight")
-        tr.write_line(f"inventory {self.inventory_path}: {len(self.hosts)} host(s), "
-                      f"{len(unreachable)} unreachable; facts gathered in {self.gather_s:.1f}s")
+        if self.hosts or not self.jobs:
+            tr.write_line(f"inventory {self.inventory_path}: {len(self.hosts)} host(s), "
+                          f"{len(unreachable)} unreachable; facts gathered in {self.gather_s:.1f}s")
+        if self.jobs:
+            where = "this machine (--job-local)" if self.job_local else "the nodes"
+            tr.write_line(f"job(s): {', '.join(j.path for j in self.jobs)}; model and paths read on {where}")
         tr.write_line("results: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
         verdict = "READY" if self.ready() else "NOT READY"
         tr.write_line(f"verdict: {verdict}", bold=True, green=self.ready(), red=not self.ready())
@@ -247,6 +279,21 @@ class PreflightRun:
     def close(self) -> None:
         if self.gatherer is not None:
             self.gatherer.close()
+
+
+def _load_jobs(paths, kind, local: bool, has_hosts: bool) -> list:
+    """The --job files, read; a file that cannot be read is one usage-error line (file:line)."""
+    if not paths:
+        return []
+    from .job import JobError, load_jobs
+
+    if not has_hosts and not local:
+        raise pytest.UsageError("--job reads the model directory on the nodes of --inventory; without an "
+                                "inventory add --job-local to read it on this machine")
+    try:
+        return load_jobs(paths, kind)
+    except JobError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _exception_message(call) -> str:

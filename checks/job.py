@@ -1,0 +1,522 @@
+"""Job checks (``--job FILE``): the job meeting the cluster.  One result per job (and per
+node for paths); every failure names the argument, its value and where it is written."""
+
+from __future__ import annotations
+
+import math
+
+from preflight import faq
+from preflight.check import check
+from preflight.hostlist import fold
+
+NEEDS = ("job.model?", "job.paths?")
+LARGE_DATASET = 10 << 30  # bytes: above this, Megatron's default 10-minute timeout is tight
+MEGATRON_DEFAULT_TIMEOUT = 10
+
+
+def _skip_unless(job, verdict, *kinds) -> bool:
+    if job.kind in kinds:
+        return False
+    names = {"mindspeed": "MindSpeed (Megatron)", "verl": "verl", "roll": "ROLL"}
+    verdict.skipped(job.name, message=f"{job.name}: only for {' / '.join(names[k] for k in kinds)} jobs "
+                                      f"(this is a {names[job.kind]} job)")
+    return True
+
+
+def _fail(verdict, job, arg, observed, expected, **kw):
+    verdict.failed(job.name, observed=observed, expected=expected, where=job.where(arg), **kw)
+
+
+def _model_source(job, job_facts, roles=("hf", "load")):
+    """The first readable model directory of the job with a config.json, and its arg."""
+    for role, arg in job.model_dirs():
+        if role not in roles:
+            continue
+        d, where, _ = job_facts.model(arg.value)
+        if d is not None and d.texts.get("config.json") is not None:
+            return d, arg, where
+    return None, None, None
+
+
+def _read_on(where, job_facts) -> str:
+    return "" if where is None or job_facts.local else f" (read on {where})"
+
+
+# -- M14 ----------------------------------------------------------------------------------
+
+@check("job.script_line_endings", title="Launch scripts have Unix (LF) line endings", scope="cluster",
+       reference=faq.M14, needs=NEEDS,
+       remedy="Convert the script to Unix line endings: dos2unix SCRIPT (or in vim :set ff=unix, then :w).")
+def test_script_line_endings(job, verdict):
+    if not job.is_script:
+        verdict.skipped(job.name, message=f"{job.name} is a config file, not a launch script")
+        return
+    if not job.crlf_lines:
+        verdict.passed(job.name, message=f"{job.name}: LF line endings")
+        return
+    lines = job.crlf_lines
+    shown = ", ".join(str(n) for n in lines[:5]) + (", ..." if len(lines) > 5 else "")
+    verdict.failed(job.name, where=f"{job.path}:{lines[0]}",
+                   observed=f"{len(lines)} line(s) end in CRLF (\\r\\n), lines {shown}: bash reads the \\r as part "
+                            f"of each command ('syntax error near unexpected token', '$'\\r': command not found')",
+                   expected="LF (\\n) line endings only")
+
+
+# -- M7 -----------------------------------------------------------------------------------
+
+def _kv_heads(job, job_facts):
+    """(value, described source) of the number of KV heads (query groups)."""
+    a = job.arg("num_query_groups")
+    if a is not None:
+        return a.int_value(job.path), f"{a.shown()} ({job.where(a)})"
+    d, arg, where = _model_source(job, job_facts)
+    if d is None:
+        return None, None
+    for key in ("num_key_value_heads", "num_attention_heads"):
+        v = d.config_value(key)
+        if v:
+            return v, f"{key} {v} in {d.file('config.json')}{_read_on(where, job_facts)}"
+    return None, None
+
+
+@check("job.tp_kv_heads", title="Tensor-parallel size fits the model's KV heads", scope="cluster",
+       reference=faq.M7, needs=NEEDS,
+       remedy=("Choose a tensor-parallel size that is at most num_key_value_heads and divides it (e.g. 1, 2, 4 or 8 "
+               "for 8 KV heads); use pipeline or data parallelism for the rest, and re-convert the weights "
+               "with the same TP."))
+def test_tp_kv_heads(job, job_facts, verdict):
+    if _skip_unless(job, verdict, "mindspeed", "verl"):
+        return
+    tp_arg = job.arg("tp")
+    if tp_arg is None:
+        verdict.skipped(job.name, message=f"{job.name}: no tensor-model-parallel size set (TP 1)")
+        return
+    tp = tp_arg.int_value(job.path)
+    kv, source = _kv_heads(job, job_facts)
+    if kv is None:
+        dirs = ", ".join(f"{a.name} {a.value}" for _, a in job.model_dirs()) or "no model directory in the job"
+        verdict.error(job.name, message=f"{job.name}: {tp_arg.shown()} set, but the model's KV heads are unknown "
+                                        f"(no --num-query-groups, no readable config.json in {dirs})")
+        return
+    if tp > kv:
+        _fail(verdict, job, tp_arg, observed=f"{tp_arg.shown()} > {source}",
+              expected=f"a tensor-parallel size ≤ {kv} that divides {kv}")
+    elif kv % tp:
+        _fail(verdict, job, tp_arg, observed=f"{tp_arg.shown()} does not divide {source} ({kv} % {tp} = {kv % tp})",
+              expected=f"a tensor-parallel size that divides {kv}")
+    else:
+        verdict.passed(job.name, message=f"{tp_arg.shown()} divides {source}")
+
+
+# -- M9 -----------------------------------------------------------------------------------
+
+def _world(job):
+    """(world size, how it is written) from the job itself."""
+    ws = job.arg("world_size")
+    if ws is not None:
+        return ws.int_value(job.path), ws.shown()
+    nn, npn = job.arg("nnodes"), job.arg("nproc_per_node")
+    if nn is not None and npn is not None:
+        n = nn.int_value(job.path) * npn.int_value(job.path)
+        return n, f"{nn.shown()} × {npn.shown()} = {n}"
+    return None, None
+
+
+@check("job.parallel_fits", title="TP × PP × CP divides the world size and fits the NPUs", scope="cluster",
+       reference=faq.M9, needs=NEEDS,
+       remedy=("Make TP × PP × CP divide the number of NPUs the job uses (nodes × NPUs per node), and ask for no "
+               "more nodes or NPUs per node than the cluster has; the rest of the NPUs become data parallelism."))
+def test_parallel_fits(job, job_facts, verdict):
+    npus = job_facts.npus()
+    problems = []  # (arg, observed, expected)
+    world, world_text = _world(job)
+    if job.kind == "roll":
+        total = sum(n for n in npus.values() if n) if npus and all(npus.values()) else None
+        npn = job.arg("nproc_per_node")
+        if total is None and npn is not None:
+            total = npn.int_value(job.path)
+            world_text = f"{npn.shown()} (one node)"
+        elif total is not None:
+            world_text = f"{total} NPUs on {len(npus)} inventory host(s)"
+        if total is None:
+            verdict.skipped(job.name, message=f"{job.name}: the number of NPUs is unknown (no inventory, no "
+                                              f"num_gpus_per_node)")
+            return
+        for actor, (arg, devices) in job.device_mappings.items():
+            if devices and max(devices) >= total:
+                problems.append((arg, f"{arg.shown()} uses NPU {max(devices)}",
+                                 f"device indexes below {total} ({world_text})"))
+    else:
+        parts = [job.arg(k) for k in ("tp", "pp", "cp")]
+        parts = [a for a in parts if a is not None]
+        product = math.prod(a.int_value(job.path) for a in parts) if parts else 1
+        product_text = " × ".join(a.shown() for a in parts) + f" = {product}" if parts else "1"
+        nn, npn = job.arg("nnodes"), job.arg("nproc_per_node")
+        if npus and all(npus.values()):
+            per_node = min(npus.values())
+            if npn is not None and npn.int_value(job.path) > per_node:
+                small = [h for h, n in npus.items() if n < npn.int_value(job.path)]
+                problems.append((npn, f"{npn.shown()} but {fold(small)} has {per_node} NPUs",
+                                 f"at most {per_node} processes per node"))
+            if nn is not None and nn.int_value(job.path) > len(npus):
+                problems.append((nn, f"{nn.shown()} but the inventory has {len(npus)} host(s)",
+                                 f"at most {len(npus)} nodes"))
+            if world is None:
+                world = sum(npus.values())
+                world_text = f"{world} NPUs on {len(npus)} inventory host(s)"
+        if world is None:
+            verdict.skipped(job.name, message=f"{job.name}: the world size is unknown (no --nnodes/--nproc_per_node "
+                                              f"in the job and no inventory)")
+            return
+        if world % product:
+            problems.append((parts[0] if parts else None,
+                             f"{product_text} does not divide the world size {world_text}",
+                             f"TP × PP × CP a divisor of {world}"))
+        rtp = job.arg("rollout_tp")
+        if rtp is not None and world % rtp.int_value(job.path):
+            problems.append((rtp, f"{rtp.shown()} does not divide the world size {world_text}",
+                             f"a rollout tensor-parallel size that divides {world}"))
+    if not problems:
+        verdict.passed(job.name, message=f"{job.name}: parallel layout fits {world_text}")
+        return
+    for arg, observed, expected in problems:
+        _fail(verdict, job, arg, observed=observed, expected=expected)
+
+
+# -- M10 ----------------------------------------------------------------------------------
+
+@check("job.pp_layers", title="Every pipeline stage has LLM layers and the split adds up", scope="cluster",
+       reference=faq.M10, needs=NEEDS,
+       remedy=("Give every pipeline stage at least one LLM layer (e.g. [1, 7, 10, 10] instead of [0, 8, 10, 10]), "
+               "make each list as long as --pipeline-model-parallel-size and its sum equal to the model's layers, "
+               "and convert the weights with the same split."))
+def test_pp_layers(job, job_facts, verdict):
+    if _skip_unless(job, verdict, "mindspeed"):
+        return
+    pp_arg = job.arg("pp")
+    pp = pp_arg.int_value(job.path) if pp_arg is not None else 1
+    if not job.pp_layers:
+        if pp > 1 and job.model_json_problem:
+            verdict.error(job.name, message=f"{job.name}: {pp_arg.shown()}, but the layer split is unknown: "
+                                            f"{job.model_json_problem}")
+        else:
+            verdict.skipped(job.name, message=f"{job.name}: no pipeline layer split in the job"
+                                              + (f" ({pp_arg.shown()})" if pp_arg else ""))
+        return
+    problems = []
+    for part, layers in sorted(job.pp_layers.items()):
+        shown = f"{layers.arg.shown()} ({job.where(layers.arg)})"
+        if pp_arg is not None and len(layers.stages) != pp:
+            problems.append((layers.arg, f"{shown} has {len(layers.stages)} stages but {pp_arg.shown()} "
+                                         f"({job.where(pp_arg)})", f"{pp} stages"))
+        if part == "llm":
+            zeros = [i for i, n in enumerate(layers.stages) if n == 0]
+            if zeros:
+                problems.append((layers.arg, f"{shown}: stage {', '.join(map(str, zeros))} has 0 LLM layers",
+                                 "at least one LLM layer on every stage"))
+        total = None
+        source = None
+        if layers.num_layers is not None:
+            total, source = int(layers.num_layers.value), f"{layers.num_layers.shown()} ({job.where(layers.num_layers)})"
+        elif part == "llm":
+            d, _, where = _model_source(job, job_facts)
+            v = d.config_value("num_hidden_layers") if d is not None else None
+            if v:
+                total, source = v, f"num_hidden_layers {v} in {d.file('config.json')}{_read_on(where, job_facts)}"
+        if total is not None and sum(layers.stages) != total:
+            problems.append((layers.arg, f"{shown} sums to {sum(layers.stages)} but {source}",
+                             f"stages summing to {total}"))
+    if problems:
+        for arg, observed, expected in problems:
+            _fail(verdict, job, arg, observed=observed, expected=expected)
+    else:
+        verdict.passed(job.name, message="; ".join(f"{l.arg.shown()}" for l in job.pp_layers.values()))
+
+
+# -- M5 / M6 ------------------------------------------------------------------------------
+
+@check("job.weights_format", title="A Megatron job loads converted weights, not raw HuggingFace ones",
+       scope="cluster", reference=faq.M5, needs=NEEDS,
+       remedy=("Convert the HuggingFace weights to the MindSpeed (Megatron) format first (mm-convert ... hf_to_mm for "
+               "MindSpeed-MM, convert_ckpt.py for MindSpeed-LLM) with the job's TP/PP, and point --load at the "
+               "converted folder."))
+def test_weights_format(job, job_facts, verdict):
+    if job.kind != "mindspeed":
+        verdict.skipped(job.name, message=f"{job.name}: {job.kind} loads HuggingFace weights directly")
+        return
+    load = job.arg("load")
+    if load is None:
+        verdict.skipped(job.name, message=f"{job.name}: no --load (training from scratch)")
+        return
+    d, where, why = job_facts.model(load.value)
+    if d is None:
+        verdict.error(job.name, message=f"{job.cite(load)}: not evaluated: {why}")
+        return
+    layout = d.layout()
+    if layout == "hf":
+        files = d.hf_weight_files()
+        shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+        _fail(verdict, job, load, observed=f"{load.shown()} holds HuggingFace weights ({shown}){_read_on(where, job_facts)}",
+              expected="a converted Megatron checkpoint (latest_checkpointed_iteration.txt, iter_*/ or release/ "
+                       "with mp_rank_* folders)")
+    elif layout == "megatron":
+        verdict.passed(job.name, message=f"{load.shown()}: Megatron checkpoint {d.megatron_iteration() or ''}")
+    else:
+        _fail(verdict, job, load, severity="warning",
+              observed=f"{load.shown()} holds no checkpoint (no iter_*/release folder, no weights){_read_on(where, job_facts)}",
+              expected="a converted checkpoint to start from (or no --load when training from scratch)")
+
+
+@check("job.weights_parallel", title="The converted checkpoint's TP/PP match the job's", scope="cluster",
+       reference=faq.M6, needs=NEEDS,
+       remedy=("Re-convert (or re-shard) the weights with the TP/PP the training script uses, with the same "
+               "llm_pp_layers/vit_pp_layers, or change the script to the checkpoint's TP/PP."))
+def test_weights_parallel(job, job_facts, verdict):
+    if _skip_unless(job, verdict, "mindspeed"):
+        return
+    load = job.arg("load")
+    if load is None:
+        verdict.skipped(job.name, message=f"{job.name}: no --load")
+        return
+    d, where, why = job_facts.model(load.value)
+    if d is None:
+        verdict.error(job.name, message=f"{job.cite(load)}: not evaluated: {why}")
+        return
+    split = d.megatron_parallel()
+    if split is None:
+        verdict.skipped(job.name, message=f"{load.shown()}: no Megatron mp_rank_* folders to compare "
+                                          f"(see job.weights_format)")
+        return
+    ck_tp, ck_pp = split
+    ranks = d.megatron_ranks()
+    shown = f"{load.shown()} is split TP {ck_tp}, PP {ck_pp} ({d.megatron_iteration()}/{ranks[0]} .. {ranks[-1]})"
+    bad = False
+    for key, have in (("tp", ck_tp), ("pp", ck_pp)):
+        a = job.arg(key)
+        want = a.int_value(job.path) if a is not None else 1
+        if want != have:
+            bad = True
+            name = a.shown() if a is not None else ("TP 1 (no --tensor-model-parallel-size)" if key == "tp"
+                                                   else "PP 1 (no --pipeline-model-parallel-size)")
+            _fail(verdict, job, a or load, observed=f"{shown}{_read_on(where, job_facts)}, but the job sets {name}",
+                  expected=f"a checkpoint converted with {key.upper()} {want}")
+    if not bad:
+        verdict.passed(job.name, message=f"{shown}: matches the job")
+
+
+# -- M8 -----------------------------------------------------------------------------------
+
+@check("job.safetensors_index", title="model.safetensors.index.json names only shards that exist", scope="cluster",
+       reference=faq.M8, needs=NEEDS,
+       remedy=("Regenerate model.safetensors.index.json from the shard files actually in the folder (e.g. load and "
+               "save_pretrained the model, or rerun mg2hf), or copy the missing shards."))
+def test_safetensors_index(job, job_facts, verdict):
+    checked = 0
+    for role, arg in job.model_dirs():
+        d, where, why = job_facts.model(arg.value)
+        if d is None or d.layout() != "hf":
+            continue
+        checked += 1
+        try:
+            shards = d.index_shards()
+        except ValueError as exc:
+            _fail(verdict, job, arg, observed=f"{arg.shown()}: {exc}", expected="a readable index")
+            continue
+        files = set(d.top_files())
+        st = sorted(f for f in files if f.endswith(".safetensors"))
+        if shards is None:
+            if len(st) > 1:
+                _fail(verdict, job, arg, observed=f"{arg.shown()} has {len(st)} safetensors shards but no "
+                                                  f"model.safetensors.index.json{_read_on(where, job_facts)}",
+                      expected="an index naming every shard")
+            else:
+                verdict.passed(job.name, message=f"{arg.shown()}: single-file weights")
+            continue
+        missing = sorted(s for s in shards if s not in files)
+        unused = sorted(set(st) - set(shards))
+        if missing:
+            m = missing[0]
+            _fail(verdict, job, arg,
+                  observed=f"{d.file('model.safetensors.index.json')} references {len(missing)} shard(s) not in "
+                           f"{arg.shown()}: {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''} "
+                           f"(e.g. {shards[m][0]}){_read_on(where, job_facts)}",
+                  expected="every shard of the weight_map present")
+        elif unused:
+            _fail(verdict, job, arg, severity="warning",
+                  observed=f"{arg.shown()} has shard(s) the index does not name: {', '.join(unused[:3])}",
+                  expected="an index that matches the shard files")
+        else:
+            verdict.passed(job.name, message=f"{arg.shown()}: index names {len(shards)} shard(s), all present")
+    if not checked:
+        verdict.skipped(job.name, message=f"{job.name}: no HuggingFace weight folder read")
+
+
+# -- verl Q3 ------------------------------------------------------------------------------
+
+def next_power_of_two(x: float) -> int:
+    return 1 if x <= 1 else 2 ** math.ceil(math.log2(x))
+
+
+@check("job.weight_bucket", title="The largest weight fits verl's weight-transfer bucket", scope="cluster",
+       reference=faq.V_Q3, needs=NEEDS,
+       remedy=("Raise actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes to the suggested "
+               "power of two (at least 1.2 × the largest tensor); larger buckets cost worker memory, so do not "
+               "go far beyond it."))
+def test_weight_bucket(job, job_facts, verdict):
+    if _skip_unless(job, verdict, "verl"):
+        return
+    from preflight.job.verl import DEFAULT_BUCKET_MB
+    mp = job.arg("model_path")
+    if mp is None:
+        verdict.skipped(job.name, message=f"{job.name}: no actor_rollout_ref.model.path")
+        return
+    d, where, why = job_facts.model(mp.value)
+    if d is None:
+        verdict.error(job.name, message=f"{job.cite(mp)}: not evaluated: {why}")
+        return
+    t = d.largest_tensor()
+    if t is not None:
+        what, mb = f"largest tensor {t.describe()}", t.mb
+    else:
+        vocab, hidden = d.config_value("vocab_size"), d.config_value("hidden_size")
+        dtype = (d.config() or {}).get("torch_dtype", "float32")
+        size = {"float32": 4, "float16": 2, "bfloat16": 2}.get(str(dtype), 4)
+        if not vocab or not hidden:
+            verdict.error(job.name, message=f"{mp.shown()}: no safetensors headers and no vocab_size/hidden_size "
+                                            f"in config.json to size the largest tensor")
+            return
+        what, mb = f"embedding [{vocab}, {hidden}] {dtype} (from config.json)", vocab * hidden * size / 2 ** 20
+    bucket = job.arg("bucket_mb")
+    if bucket is not None:
+        bucket_mb, bshown = bucket.int_value(job.path), f"{bucket.shown()} ({job.where(bucket)})"
+    else:
+        bucket_mb = DEFAULT_BUCKET_MB
+        bshown = f"update_weights_bucket_megabytes={DEFAULT_BUCKET_MB} (verl's default; not set in {job.name})"
+    suggest = next_power_of_two(1.2 * mb)
+    arithmetic = f"suggest {suggest} (next power of two ≥ 1.2 × {mb:.1f} = {1.2 * mb:.1f})"
+    if bucket_mb < mb:
+        verdict.failed(job.name, where=job.where(bucket) if bucket else job.path,
+                       observed=f"{what} = {mb:.1f} MB > {bshown}{_read_on(where, job_facts)}; {arithmetic}",
+                       expected=f"update_weights_bucket_megabytes ≥ {mb:.1f}")
+    else:
+        verdict.passed(job.name, message=f"{what} = {mb:.1f} MB ≤ {bshown}")
+
+
+# -- ROLL ---------------------------------------------------------------------------------
+
+@check("job.roll_device_mapping", title="ROLL actor_train and actor_infer use different NPUs", scope="cluster",
+       reference=faq.R_COLOCATED, needs=NEEDS,
+       remedy=("Give actor_train and actor_infer disjoint device_mapping lists, e.g. actor_train: list(range(0, 4)) "
+               "and actor_infer: list(range(4, 8)); NPUs do not support the colocated mode."))
+def test_roll_device_mapping(job, verdict):
+    if _skip_unless(job, verdict, "roll"):
+        return
+    train, infer = job.device_mappings.get("actor_train"), job.device_mappings.get("actor_infer")
+    if train is None or infer is None:
+        missing = "actor_train" if train is None else "actor_infer"
+        verdict.skipped(job.name, message=f"{job.name}: no {missing}.device_mapping")
+        return
+    shared = sorted(set(train[1]) & set(infer[1]))
+    if shared:
+        _fail(verdict, job, infer[0],
+              observed=f"{train[0].shown()} ({job.where(train[0])}) and {infer[0].shown()} ({job.where(infer[0])}) "
+                       f"share NPU(s) {fold(f'npu{d}' for d in shared)} (colocated)",
+              expected="disjoint NPUs for training and inference")
+    else:
+        verdict.passed(job.name, message=f"{train[0].shown()} and {infer[0].shown()} are disjoint")
+
+
+@check("job.roll_strategy", title="ROLL does not use the Megatron strategy on NPU", scope="cluster",
+       reference=faq.R_MEGATRON, needs=NEEDS,
+       remedy="Use the DeepSpeed backend on NPU: strategy_args: {strategy_name: deepspeed_train} (with a "
+              "deepspeed strategy_config such as ${deepspeed_zero3}).")
+def test_roll_strategy(job, verdict):
+    if _skip_unless(job, verdict, "roll"):
+        return
+    bad = [(actor, a) for actor, a in job.strategies.items() if a.value.strip().lower().startswith("megatron")]
+    if not job.strategies:
+        verdict.skipped(job.name, message=f"{job.name}: no strategy_args.strategy_name")
+        return
+    for actor, a in bad:
+        _fail(verdict, job, a, observed=f"{a.shown()}: Megatron-LM training is not supported by ROLL on NPU",
+              expected="strategy_name: deepspeed_train")
+    if not bad:
+        verdict.passed(job.name, message=", ".join(a.shown() for a in job.strategies.values()))
+
+
+# -- M17 / M11 ----------------------------------------------------------------------------
+
+def _hub_id(value: str) -> bool:
+    import re
+    return bool(re.fullmatch(r"[\w.-]+/[\w.-]+", value))
+
+
+@check("job.data_paths", title="The job's model and data paths exist on every node", scope="cluster",
+       reference=faq.M17, needs=NEEDS,
+       remedy=("Create or mount the missing path on that node (the same path on every node, e.g. shared storage), "
+               "or correct the argument in the job."))
+def test_data_paths(job, job_facts, verdict):
+    args = job.path_args()
+    if not args:
+        verdict.skipped(job.name, message=f"{job.name}: no model or data path in the job")
+        return
+    per_source = job_facts.paths()
+    for name, stats in per_source.items():
+        host = None if job_facts.local else name
+        place = "this machine" if job_facts.local else name
+        if not isinstance(stats, dict):
+            verdict.error(job.name, message=f"{place}: {stats}", host=host)
+            continue
+        missing, ok, notes = [], 0, []
+        for a in args:
+            st = stats.get(a.value)
+            if st is None:
+                if job.kind in ("roll", "verl") and _hub_id(a.value):
+                    notes.append(f"{a.shown()} (a Hub model id)")
+                else:
+                    notes.append(f"{a.shown()} (relative path, not looked up on the nodes)")
+                continue
+            if st.status == "missing":
+                if job.kind in ("roll", "verl") and a.name in ("pretrain", "actor_rollout_ref.model.path") \
+                        and _hub_id(a.value) and job_facts.local:
+                    notes.append(f"{a.shown()} (a Hub model id)")
+                    continue
+                missing.append(a)
+            else:
+                ok += 1
+        for a in missing:
+            verdict.failed(job.name, host=host, where=f"{place}",
+                           observed=f"{job.cite(a)} does not exist", expected="the path present")
+        if not missing:
+            extra = f"; not checked: {', '.join(notes)}" if notes else ""
+            verdict.passed(job.name, host=host, message=f"{place}: {ok} path(s) present{extra}")
+
+
+@check("job.distributed_timeout", title="Large datasets come with a raised --distributed-timeout-minutes",
+       severity="warning", scope="cluster", reference=faq.M11, needs=NEEDS,
+       remedy=("Raise --distributed-timeout-minutes (e.g. to 60 or more) for large datasets, or preprocess the data "
+               "in batches ahead of the run."))
+def test_distributed_timeout(job, job_facts, verdict):
+    if _skip_unless(job, verdict, "mindspeed"):
+        return
+    sizes = {}
+    for name, stats in job_facts.paths().items():
+        if isinstance(stats, dict):
+            for a in job.path_args():
+                if a.name in ("--data-path", "--mm-data") and a.value in stats and stats[a.value].size:
+                    sizes[a] = max(sizes.get(a, 0), stats[a.value].size)
+    if not sizes:
+        verdict.skipped(job.name, message=f"{job.name}: dataset size unknown")
+        return
+    total = sum(sizes.values())
+    t = job.arg("distributed_timeout")
+    minutes = t.int_value(job.path) if t is not None else MEGATRON_DEFAULT_TIMEOUT
+    tshown = t.shown() if t is not None else f"--distributed-timeout-minutes not set (default {MEGATRON_DEFAULT_TIMEOUT})"
+    biggest = max(sizes, key=sizes.get)
+    if total >= LARGE_DATASET and minutes <= MEGATRON_DEFAULT_TIMEOUT:
+        _fail(verdict, job, t or biggest,
+              observed=f"{job.cite(biggest)} is {total / 2**30:.1f} GiB with {tshown}",
+              expected=f"--distributed-timeout-minutes above {MEGATRON_DEFAULT_TIMEOUT} for datasets over "
+                       f"{LARGE_DATASET >> 30} GiB")
+    else:
+        verdict.passed(job.name, message=f"dataset {total / 2**30:.1f} GiB, {tshown}")

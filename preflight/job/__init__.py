@@ -1,0 +1,188 @@
+"""Job preflight: the job a cluster is about to run, read from the files its framework
+already uses (MindSpeed launch scripts, verl Hydra overrides, ROLL YAML).
+
+:func:`load_jobs` turns each ``--job FILE`` into a :class:`Job`: the arguments that
+matter to the checks, each with the name and line it was written with, so a message
+can say ``--tensor-model-parallel-size 16 (finetune.sh:35)``.  A file that cannot be
+read is a :class:`JobError` naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+KINDS = ("mindspeed", "verl", "roll")
+KIND_ALIASES = {"mindspeed": "mindspeed", "mindspeed-mm": "mindspeed", "mindspeed-llm": "mindspeed",
+                "megatron": "mindspeed", "verl": "verl", "roll": "roll"}
+
+
+class JobError(Exception):
+    """A job file that cannot be read; ``str()`` is one line: ``file:line: what``."""
+
+    def __init__(self, path: str, line: int | None, message: str):
+        self.path, self.line, self.message = path, line, message
+        super().__init__(f"{path}:{line}: {message}" if line else f"{path}: {message}")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of the job, as the job spells it."""
+
+    name: str  # "--tensor-model-parallel-size", "trainer.nnodes", "actor_train.device_mapping"
+    value: str
+    line: int | None = None  # where the argument is written
+    value_line: int | None = None  # where its value was set, when elsewhere (TP=16 above)
+    sep: str = " "  # how name and value are joined when shown
+    file: str | None = None  # the file it is written in, when not the job file (model json)
+
+    def shown(self) -> str:
+        return f"{self.name}{self.sep}{self.value}"
+
+    def int_value(self, path: str) -> int:
+        try:
+            return int(self.value.strip().strip("'\""))
+        except ValueError:
+            raise JobError(path, self.line, f"{self.name}: {self.value!r} is not an integer") from None
+
+
+@dataclass(frozen=True)
+class LayerList:
+    """A pipeline layer split: how many layers each stage holds."""
+
+    part: str  # "llm" or "vit"
+    arg: Arg  # the key it was read from (llm_pp_layers, text_decoder.pipeline_num_layers, --num-layer-list)
+    stages: tuple[int, ...]
+    num_layers: Arg | None = None  # the model's layer count, where the same file says it
+    source: str = ""  # the file the list is in
+
+
+@dataclass
+class Job:
+    path: str
+    kind: str  # mindspeed, verl, roll
+    args: dict[str, Arg] = field(default_factory=dict)  # canonical name -> Arg
+    is_script: bool = False
+    crlf_lines: tuple[int, ...] = ()
+    pp_layers: dict[str, LayerList] = field(default_factory=dict)
+    model_json: str | None = None  # MindSpeed-MM --mm-model file, where it was found
+    model_json_problem: str | None = None
+    device_mappings: dict[str, tuple[Arg, tuple[int, ...]]] = field(default_factory=dict)  # ROLL
+    strategies: dict[str, Arg] = field(default_factory=dict)  # ROLL: actor -> strategy_name
+    data_args: tuple[str, ...] = ()  # canonical names of args that are paths to data
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+    def arg(self, key: str) -> Arg | None:
+        return self.args.get(key)
+
+    def where(self, arg: Arg | None) -> str:
+        path = (arg.file if arg is not None and arg.file else None) or self.path
+        if arg is None or not arg.line:
+            return path
+        return f"{path}:{arg.line}"
+
+    def cite(self, arg: Arg) -> str:
+        """``--load /x (job.sh:12)``, with the line of the value when set elsewhere."""
+        extra = f", value set at line {arg.value_line}" if arg.value_line and arg.value_line != arg.line else ""
+        return f"{arg.shown()} ({self.where(arg)}{extra})"
+
+    def int_arg(self, key: str) -> int | None:
+        a = self.args.get(key)
+        return None if a is None else a.int_value(self.path)
+
+    def model_dirs(self) -> list[tuple[str, Arg]]:
+        """Directories holding weights or a model config: (role, arg)."""
+        roles = {"mindspeed": (("load", "load"), ("hf", "tokenizer"), ("hf", "hf_model")),
+                 "verl": (("hf", "model_path"),),
+                 "roll": (("hf", "model_path"),)}[self.kind]
+        out = []
+        for role, key in roles:
+            a = self.args.get(key)
+            if a is not None and usable_path(a.value):
+                out.append((role, a))
+        return out
+
+    def path_args(self) -> list[Arg]:
+        """Every argument that names a path the job reads (model, data, tokenizer)."""
+        keys = ("load", "tokenizer", "hf_model", "model_path", *self.data_args)
+        seen, out = set(), []
+        for key in keys:
+            a = self.args.get(key)
+            if a is None:
+                continue
+            for p in split_paths(a.value):
+                if (a.name, p) not in seen and usable_path(p):
+                    seen.add((a.name, p))
+                    out.append(Arg(a.name, p, a.line, a.value_line, a.sep, a.file))
+        return out
+
+
+def usable_path(value: str) -> bool:
+    """A path we can look up: resolved (no ``$VAR`` left) and not a placeholder."""
+    v = value.strip()
+    return bool(v) and "$" not in v and "`" not in v and not v.startswith("your ") and " " not in v.strip()
+
+
+def split_paths(value: str) -> list[str]:
+    """``[a, b]`` / ``a,b`` lists (verl data files) and Megatron ``weight prefix`` pairs."""
+    v = value.strip().strip("'\"")
+    if v.startswith("[") and v.endswith("]"):
+        v = v[1:-1]
+    parts = [p.strip().strip("'\"") for p in re.split(r"[,\s]+", v) if p.strip().strip("'\"")]
+    return [p for p in parts if not re.fullmatch(r"[0-9.eE+-]+", p)]  # drop blend weights
+
+
+def detect_kind(path: str, text: str) -> str | None:
+    ext = os.path.splitext(path)[1].lower()
+    if ext in (".yaml", ".yml"):
+        if re.search(r"^(actor_train|actor_infer)\s*:", text, re.M):
+            return "roll"
+        return None
+    if re.search(r"verl\.trainer|\bactor_rollout_ref\.|\btrainer\.n_gpus_per_node\s*=", text):
+        return "verl"
+    if re.search(r"--tensor-model-parallel-size|--pipeline-model-parallel-size|\b(torchrun|msrun)\b|"
+                 r"pretrain_\w+\.py|posttrain_\w+\.py", text):
+        return "mindspeed"
+    if re.search(r"^(actor_train|actor_infer)\s*:", text, re.M):
+        return "roll"
+    return None
+
+
+def load_job(path: str, kind: str | None = None) -> Job:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(8 << 20)
+    except OSError as exc:
+        raise JobError(path, None, f"cannot read job file: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise JobError(path, line, "not a text file (invalid UTF-8)") from None
+    if kind:
+        kind = KIND_ALIASES.get(kind.lower())
+        if kind is None:
+            raise JobError(path, None, f"--job-kind must be one of {', '.join(KINDS)}")
+    else:
+        kind = detect_kind(path, text)
+        if kind is None:
+            raise JobError(path, None, "cannot tell which framework this job is for (no torchrun/msrun "
+                                       "launch, no verl key=value overrides, no ROLL actor_train/actor_infer); "
+                                       "give --job-kind mindspeed|verl|roll")
+    if kind == "mindspeed":
+        from .mindspeed import parse_mindspeed
+        return parse_mindspeed(path, text)
+    if kind == "verl":
+        from .verl import parse_verl
+        return parse_verl(path, text)
+    from .roll import parse_roll
+    return parse_roll(path, text)
+
+
+def load_jobs(paths, kind: str | None = None) -> list[Job]:
+    return [load_job(str(p), kind) for p in paths]

@@ -1,0 +1,196 @@
+"""MindSpeed-MM / MindSpeed-LLM launch scripts: the ``torchrun``/``msrun`` command and the
+shell variables it is built from (``GPT_ARGS="--tensor-model-parallel-size ${TP} ..."``),
+plus the pipeline layer split of the ``--mm-model`` json."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from . import Arg, Job, JobError, LayerList
+from .shell import ShellError, read_script
+
+# flag -> canonical name; the ones whose value must be an integer are marked.
+FLAGS = {
+    "--tensor-model-parallel-size": ("tp", True),
+    "--pipeline-model-parallel-size": ("pp", True),
+    "--context-parallel-size": ("cp", True),
+    "--micro-batch-size": ("mbs", True),
+    "--seq-length": ("seq_length", True),
+    "--distributed-timeout-minutes": ("distributed_timeout", True),
+    "--num-layers": ("num_layers", True),
+    "--num-query-groups": ("num_query_groups", True),
+    "--num-attention-heads": ("num_attention_heads", True),
+    "--num-layer-list": ("num_layer_list", False),
+    "--load": ("load", False),
+    "--save": ("save", False),
+    "--data-path": ("data_path", False),
+    "--mm-data": ("mm_data", False),
+    "--mm-model": ("mm_model", False),
+    "--tokenizer-name-or-path": ("tokenizer", False),
+    "--nproc_per_node": ("nproc_per_node", True),
+    "--nproc-per-node": ("nproc_per_node", True),
+    "--nnodes": ("nnodes", True),
+    "--local_worker_num": ("nproc_per_node", True),
+    "--worker_num": ("world_size", True),
+}
+LAUNCHERS = ("torchrun", "msrun")
+
+
+def _is_launch(words) -> bool:
+    names = [os.path.basename(w.text) for w in words[:4]]
+    if any(n in LAUNCHERS for n in names):
+        return True
+    texts = [w.text for w in words]
+    if any(t in ("torch.distributed.run", "torch.distributed.launch") for t in texts):
+        return True
+    return any(re.fullmatch(r"(pre|post)train_\w*\.py", os.path.basename(t)) for t in texts)
+
+
+def parse_mindspeed(path: str, text: str) -> Job:
+    try:
+        script = read_script(text)
+    except ShellError as exc:
+        raise JobError(path, exc.line, exc.message) from None
+    launches = [c for c in script.commands if _is_launch(c.words)]
+    launch = next((c for c in launches if any(w.text in FLAGS for w in c.words)), launches[0] if launches else None)
+    if launch is None:
+        raise JobError(path, None, "no torchrun/msrun (or pretrain_*.py) command found: not a MindSpeed launch "
+                                   "script (give --job-kind if it is another framework's)")
+    job = Job(path=path, kind="mindspeed", is_script=True, crlf_lines=script.crlf_lines,
+              data_args=("data_path", "mm_data"))
+    words = launch.words
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if not w.text.startswith("--"):
+            i += 1
+            continue
+        flag, eq, value = w.text.partition("=")
+        vline = w.line
+        if not eq:
+            nxt = words[i + 1] if i + 1 < len(words) else None
+            if nxt is not None and not nxt.text.startswith("--"):
+                value, vline = nxt.text, nxt.line
+                i += 1
+            else:
+                value = None
+        i += 1
+        if flag not in FLAGS:
+            continue
+        key, numeric = FLAGS[flag]
+        if value is None:
+            raise JobError(path, w.line, f"{flag} has no value")
+        if "$" in value or "`" in value:
+            job.notes.append(f"{flag} {value} ({path}:{w.line}): not set in the script, not checked")
+            job.args.pop(key, None)
+            continue
+        if flag == "--nnodes" and re.fullmatch(r"\d+:\d+", value):
+            value = value.split(":")[1]
+        arg = Arg(flag, value, w.line, vline if vline != w.line else None)
+        if numeric:
+            arg.int_value(path)
+        job.args[key] = arg  # the last one wins, as with argparse
+    _layer_lists(job)
+    return job
+
+
+def _candidates(path: str, value: str):
+    if os.path.isabs(value):
+        return [value]
+    base = os.path.dirname(os.path.abspath(path))
+    out = [os.path.abspath(value)]
+    for _ in range(4):
+        out.append(os.path.join(base, value))
+        base = os.path.dirname(base)
+    return out
+
+
+def _line_of(text: str, *keys: str) -> int | None:
+    pos = 0
+    for key in keys:
+        m = re.compile(r'"' + re.escape(key) + r'"\s*:').search(text, pos)
+        if not m:
+            return None
+        pos = m.end()
+    return text.count("\n", 0, pos) + 1
+
+
+def _stages(value) -> tuple[int, ...] | None:
+    if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
+        value = value[0]  # mm-convert style [[1, 10, 10, 7]]
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value) and value:
+        return tuple(value)
+    return None
+
+
+def _find_key(doc, key):
+    if isinstance(doc, dict):
+        if key in doc:
+            return doc[key]
+        for v in doc.values():
+            found = _find_key(v, key)
+            if found is not None:
+                return found
+    elif isinstance(doc, list):
+        for v in doc:
+            found = _find_key(v, key)
+            if found is not None:
+                return found
+    return None
+
+
+def _layer_lists(job: Job) -> None:
+    lst = job.args.get("num_layer_list")
+    if lst is not None:  # MindSpeed-LLM --num-layer-list 6,8,8,6
+        try:
+            stages = tuple(int(x) for x in lst.value.split(","))
+        except ValueError:
+            raise JobError(job.path, lst.line, f"--num-layer-list {lst.value!r}: expected integers separated "
+                                               f"by commas") from None
+        job.pp_layers["llm"] = LayerList("llm", lst, stages, job.args.get("num_layers"), job.path)
+    mm = job.args.get("mm_model")
+    if mm is None:
+        return
+    found = next((c for c in _candidates(job.path, mm.value) if os.path.isfile(c)), None)
+    if found is None:
+        job.model_json_problem = (f"--mm-model {mm.value} ({job.where(mm)}) was not found next to the job "
+                                  f"(run the preflight from the launch directory)")
+        return
+    try:
+        with open(found, encoding="utf-8") as fh:
+            text = fh.read(8 << 20)
+        doc = json.loads(text)
+    except OSError as exc:
+        raise JobError(found, None, f"cannot read model json: {exc.strerror}") from None
+    except ValueError as exc:
+        raise JobError(found, getattr(exc, "lineno", None), f"not valid JSON: {getattr(exc, 'msg', exc)}") from None
+    job.model_json = found
+    decoder = doc.get("text_decoder") if isinstance(doc, dict) else None
+    vision = None
+    if isinstance(doc, dict) and isinstance(doc.get("image_encoder"), dict):
+        vision = doc["image_encoder"].get("vision_encoder")
+    parts = (("llm", "llm_pp_layers", decoder, ("text_decoder",)),
+             ("vit", "vit_pp_layers", vision, ("image_encoder", "vision_encoder")))
+    for part, flat_key, section, keys in parts:
+        num = None
+        if isinstance(section, dict) and isinstance(section.get("num_layers"), int):
+            num = Arg(".".join((*keys, "num_layers")), str(section["num_layers"]),
+                      _line_of(text, *keys, "num_layers"), sep=": ", file=found)
+        stages = _stages(_find_key(doc, flat_key))
+        if stages is not None:
+            arg = Arg(flat_key, json.dumps(list(stages)), _line_of(text, flat_key), sep=": ", file=found)
+        elif isinstance(section, dict) and _stages(section.get("pipeline_num_layers")) is not None:
+            stages = _stages(section["pipeline_num_layers"])
+            arg = Arg(".".join((*keys, "pipeline_num_layers")), json.dumps(list(stages)),
+                      _line_of(text, *keys, "pipeline_num_layers"), sep=": ", file=found)
+        else:
+            continue
+        job.pp_layers[part] = LayerList(part, arg, stages, num, found)
+    if isinstance(decoder, dict) and isinstance(decoder.get("num_query_groups"), int) \
+            and "num_query_groups" not in job.args:
+        job.args["num_query_groups"] = Arg("text_decoder.num_query_groups", str(decoder["num_query_groups"]),
+                                           _line_of(text, "text_decoder", "num_query_groups"), sep=": ",
+                                           file=found)
+        job.notes.append(f"num_query_groups from {found}")

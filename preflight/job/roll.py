@@ -1,0 +1,132 @@
+"""ROLL: its pipeline YAML (``actor_train``/``actor_infer`` with ``device_mapping`` and
+``strategy_args.strategy_name``).  ``device_mapping`` is Python-ish text such as
+``list(range(0, 4))``; it is read by walking its syntax tree (lists, ``range``, ``+``
+of lists, integers), never evaluated."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import yaml
+
+from . import Arg, Job, JobError
+
+ACTORS = ("actor_train", "actor_infer", "reference", "critic", "reward")
+MAX_DEVICES = 100_000
+
+
+def parse_device_mapping(text: str) -> tuple[int, ...]:
+    """``list(range(0, 8))``, ``[0, 1, 2]``, ``list(range(0,4)) + [6, 7]`` -> device indexes."""
+    try:
+        tree = ast.parse(str(text).strip(), mode="eval")
+    except SyntaxError:
+        raise ValueError(f"{text!r} is not a list of devices (expected e.g. list(range(0, 8)) or [0, 1, 2])") from None
+
+    def ints(node) -> list[int]:
+        if isinstance(node, ast.Expression):
+            return ints(node.body)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return [n for e in node.elts for n in [num(e)]]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+            if node.func.id in ("list", "tuple") and len(node.args) == 1:
+                return ints(node.args[0])
+            if node.func.id == "range" and 1 <= len(node.args) <= 3:
+                bounds = [num(a) for a in node.args]
+                r = range(*bounds)
+                if len(r) > MAX_DEVICES:
+                    raise ValueError(f"{text!r}: range too long")
+                return list(r)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return ints(node.left) + ints(node.right)
+        raise ValueError(f"{text!r}: only lists, range(...) and + are understood")
+
+    def num(node) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -num(node.operand)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+            a, b = num(node.left), num(node.right)
+            return a + b if isinstance(node.op, ast.Add) else a - b if isinstance(node.op, ast.Sub) else a * b
+        raise ValueError(f"{text!r}: device indexes must be integers")
+
+    return tuple(ints(tree))
+
+
+def _compose(path: str, text: str):
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        raise JobError(path, line, f"YAML syntax: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise JobError(path, None, f"YAML: {exc}") from None
+
+
+def _index(node, prefix=(), out=None):
+    """{dotted key: (value node, line)} for every mapping entry."""
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode):
+                key = (*prefix, str(k.value))
+                out[".".join(key)] = (v, k.start_mark.line + 1)
+                _index(v, key, out)
+    return out
+
+
+_INTERP = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")
+
+
+def _scalar(index, key, depth=0):
+    entry = index.get(key)
+    if entry is None or not isinstance(entry[0], yaml.ScalarNode):
+        return None
+    value = str(entry[0].value)
+
+    def sub(m):
+        inner = _scalar(index, m.group(1), depth + 1) if depth < 8 else None
+        return inner if inner is not None else m.group(0)
+    return _INTERP.sub(sub, value)
+
+
+def parse_roll(path: str, text: str) -> Job:
+    root = _compose(path, text.replace("\r\n", "\n"))
+    if not isinstance(root, yaml.MappingNode):
+        raise JobError(path, None, "a ROLL config is a YAML mapping (actor_train:, actor_infer:, ...)")
+    index = _index(root)
+    job = Job(path=path, kind="roll", data_args=("train_data",))
+    if "actor_train" not in index and "actor_infer" not in index:
+        raise JobError(path, None, "no actor_train/actor_infer section: not a ROLL pipeline config")
+    for key, canon in (("pretrain", "model_path"), ("num_gpus_per_node", "nproc_per_node"),
+                       ("actor_train.data_args.file_name", "train_data")):
+        value = _scalar(index, key)
+        if value is not None and value not in ("null", "None"):
+            job.args[canon] = Arg(key, value, index[key][1], sep=": ")
+    if "model_path" not in job.args:
+        value = _scalar(index, "actor_train.model_args.model_name_or_path")
+        if value:
+            job.args["model_path"] = Arg("actor_train.model_args.model_name_or_path", value,
+                                         index["actor_train.model_args.model_name_or_path"][1], sep=": ")
+    for actor in ACTORS:
+        key = f"{actor}.device_mapping"
+        if key in index:
+            node, line = index[key]
+            if isinstance(node, yaml.SequenceNode):
+                raw = "[" + ", ".join(str(n.value) for n in node.value) + "]"
+            else:
+                raw = _scalar(index, key) or ""
+            if raw in ("", "null", "None", "~"):
+                continue
+            try:
+                devices = parse_device_mapping(raw)
+            except ValueError as exc:
+                raise JobError(path, line, f"{key}: {exc}") from None
+            job.device_mappings[actor] = (Arg(key, raw, line, sep=": "), devices)
+        skey = f"{actor}.strategy_args.strategy_name"
+        value = _scalar(index, skey)
+        if value:
+            job.strategies[actor] = Arg(skey, value, index[skey][1], sep=": ")
+    return job

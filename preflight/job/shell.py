@@ -1,0 +1,435 @@
+"""A small, read-only reader of bash launch scripts: enough of the shell to follow
+``NAME=value`` assignments and expand them into the arguments of a launch command.
+
+Nothing is executed: command substitutions (``$(...)``, backticks) stay as literal text,
+arithmetic ``$((...))`` is evaluated only over integers, and a variable the script does
+not set stays as it is written (``$CKPT``), so a message can say it was not resolved.
+Every character of a value keeps the line it was written on, so an argument taken
+from ``GPT_ARGS="..."`` points at its own line, not at the ``torchrun`` line.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from dataclasses import dataclass, field
+
+
+class ShellError(ValueError):
+    def __init__(self, line: int, message: str):
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+class LStr:
+    """A string whose every character knows its line."""
+
+    __slots__ = ("text", "lines")
+
+    def __init__(self, text: str = "", lines=None, line: int | None = None):
+        self.text = text
+        if lines is None:
+            lines = [line or 0] * len(text)
+        self.lines = list(lines)
+
+    def __add__(self, other: "LStr") -> "LStr":
+        return LStr(self.text + other.text, self.lines + other.lines)
+
+    def __bool__(self):
+        return bool(self.text)
+
+    def __repr__(self):
+        return f"LStr({self.text!r})"
+
+    @property
+    def line(self) -> int:
+        return self.lines[0] if self.lines else 0
+
+    def strip(self) -> "LStr":
+        t = self.text
+        a = len(t) - len(t.lstrip())
+        b = len(t.rstrip())
+        return LStr(t[a:b], self.lines[a:b])
+
+
+@dataclass
+class Word:
+    text: str
+    line: int  # where the word (its first character) was written
+    value_lines: list[int] = field(default_factory=list)
+
+    def line_at(self, offset: int) -> int:
+        if 0 <= offset < len(self.value_lines):
+            return self.value_lines[offset]
+        return self.line
+
+
+@dataclass
+class Command:
+    words: list[Word]
+    line: int
+
+
+@dataclass
+class Script:
+    commands: list[Command]
+    variables: dict[str, LStr]
+    crlf_lines: tuple[int, ...]
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
+_DECLARERS = {"export", "declare", "local", "readonly", "typeset"}
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+
+
+def _arith(expr: str, variables: dict[str, LStr]) -> int | None:
+    """Integer arithmetic of ``$((...))``; None if it uses anything unknown."""
+    def sub(m):
+        name = m.group(1) or m.group(2) or m.group(3)
+        value = variables.get(name)
+        if value is None or not re.fullmatch(r"-?\d+", value.text.strip()):
+            raise ValueError(name)
+        return value.text.strip()
+    try:
+        text = re.sub(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\b([A-Za-z_]\w*)\b", sub, expr)
+        text = text.replace("/", "//")
+        tree = ast.parse(text.strip(), mode="eval")
+    except (ValueError, SyntaxError):
+        return None
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            right = ev(node.right)
+            if isinstance(node.op, (ast.FloorDiv, ast.Mod)) and right == 0:
+                raise ZeroDivisionError
+            return _OPS[type(node.op)](ev(node.left), right)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        raise ValueError("unsupported")
+    try:
+        return ev(tree)
+    except (ValueError, ZeroDivisionError, RecursionError):
+        return None
+
+
+class _Reader:
+    def __init__(self, text: str):
+        self.s = text
+        self.i = 0
+        self.line = 1
+        self.vars: dict[str, LStr] = {}
+        self.commands: list[Command] = []
+        self.heredocs: list[tuple[str, bool]] = []
+
+    # -- characters -------------------------------------------------------------------
+    def peek(self, k: int = 0) -> str:
+        j = self.i + k
+        return self.s[j] if j < len(self.s) else ""
+
+    def take(self) -> str:
+        c = self.s[self.i]
+        self.i += 1
+        if c == "\n":
+            self.line += 1
+        return c
+
+    # -- expansions -------------------------------------------------------------------
+    def _matching(self, open_: str, close: str, what: str) -> str:
+        """Text up to the matching close (nesting and quotes respected); consumes it."""
+        start_line, depth, out = self.line, 1, []
+        while self.i < len(self.s):
+            c = self.take()
+            if c == "\\" and self.i < len(self.s):
+                out.append(c + self.take())
+                continue
+            if c in "'\"":
+                q, buf = c, [c]
+                while self.i < len(self.s) and self.peek() != q:
+                    buf.append(self.take())
+                if self.i >= len(self.s):
+                    raise ShellError(start_line, f"unterminated {what}")
+                buf.append(self.take())
+                out.append("".join(buf))
+                continue
+            if c == open_:
+                depth += 1
+            elif c == close:
+                depth -= 1
+                if depth == 0:
+                    return "".join(out)
+            out.append(c)
+        raise ShellError(start_line, f"unterminated {what}")
+
+    def dollar(self) -> LStr:
+        """After a ``$``: the expansion (or the literal text when it cannot be known)."""
+        line = self.line
+        c = self.peek()
+        if c == "(" and self.peek(1) == "(":
+            self.i += 2
+            inner = self._matching("(", ")", "$((...))")
+            if self.peek() == ")":
+                self.take()
+            value = _arith(inner, self.vars)
+            return LStr(str(value) if value is not None else f"$(({inner}))", line=line)
+        if c == "(":
+            self.take()
+            inner = self._matching("(", ")", "command substitution $(...)")
+            return LStr(f"$({inner})", line=line)
+        if c == "{":
+            self.take()
+            inner = self._matching("{", "}", "${...}")
+            m = re.fullmatch(r"([A-Za-z_]\w*|\d+)(?:(:?[-=+?])(.*))?", inner, re.S)
+            if not m:
+                return LStr("${" + inner + "}", line=line)
+            name, op, arg = m.group(1), m.group(2), m.group(3)
+            value = self.vars.get(name)
+            empty = value is None or (op and op.startswith(":") and not value.text)
+            if op in ("-", ":-", "=", ":=") and empty:
+                value = LStr(arg or "", line=line)
+                if op.endswith("="):
+                    self.vars[name] = value
+            elif op in ("+", ":+"):
+                value = LStr(arg or "", line=line) if not empty else LStr()
+            if value is None:
+                return LStr("${" + inner + "}", line=line)
+            return value
+        m = _NAME.match(self.s, self.i)
+        if m:
+            self.i = m.end()
+            name = m.group(0)
+            value = self.vars.get(name)
+            return value if value is not None else LStr("$" + name, line=line)
+        if c and (c.isdigit() or c in "@*#?$!-"):
+            self.take()
+            return LStr("$" + c, line=line)
+        return LStr("$", line=line)
+
+    def double_quoted(self, open_line: int) -> LStr:
+        out = LStr()
+        while True:
+            if self.i >= len(self.s):
+                raise ShellError(open_line, 'unterminated double quote (")')
+            c = self.peek()
+            if c == '"':
+                self.take()
+                return out
+            if c == "\\":
+                nxt = self.peek(1)
+                if nxt == "\n":
+                    self.take()
+                    self.take()
+                    continue
+                if nxt in '$`"\\':
+                    self.take()
+                    line = self.line
+                    out = out + LStr(self.take(), line=line)
+                    continue
+            if c == "$":
+                self.take()
+                out = out + self.dollar()
+                continue
+            if c == "`":
+                line = self.line
+                self.take()
+                inner = self._matching_backtick(line)
+                out = out + LStr(f"`{inner}`", line=line)
+                continue
+            line = self.line
+            out = out + LStr(self.take(), line=line)
+
+    def _matching_backtick(self, line: int) -> str:
+        buf = []
+        while self.i < len(self.s) and self.peek() != "`":
+            buf.append(self.take())
+        if self.i >= len(self.s):
+            raise ShellError(line, "unterminated backquote (`)")
+        self.take()
+        return "".join(buf)
+
+    # -- words and commands -----------------------------------------------------------
+    def word(self, assignment_ok: bool) -> tuple[list[tuple[LStr, bool]], int, bool]:
+        """Segments of one word: (text, split-able); its line; whether it is an assignment."""
+        segs: list[tuple[LStr, bool]] = []
+        start = self.line
+        literal = []
+        is_assign = False
+        while self.i < len(self.s):
+            c = self.peek()
+            if c in " \t\n;&|()<>":
+                break
+            if c == "\\":
+                if self.peek(1) == "\n":
+                    self.take()
+                    self.take()
+                    if not segs and not literal:
+                        start = self.line
+                    continue
+                self.take()
+                if self.i < len(self.s):
+                    line = self.line
+                    segs.append((LStr(self.take(), line=line), False))
+                continue
+            if c == "'":
+                line = self.line
+                self.take()
+                buf = []
+                while self.i < len(self.s) and self.peek() != "'":
+                    buf.append((self.peek(), self.line))
+                    self.take()
+                if self.i >= len(self.s):
+                    raise ShellError(line, "unterminated single quote (')")
+                self.take()
+                segs.append((LStr("".join(b for b, _ in buf), [ln for _, ln in buf]), False))
+                continue
+            if c == '"':
+                line = self.line
+                self.take()
+                segs.append((self.double_quoted(line), False))
+                continue
+            if c == "$":
+                self.take()
+                value = self.dollar()
+                # Unresolved text ($CKPT, $(date)) stays one piece, as written.
+                segs.append((value, not is_assign and not value.text.startswith("$")))
+                continue
+            if c == "`":
+                line = self.line
+                self.take()
+                segs.append((LStr(f"`{self._matching_backtick(line)}`", line=line), False))
+                continue
+            line = self.line
+            segs.append((LStr(self.take(), line=line), False))
+            if assignment_ok and not is_assign and c == "=":
+                so_far = "".join(s.text for s, _ in segs)
+                if _ASSIGN.match(so_far) and all(not split for _, split in segs):
+                    is_assign = True
+        return segs, start, is_assign
+
+    def run(self) -> None:
+        words: list[Word] = []
+        pending_assign: list[tuple[str, LStr, bool]] = []
+        cmd_line = self.line
+
+        def end_command():
+            nonlocal words, cmd_line
+            if words:
+                self.commands.append(Command(words, cmd_line))
+            words = []
+
+        while self.i < len(self.s):
+            c = self.peek()
+            if c in " \t":
+                self.take()
+                continue
+            if c == "\\" and self.peek(1) == "\n":
+                self.take()
+                self.take()
+                continue
+            if c == "#" :
+                while self.i < len(self.s) and self.peek() != "\n":
+                    self.take()
+                continue
+            if c == "\n":
+                self.take()
+                end_command()
+                if self.heredocs:
+                    self._skip_heredocs()
+                cmd_line = self.line
+                continue
+            if c in ";&|()":
+                self.take()
+                while self.peek() in "&|;":
+                    self.take()
+                end_command()
+                cmd_line = self.line
+                continue
+            if c in "<>":
+                # A redirection: drop it and its target (and a bare fd number before it).
+                if words and re.fullmatch(r"\d+", words[-1].text):
+                    words.pop()
+                heredoc = c == "<" and self.peek(1) == "<" and self.peek(2) != "<"
+                while self.peek() in "<>&-":
+                    self.take()
+                while self.peek() in " \t":
+                    self.take()
+                segs, _, _ = self.word(False)
+                if heredoc:
+                    delim = "".join(s.text for s, _ in segs)
+                    self.heredocs.append((delim, True))
+                continue
+            first = not words
+            declarer = bool(words) and words[0].text in _DECLARERS
+            segs, line, is_assign = self.word(first or declarer or all(
+                _ASSIGN.match(w.text) for w in words))
+            if is_assign:
+                value = LStr()
+                for s, _ in segs:
+                    value = value + s
+                m = _ASSIGN.match(value.text)
+                name, plus = m.group(1), m.group(2)
+                rhs = LStr(value.text[m.end():], value.lines[m.end():])
+                if plus and name in self.vars:
+                    rhs = self.vars[name] + rhs
+                self.vars[name] = rhs
+                words.append(Word(value.text, line, value.lines))
+                continue
+            for text, lines in _split(segs):
+                words.append(Word(text, lines[0] if lines else line, lines))
+        end_command()
+
+    def _skip_heredocs(self) -> None:
+        for delim, _ in self.heredocs:
+            while self.i < len(self.s):
+                start = self.i
+                while self.i < len(self.s) and self.peek() != "\n":
+                    self.take()
+                text = self.s[start:self.i]
+                if self.i < len(self.s):
+                    self.take()
+                if text.strip("\t") == delim:
+                    break
+        self.heredocs = []
+
+
+def _split(segs: list[tuple[LStr, bool]]):
+    """Field splitting: unquoted expansions split on whitespace, quoted parts do not."""
+    fields: list[tuple[str, list[int]]] = []
+    cur_t: list[str] = []
+    cur_l: list[int] = []
+    have = False
+    for s, splittable in segs:
+        if not splittable:
+            cur_t.append(s.text)
+            cur_l.extend(s.lines)
+            have = True
+            continue
+        for ch, ln in zip(s.text, s.lines):
+            if ch in " \t\n":
+                if have:
+                    fields.append(("".join(cur_t), cur_l))
+                cur_t, cur_l, have = [], [], False
+            else:
+                cur_t.append(ch)
+                cur_l.append(ln)
+                have = True
+    if have:
+        fields.append(("".join(cur_t), cur_l))
+    return fields
+
+
+def read_script(text: str) -> Script:
+    """Commands and variables of a bash script (CRLF line endings tolerated and noted)."""
+    raw_lines = text.split("\n")
+    crlf = tuple(i + 1 for i, ln in enumerate(raw_lines) if ln.endswith("\r"))
+    reader = _Reader(text.replace("\r\n", "\n"))
+    reader.run()
+    return Script(reader.commands, reader.vars, crlf)

@@ -1,0 +1,58 @@
+"""verl: a Hydra command line (or a script running one) with ``key=value`` overrides,
+e.g. ``python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=$MODEL trainer.nnodes=2``."""
+
+from __future__ import annotations
+
+import re
+
+from . import Arg, Job, JobError
+from .shell import ShellError, read_script
+
+KEYS = {
+    "actor_rollout_ref.model.path": ("model_path", False),
+    "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes": ("bucket_mb", True),
+    "actor_rollout_ref.rollout.update_weights_bucket_megabytes": ("bucket_mb", True),
+    "trainer.nnodes": ("nnodes", True),
+    "trainer.n_gpus_per_node": ("nproc_per_node", True),
+    "actor_rollout_ref.rollout.tensor_model_parallel_size": ("rollout_tp", True),
+    "actor_rollout_ref.actor.megatron.tensor_model_parallel_size": ("tp", True),
+    "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size": ("pp", True),
+    "actor_rollout_ref.actor.megatron.context_parallel_size": ("cp", True),
+    "actor_rollout_ref.actor.strategy": ("strategy", False),
+    "data.train_files": ("train_files", False),
+    "data.val_files": ("val_files", False),
+}
+DEFAULT_BUCKET_MB = 2048  # verl's default update_weights_bucket_megabytes (verl NPU FAQ Q3)
+_OVERRIDE = re.compile(r"^\+{0,2}([A-Za-z_][\w]*(?:\.[\w]+)+)=(.*)$", re.S)
+
+
+def parse_verl(path: str, text: str) -> Job:
+    try:
+        script = read_script(text)
+    except ShellError as exc:
+        raise JobError(path, exc.line, exc.message) from None
+    best, best_n = None, 0
+    for cmd in script.commands:
+        n = sum(1 for w in cmd.words if _OVERRIDE.match(w.text))
+        if n > best_n:
+            best, best_n = cmd, n
+    if best is None:
+        raise JobError(path, None, "no key=value overrides found (e.g. trainer.nnodes=2): not a verl command line")
+    job = Job(path=path, kind="verl", is_script=path.endswith(".sh") or text.startswith("#!"),
+              crlf_lines=script.crlf_lines, data_args=("train_files", "val_files"))
+    for w in best.words:
+        m = _OVERRIDE.match(w.text)
+        if not m or m.group(1) not in KEYS:
+            continue
+        key, value = m.group(1), m.group(2)
+        canon, numeric = KEYS[key]
+        vline = w.line_at(len(w.text) - len(value))
+        if "$" in value or "`" in value:
+            job.notes.append(f"{key}={value} ({path}:{w.line}): not set in the script, not checked")
+            job.args.pop(canon, None)
+            continue
+        arg = Arg(key, value, w.line, vline if vline != w.line else None, sep="=")
+        if numeric:
+            arg.int_value(path)
+        job.args[canon] = arg
+    return job
