@@ -1,0 +1,247 @@
+"""Every job check on real small files: one passing and one failing job each; every failure
+names the argument and the value that is wrong."""
+
+from __future__ import annotations
+
+import pytest
+
+from preflight.check import Verdict, info_of
+from preflight.checks import job as jc
+from preflight.job import load_job
+from preflight.job.facts import JobFacts, local_hostfacts
+from tests.factsets import make_host
+from tests.unit.job_files import (hf_model, llm_script, megatron_ckpt, mm_model_json, mm_script, roll_yaml,
+                                  verl_script)
+
+
+class _Item:
+    def __init__(self, func):
+        self.func = func
+
+    def get_closest_marker(self, name):
+        return next((m for m in getattr(self.func, "pytestmark", []) if m.name == name), None)
+
+
+def run(func, job, hosts=()):
+    verdict = Verdict(info_of(_Item(func)), None)
+    kwargs = {"job": job, "verdict": verdict}
+    if "job_facts" in func.__code__.co_varnames[:func.__code__.co_argcount]:
+        kwargs["job_facts"] = JobFacts([("this machine", local_hostfacts([job]))], hosts, local=True)
+    func(**kwargs)
+    return verdict.results
+
+
+def outcomes(results):
+    return [r.outcome for r in results]
+
+
+def explained(result, *needles):
+    assert result.observed and result.expected and result.remedy and result.reference
+    for n in needles:
+        assert n in result.message, (n, result.message)
+
+
+def write(tmp_path, name, text, newline=""):
+    p = tmp_path / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with open(p, "w", encoding="utf-8", newline=newline) as fh:
+        fh.write(text)
+    return str(p)
+
+
+def mm_job(tmp_path, *, llm=(1, 10, 10, 7), vit=(32, 0, 0, 0), **kw):
+    write(tmp_path, "examples/qwen2vl/model_7b.json", mm_model_json(llm=llm, vit=vit))
+    return load_job(write(tmp_path, "examples/qwen2vl/finetune_qwen2vl_7b.sh", mm_script(**kw)))
+
+
+# -- job.script_line_endings ----------------------------------------------------------------
+
+def test_crlf_script_fails_with_its_lines(tmp_path):
+    [r] = run(jc.test_script_line_endings, mm_job(tmp_path, crlf=True))
+    assert r.outcome == "failed"
+    explained(r, "finetune_qwen2vl_7b.sh:1", "CRLF")
+    assert "dos2unix" in r.remedy
+    assert outcomes(run(jc.test_script_line_endings, mm_job(tmp_path))) == ["passed"]
+    roll = load_job(write(tmp_path, "r.yaml", roll_yaml()))
+    assert outcomes(run(jc.test_script_line_endings, roll)) == ["skipped"]
+
+
+# -- job.tp_kv_heads ----------------------------------------------------------------------------
+
+def test_tp_above_kv_heads_of_config_json(tmp_path):
+    model = hf_model(tmp_path / "models" / "qwen", kv_heads=8)
+    job = load_job(write(tmp_path, "p.sh", llm_script(tp=16, tokenizer=str(model), kv=None).replace(
+        "    --num-query-groups None \\\n", "")))
+    [r] = run(jc.test_tp_kv_heads, job)
+    assert r.outcome == "failed"
+    explained(r, "--tensor-model-parallel-size 16 > num_key_value_heads 8 in", f"{model}/config.json", "p.sh:")
+    job = load_job(write(tmp_path, "q.sh", llm_script(tp=3, kv=4)))
+    [r] = run(jc.test_tp_kv_heads, job)
+    explained(r, "--tensor-model-parallel-size 3 does not divide --num-query-groups 4")
+    assert outcomes(run(jc.test_tp_kv_heads, load_job(write(tmp_path, "ok.sh", llm_script(tp=4, kv=4))))) == ["passed"]
+
+
+def test_tp_kv_heads_from_the_mm_model_json(tmp_path):
+    [r] = run(jc.test_tp_kv_heads, mm_job(tmp_path, tp=8))  # model_7b.json: num_query_groups 4
+    assert r.outcome == "failed"
+    explained(r, "--tensor-model-parallel-size 8 > text_decoder.num_query_groups: 4", "model_7b.json")
+
+
+# -- job.parallel_fits --------------------------------------------------------------------------
+
+def test_parallel_layout_must_divide_world_and_fit_inventory(tmp_path):
+    [r] = run(jc.test_parallel_fits, mm_job(tmp_path, tp=4, pp=4, npus=8))
+    assert r.outcome == "failed"
+    explained(r, "--tensor-model-parallel-size 4 × --pipeline-model-parallel-size 4 × --context-parallel-size 1 = 16",
+              "--nnodes 1 × --nproc_per_node 8 = 8")
+    assert outcomes(run(jc.test_parallel_fits, mm_job(tmp_path, tp=1, pp=4))) == ["passed"]
+    hosts = [make_host("node-01", npus_per_node=8), make_host("node-02", npus_per_node=8)]
+    results = run(jc.test_parallel_fits, mm_job(tmp_path, tp=1, pp=4, nnodes=4, npus=16), hosts=hosts)
+    messages = " | ".join(r.message for r in results)
+    assert "--nproc_per_node 16 but node-[01-02] has 8 NPUs" in messages
+    assert "--nnodes 4 but the inventory has 2 host(s)" in messages
+
+
+def test_roll_device_mapping_beyond_the_cluster(tmp_path):
+    job = load_job(write(tmp_path, "r.yaml", roll_yaml(train="list(range(0, 8))", infer="list(range(8, 16))")))
+    [r] = run(jc.test_parallel_fits, job, hosts=[make_host("node-01", npus_per_node=8)])
+    explained(r, "actor_train.device_mapping: list(range(0, 8))" if False else "actor_infer.device_mapping: "
+              "list(range(8, 16)) uses NPU 15", "8 NPUs on 1 inventory host")
+
+
+# -- job.pp_layers ------------------------------------------------------------------------------
+
+def test_zero_llm_layer_stage_and_wrong_sum(tmp_path):
+    results = run(jc.test_pp_layers, mm_job(tmp_path, llm=(0, 8, 10, 10)))
+    msgs = [r.message for r in results]
+    assert all(r.outcome == "failed" for r in results) and len(results) == 1
+    explained(results[0], "text_decoder.pipeline_num_layers: [0, 8, 10, 10]", "stage 0 has 0 LLM layers",
+              "model_7b.json:")
+    results = run(jc.test_pp_layers, mm_job(tmp_path, llm=(1, 7, 10, 9), pp=4))
+    explained(results[0], "sums to 27 but text_decoder.num_layers: 28")
+    results = run(jc.test_pp_layers, mm_job(tmp_path, pp=2))
+    assert any("has 4 stages but --pipeline-model-parallel-size 2" in r.message for r in results), msgs
+    assert outcomes(run(jc.test_pp_layers, mm_job(tmp_path))) == ["passed"]  # vit [32, 0, 0, 0] is fine
+
+
+# -- job.weights_format / job.weights_parallel -------------------------------------------------
+
+def test_hf_weights_given_to_megatron(tmp_path):
+    hf = hf_model(tmp_path / "Qwen2-VL-7B-Instruct")
+    [r] = run(jc.test_weights_format, mm_job(tmp_path, load=str(hf)))
+    assert r.outcome == "failed"
+    explained(r, f"--load {hf} holds HuggingFace weights (model-00001-of-00002.safetensors")
+    mg = megatron_ckpt(tmp_path / "mm_path", tp=1, pp=4)
+    assert outcomes(run(jc.test_weights_format, mm_job(tmp_path, load=str(mg)))) == ["passed"]
+    [r] = run(jc.test_weights_format, mm_job(tmp_path, load=str(tmp_path / "missing")))
+    assert r.outcome == "error" and "does not exist" in r.message
+
+
+def test_checkpoint_split_must_match_the_job(tmp_path):
+    mg = megatron_ckpt(tmp_path / "mm_path", tp=2, pp=1, iteration=2000)
+    results = run(jc.test_weights_parallel, mm_job(tmp_path, load=str(mg), tp=1, pp=4))
+    assert outcomes(results) == ["failed", "failed"]
+    explained(results[0], "is split TP 2, PP 1 (iter_0002000/mp_rank_00 .. mp_rank_01)",
+              "the job sets --tensor-model-parallel-size 1")
+    explained(results[1], "--pipeline-model-parallel-size 4")
+    mg4 = megatron_ckpt(tmp_path / "pp4", tp=1, pp=4)
+    assert outcomes(run(jc.test_weights_parallel, mm_job(tmp_path, load=str(mg4), tp=1, pp=4))) == ["passed"]
+
+
+# -- job.safetensors_index ----------------------------------------------------------------------
+
+def test_index_naming_a_missing_shard(tmp_path):
+    hf = hf_model(tmp_path / "hf", index_extra=[("model.norm.weight", "model-00003-of-00003.safetensors")])
+    job = load_job(write(tmp_path, "v.sh", verl_script(model=str(hf))))
+    [r] = run(jc.test_safetensors_index, job)
+    assert r.outcome == "failed"
+    explained(r, "model-00003-of-00003.safetensors", "model.norm.weight", f"actor_rollout_ref.model.path={hf}")
+    ok = hf_model(tmp_path / "ok")
+    assert outcomes(run(jc.test_safetensors_index, load_job(write(tmp_path, "o.sh", verl_script(model=str(ok)))))) \
+        == ["passed"]
+
+
+# -- job.weight_bucket --------------------------------------------------------------------------
+
+def test_bucket_too_small_shows_the_arithmetic(tmp_path):
+    hf = hf_model(tmp_path / "Qwen2-7B")
+    job = load_job(write(tmp_path, "run_grpo_npu.sh", verl_script(model=str(hf), bucket=512)))
+    [r] = run(jc.test_weight_bucket, job)
+    assert r.outcome == "failed"
+    explained(r, "largest tensor model.embed_tokens.weight [151936, 4096] float32 = 2374.0 MB > "
+                 "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=512",
+              "suggest 4096 (next power of two ≥ 1.2 × 2374.0 = 2848.8)", "run_grpo_npu.sh:")
+
+
+def test_bucket_default_and_large_enough(tmp_path):
+    hf = hf_model(tmp_path / "Qwen2-7B")
+    [r] = run(jc.test_weight_bucket, load_job(write(tmp_path, "a.sh", verl_script(model=str(hf)))))
+    explained(r, "2374.0 MB > update_weights_bucket_megabytes=2048 (verl's default")
+    [r] = run(jc.test_weight_bucket, load_job(write(tmp_path, "b.sh", verl_script(model=str(hf), bucket=4096))))
+    assert r.outcome == "passed"
+
+
+def test_bucket_from_config_when_there_are_no_headers(tmp_path):
+    hf = hf_model(tmp_path / "cfgonly", shards={})
+    [r] = run(jc.test_weight_bucket, load_job(write(tmp_path, "c.sh", verl_script(model=str(hf), bucket=1024))))
+    explained(r, "embedding [151936, 4096] float32 (from config.json) = 2374.0 MB")
+
+
+@pytest.mark.parametrize("mb, want", [(2374.0, 4096), (100, 128), (3000, 4096), (3500, 8192), (0.5, 1)])
+def test_next_power_of_two(mb, want):
+    assert jc.next_power_of_two(1.2 * mb) == want
+
+
+# -- ROLL -----------------------------------------------------------------------------------------
+
+def test_roll_colocated_and_disjoint(tmp_path):
+    job = load_job(write(tmp_path, "rlvr.yaml", roll_yaml(train="list(range(0,8))", infer="list(range(0, 8))")))
+    [r] = run(jc.test_roll_device_mapping, job)
+    assert r.outcome == "failed"
+    explained(r, "actor_train.device_mapping: list(range(0,8))", "actor_infer.device_mapping: list(range(0, 8))",
+              "npu[0-7]", "rlvr.yaml:")
+    job = load_job(write(tmp_path, "ok.yaml", roll_yaml(train="[0, 1, 2, 3]", infer="list(range(4, 8))")))
+    assert outcomes(run(jc.test_roll_device_mapping, job)) == ["passed"]
+    overlap = load_job(write(tmp_path, "o.yaml", roll_yaml(train="list(range(0, 6))", infer="list(range(4, 8))")))
+    assert "npu[4-5]" in run(jc.test_roll_device_mapping, overlap)[0].message
+
+
+def test_roll_megatron_strategy(tmp_path):
+    [r] = run(jc.test_roll_strategy, load_job(write(tmp_path, "m.yaml", roll_yaml(strategy="megatron_train"))))
+    assert r.outcome == "failed"
+    explained(r, "actor_train.strategy_args.strategy_name: megatron_train", "m.yaml:")
+    assert outcomes(run(jc.test_roll_strategy, load_job(write(tmp_path, "d.yaml", roll_yaml())))) == ["passed"]
+
+
+# -- job.data_paths / job.distributed_timeout ---------------------------------------------------
+
+def test_missing_data_path_is_named(tmp_path):
+    hf = hf_model(tmp_path / "tok")
+    (tmp_path / "alpaca_text_document.bin").write_bytes(b"x")
+    job = load_job(write(tmp_path, "p.sh", llm_script(tokenizer=str(hf), load=str(tmp_path / "nockpt"),
+                                                      data=str(tmp_path / "alpaca_text_document"))))
+    [r] = run(jc.test_data_paths, job)
+    assert r.outcome == "failed"
+    explained(r, f"--load {tmp_path / 'nockpt'} (", "p.sh:41, value set at line 9) does not exist")
+    megatron_ckpt(tmp_path / "nockpt")
+    assert outcomes(run(jc.test_data_paths, job)) == ["passed"]  # the data prefix's .bin exists
+
+
+def test_large_dataset_with_default_timeout_warns(tmp_path):
+    data = tmp_path / "big_text_document.bin"
+    with open(data, "wb") as fh:  # sparse: 11 GiB of apparent size, no disk used
+        fh.truncate(11 << 30)
+    job = load_job(write(tmp_path, "p.sh", llm_script(data=str(tmp_path / "big_text_document"))))
+    [r] = run(jc.test_distributed_timeout, job)
+    assert r.outcome == "warning"
+    explained(r, f"--data-path {tmp_path / 'big_text_document'}", "11.0 GiB",
+              "--distributed-timeout-minutes not set (default 10)")
+    job = load_job(write(tmp_path, "q.sh", llm_script(data=str(tmp_path / "big_text_document")).replace(
+        "--split 100,0,0", "--split 100,0,0 --distributed-timeout-minutes 120")))
+    assert outcomes(run(jc.test_distributed_timeout, job)) == ["passed"]
+
+
+def test_checks_of_other_frameworks_are_skipped(tmp_path):
+    roll = load_job(write(tmp_path, "r.yaml", roll_yaml()))
+    for func in (jc.test_pp_layers, jc.test_weight_bucket, jc.test_weights_parallel, jc.test_distributed_timeout):
+        assert outcomes(run(func, roll)) == ["skipped"], func.__name__

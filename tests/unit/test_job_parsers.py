@@ -1,0 +1,204 @@
+"""Reading jobs: MindSpeed-MM/LLM launch scripts, verl command lines, ROLL YAML, model folders."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from preflight.job import JobError, load_job
+from preflight.job.model import (MODEL_COMMAND, PATHS_COMMAND, parse_model_bundle, parse_paths,
+                                 parse_safetensors_header, read_model_dirs_local, read_paths_local,
+                                 safetensors_header_of)
+from preflight.job.roll import parse_device_mapping
+from preflight.job.shell import read_script
+from tests.unit.job_files import (hf_model, llm_script, megatron_ckpt, mm_model_json, mm_script, roll_yaml,
+                                  verl_script, write_safetensors)
+
+
+def write(tmp_path, name, text, newline=""):
+    p = tmp_path / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with open(p, "w", encoding="utf-8", newline=newline) as fh:
+        fh.write(text)
+    return p
+
+
+# -- shell ------------------------------------------------------------------------------
+
+def test_shell_expands_variables_arithmetic_defaults_and_keeps_lines():
+    s = read_script('A=8\nB=${UNSET:-2}\nC=$(($A*$B))\nARGS="\n  --x ${C} \\\n  --y $D\n"\nrun $ARGS --z \'lit $A\'\n')
+    cmd = s.commands[-1]
+    assert [w.text for w in cmd.words] == ["run", "--x", "16", "--y", "$D", "--z", "lit $A"]
+    assert [w.line for w in cmd.words] == [8, 5, 3, 6, 6, 8, 8]
+
+
+def test_shell_never_runs_command_substitutions_and_skips_heredocs():
+    s = read_script("X=$(rm -rf /)\ncat <<EOF\n--tensor-model-parallel-size 99\nEOF\necho `date` $X\n")
+    assert s.variables["X"].text == "$(rm -rf /)"
+    assert [[w.text for w in c.words] for c in s.commands][-1] == ["echo", "`date`", "$(rm -rf /)"]
+    assert not any("--tensor-model-parallel-size" in w.text for c in s.commands for w in c.words)
+
+
+@pytest.mark.parametrize("text, line", [('A="abc\nB=1\n', 1), ("X=1\necho 'oops\n", 2), ("Y=$(echo (\n", 1)])
+def test_unterminated_quotes_name_the_line(tmp_path, text, line):
+    p = write(tmp_path, "bad.sh", "torchrun pretrain_gpt.py --tensor-model-parallel-size 2\n" + text)
+    with pytest.raises(JobError) as exc:
+        load_job(str(p))
+    assert str(exc.value).startswith(f"{p}:{line + 1}: unterminated")
+
+
+# -- MindSpeed ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("crlf", [False, True])
+def test_mindspeed_mm_script_in_published_style(tmp_path, crlf):
+    write(tmp_path, "examples/qwen2vl/model_7b.json", mm_model_json())
+    p = write(tmp_path, "examples/qwen2vl/finetune_qwen2vl_7b.sh", mm_script(tp=2, pp=4, timeout=20, crlf=crlf))
+    job = load_job(str(p))
+    assert job.kind == "mindspeed" and job.is_script
+    assert {k: job.args[k].value for k in ("tp", "pp", "cp", "mbs", "seq_length", "nnodes", "nproc_per_node",
+                                           "distributed_timeout", "load", "save")} == {
+        "tp": "2", "pp": "4", "cp": "1", "mbs": "1", "seq_length": "1024", "nnodes": "1", "nproc_per_node": "8",
+        "distributed_timeout": "20", "load": "ckpt/mm_path/Qwen2-VL-7B-Instruct", "save": "save_dir"}
+    tp = job.args["tp"]
+    assert tp.name == "--tensor-model-parallel-size" and tp.line == 40 and tp.value_line == 22
+    assert job.pp_layers["llm"].stages == (1, 10, 10, 7) and job.pp_layers["vit"].stages == (32, 0, 0, 0)
+    assert job.pp_layers["llm"].arg.name == "text_decoder.pipeline_num_layers"
+    assert job.pp_layers["llm"].num_layers.value == "28"
+    assert job.args["num_query_groups"].value == "4"
+    assert job.crlf_lines == (tuple(range(1, mm_script(crlf=True).count("\r\n") + 1)) if crlf else ())
+
+
+def test_mindspeed_llm_script_and_flat_pp_layer_keys(tmp_path):
+    p = write(tmp_path, "pretrain_qwen25_7b.sh", llm_script(tp=4, pp=2, layer_list="14,14"))
+    job = load_job(str(p))
+    assert job.args["tp"].value == "4" and job.args["num_query_groups"].value == "4"
+    assert job.args["tokenizer"].value == "/models/Qwen2.5-7B"
+    assert job.args["data_path"].value == "/data/alpaca_text_document"
+    assert job.pp_layers["llm"].stages == (14, 14)
+    write(tmp_path, "m.json", '{"llm_pp_layers": [[0, 8, 10, 10]], "vit_pp_layers": [[32, 0, 0, 0]]}')
+    job = load_job(str(write(tmp_path, "x.sh", "torchrun pretrain_vlm.py --mm-model m.json --pipeline-model-parallel-size 4\n")))
+    assert job.pp_layers["llm"].stages == (0, 8, 10, 10) and job.pp_layers["llm"].arg.name == "llm_pp_layers"
+
+
+def test_msrun_launch(tmp_path):
+    p = write(tmp_path, "ms.sh", "msrun --worker_num 16 --local_worker_num 8 --master_port 8110 pretrain_gpt.py "
+                                 "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2\n")
+    job = load_job(str(p))
+    assert (job.args["world_size"].value, job.args["nproc_per_node"].value, job.args["tp"].value) == ("16", "8", "4")
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ("TP=eight\ntorchrun pretrain_gpt.py --tensor-model-parallel-size $TP\n", 2, "'eight' is not an integer"),
+    ("torchrun pretrain_gpt.py --tensor-model-parallel-size --pipeline-model-parallel-size 2\n", 1, "has no value"),
+])
+def test_bad_values_name_file_line_and_argument(tmp_path, text, line, words):
+    p = write(tmp_path, "bad.sh", text)
+    with pytest.raises(JobError) as exc:
+        load_job(str(p))
+    assert str(exc.value).startswith(f"{p}:{line}: --tensor-model-parallel-size") and words in str(exc.value)
+
+
+def test_unknown_framework_and_bad_model_json(tmp_path):
+    with pytest.raises(JobError, match="give --job-kind"):
+        load_job(str(write(tmp_path, "x.sh", "echo hello\n")))
+    write(tmp_path, "m.json", '{\n "text_decoder": {\n  "num_layers": 28,,\n}}')
+    with pytest.raises(JobError) as exc:
+        load_job(str(write(tmp_path, "y.sh", "torchrun pretrain_vlm.py --mm-model m.json\n")))
+    assert str(exc.value).startswith(f"{tmp_path / 'm.json'}:3: not valid JSON")
+
+
+# -- verl -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("crlf", [False, True])
+def test_verl_script(tmp_path, crlf):
+    p = write(tmp_path, "run_qwen2_5_7b_grpo_npu.sh", verl_script(bucket=512, nnodes=2, crlf=crlf))
+    job = load_job(str(p))
+    assert job.kind == "verl"
+    assert job.args["model_path"].value == "/models/Qwen2.5-7B-Instruct"
+    assert job.args["model_path"].value_line == 3
+    b = job.args["bucket_mb"]
+    assert b.shown() == "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=512"
+    assert (job.args["nnodes"].value, job.args["nproc_per_node"].value) == ("2", "8")
+    assert "val_files" not in job.args  # $HOME is not set in the script
+    assert bool(job.crlf_lines) == crlf
+
+
+def test_verl_plain_command_line_and_kind_override(tmp_path):
+    p = write(tmp_path, "cmd.txt", "python3 -m verl.trainer.main_ppo trainer.nnodes=abc\n")
+    with pytest.raises(JobError, match=r"cmd.txt:1: trainer.nnodes: 'abc' is not an integer"):
+        load_job(str(p))
+    p = write(tmp_path, "cmd2.txt", "python3 my_entry.py trainer.nnodes=2 actor_rollout_ref.model.path=/m\n")
+    assert load_job(str(p), "verl").args["nnodes"].value == "2"
+
+
+# -- ROLL -------------------------------------------------------------------------------
+
+def test_roll_yaml_device_mappings_and_strategy(tmp_path):
+    job = load_job(str(write(tmp_path, "rlvr_config.yaml", roll_yaml(strategy="megatron_train"))))
+    assert job.kind == "roll"
+    train_arg, train = job.device_mappings["actor_train"]
+    assert train == (0, 1, 2, 3) and train_arg.line == 25
+    assert job.device_mappings["actor_infer"][1] == (4, 5, 6, 7)
+    assert job.strategies["actor_train"].value == "megatron_train"
+    assert job.args["model_path"].value == "Qwen/Qwen2.5-7B"
+
+
+def test_device_mapping_is_parsed_never_evaluated():
+    assert parse_device_mapping("list(range(0, 4))") == (0, 1, 2, 3)
+    assert parse_device_mapping("[0, 1] + list(range(6, 8))") == (0, 1, 6, 7)
+    assert parse_device_mapping("list(range(0,16,2))")[-1] == 14
+    for bad in ('__import__("os").system("touch /tmp/pwned")', "list(range(10**9))", "open('x')"):
+        with pytest.raises(ValueError):
+            parse_device_mapping(bad)
+
+
+@pytest.mark.parametrize("text, line", [("actor_train:\n  device_mapping: [0, 1\nactor_infer: {}\n", 3),
+                                        ("actor_train:\n  device_mapping: os.system('x')\n", 2)])
+def test_bad_roll_yaml_names_the_line(tmp_path, text, line):
+    p = write(tmp_path, "r.yaml", text)
+    with pytest.raises(JobError) as exc:
+        load_job(str(p))
+    assert str(exc.value).startswith(f"{p}:{line}:")
+
+
+# -- model folders ------------------------------------------------------------------------
+
+def test_safetensors_header_only_file_declares_real_shapes(tmp_path):
+    f = write_safetensors(tmp_path / "m.safetensors", {"model.embed_tokens.weight": ("F32", [151936, 4096])})
+    assert f.stat().st_size < 300  # header only: the checker never needs the tensors
+    [t] = parse_safetensors_header("m.safetensors", safetensors_header_of(f.read_bytes()))
+    assert t.nbytes == 151936 * 4096 * 4 and round(t.mb, 1) == 2374.0
+    assert t.describe() == "model.embed_tokens.weight [151936, 4096] float32"
+    with pytest.raises(ValueError):
+        safetensors_header_of(b"\x00\x01")
+
+
+def test_node_command_and_local_reader_agree(tmp_path):
+    """The probe command (bash, on a node) and --job-local (Python) give the same facts."""
+    hf = hf_model(tmp_path / "hf")
+    mg = megatron_ckpt(tmp_path / "mg", tp=2, pp=2)
+    dirs = [str(hf), str(mg), str(tmp_path / "nope"), str(hf / "config.json")]
+    env = dict(os.environ, PF_JOB_MODEL_DIRS="\n".join(dirs),
+               PF_JOB_PATHS="\n".join([str(hf), str(hf / "config.json"), str(tmp_path / "a b")]))
+    node = subprocess.run(["bash", "-c", MODEL_COMMAND], env=env, capture_output=True, text=True, check=True)
+    remote, local = parse_model_bundle(node.stdout), parse_model_bundle(read_model_dirs_local(dirs))
+    for d in dirs:
+        assert (remote[d].problem, remote[d].entries, remote[d].texts, remote[d].headers) == \
+               (local[d].problem, local[d].entries, local[d].texts, local[d].headers)
+    assert remote[str(hf)].layout() == "hf" and remote[str(hf)].largest_tensor().name == "model.embed_tokens.weight"
+    assert remote[str(mg)].layout() == "megatron" and remote[str(mg)].megatron_parallel() == (2, 2)
+    assert remote[dirs[2]].problem == "missing" and remote[dirs[3]].problem == "notdir"
+    paths = subprocess.run(["bash", "-c", PATHS_COMMAND], env=env, capture_output=True, text=True, check=True)
+    assert parse_paths(paths.stdout) == parse_paths(read_paths_local(env["PF_JOB_PATHS"].split("\n")))
+    assert parse_paths(paths.stdout)[str(tmp_path / "a b")].status == "missing"
+
+
+def test_truncated_bundle_keeps_what_arrived():
+    import base64
+    import gzip
+    text = "D " + base64.b64encode(b"/m").decode() + "\nL f 10 config.json\n" + "".join(f"L f {i} shard-{i * 7919 % 10007}\n" for i in range(5000))
+    blob = base64.b64encode(gzip.compress(text.encode())).decode()
+    dirs = parse_model_bundle(blob[: len(blob) // 2])
+    assert dirs["/m"].truncated and "config.json" in dirs["/m"].entries
