@@ -81,3 +81,34 @@ def test_management_nodes(host, facts, verdict):
             verdict.failed(name, observed=f"/dev/{name} is a {node.kind}", expected="a character device")
         else:
             verdict.passed(name, message=f"/dev/{name} present")
+
+
+@check("devices.driver_mounts", title="Driver folders present (add-ons, /usr/local/dcmi in containers); npu-smi runs",
+       reference=faq.R_NPU_VISIBLE, needs=("ascend.files", "npu_smi.info?"),
+       remedy=("Mount the host's driver into the container: -v /usr/local/Ascend/driver:/usr/local/Ascend/driver "
+               "-v /usr/local/Ascend/add-ons:/usr/local/Ascend/add-ons -v /usr/local/dcmi:/usr/local/dcmi "
+               "-v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi (the Ascend docker runtime does this); on a host, "
+               "reinstall the driver package."))
+def test_driver_mounts(host, facts, verdict):
+    from preflight.facts import FactUnavailable as _Unavailable
+    files = facts.get("ascend.files")
+    driver = "/usr/local/Ascend/driver"
+    inside = [p for p in ("lib64", "version.info", "tools") if f"{driver}/{p}" in files.paths]
+    if driver not in files.paths:
+        verdict.failed("driver", observed=f"{driver} missing", expected="the NPU driver folder")
+    elif not inside:
+        verdict.failed("driver", observed=f"{driver} is empty (no lib64, version.info or tools)",
+                       expected="the driver's lib64 and version.info")
+    else:
+        verdict.passed("driver", message=f"{driver} present ({', '.join(inside)})")
+    if files.container:
+        for path in ("/usr/local/Ascend/add-ons", "/usr/local/dcmi"):
+            if path in files.paths:
+                verdict.passed(path, message=f"{path} mounted")
+            else:
+                verdict.failed(path, observed=f"{path} not mounted in the container", expected=f"{path} present")
+    try:
+        info = facts.get("npu_smi.info")
+        verdict.passed("npu-smi", message=f"npu-smi info lists {len(info.chips)} chip(s)")
+    except _Unavailable as exc:
+        verdict.failed("npu-smi", observed=f"npu-smi info does not run: {exc}", expected="npu-smi info listing the NPUs")

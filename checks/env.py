@@ -94,3 +94,298 @@ def test_ifname_agree(cluster, verdict):
         verdict.skipped(message="no *_SOCKET_IFNAME variable set on any node")
     if unreadable:
         verdict.error(message=f"environment or interfaces unreadable on {fold(unreadable)}")
+
+
+# -- the CANN environment a job gets (issue 3) -------------------------------------------------
+
+import os.path as _osp  # noqa: E402
+import re as _re  # noqa: E402
+
+CANN_VARS = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
+SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+ATB_SET_ENV = "/usr/local/Ascend/nnal/atb/set_env.sh"
+GUARD_REMEDY = ("source {script} before the interactive guard in ~/.bashrc (the `case $- in *i*) ...` or "
+                "`[ -z \"$PS1\" ] && return` line), or in /etc/profile.d and the launch script, so that "
+                "non-interactive SSH sessions (pdsh, launchers, Ray) get it too")
+
+
+def _login_env(facts):
+    try:
+        return facts.get("session.env_login")
+    except FactUnavailable:
+        return None
+
+
+def interactive_only(names, env, login) -> list[str]:
+    """Variables set in an interactive login shell but not in the non-interactive SSH session."""
+    if not login:
+        return []
+    return [n for n in names if not env.get(n) and login.get(n)]
+
+
+def _not_loaded(verdict, subject, names, env, login, script, what):
+    only = interactive_only(names, env, login)
+    if only:
+        shown = " and ".join(f"`{n}`" for n in only)
+        verdict.failed(subject, observed=f"{shown} {'is' if len(only) == 1 else 'are'} set in an interactive shell but "
+                                         f"not in a non-interactive SSH session: source {_osp.basename(script)} "
+                                         f"before the interactive guard in ~/.bashrc",
+                       expected=f"{what} loaded in the non-interactive session pdsh and launchers get",
+                       remedy=GUARD_REMEDY.format(script=script))
+    else:
+        missing = " and ".join(names)
+        how = " nor in an interactive login shell" if login is not None else ""
+        verdict.failed(subject, observed=f"{missing} not set in a non-interactive SSH session{how}",
+                       expected=f"{what} loaded: source {script} in ~/.bashrc (before its interactive guard)")
+
+
+@check("env.cann_loaded", title="CANN environment loaded in a non-interactive SSH session (import acl works)",
+       reference=faq.M2, needs=("session.env", "session.env_login?", "ascend.files?", "python.stack?"),
+       remedy=(f"Source CANN's environment for every session: add `source {SET_ENV}` to ~/.bashrc above its "
+               "interactive guard (or to the launch script), then check with ssh NODE 'echo $ASCEND_HOME_PATH'."))
+def test_cann_loaded(host, facts, verdict):
+    env = effective_env(host, facts.get("session.env"))
+    login = _login_env(facts)
+    present = [n for n in CANN_VARS if env.get(n)]
+    if not present:
+        _not_loaded(verdict, None, CANN_VARS, env, login, SET_ENV, "the CANN toolkit environment (set_env.sh)")
+        return
+    home = env[present[0]].rstrip("/")
+    try:
+        files = facts.get("ascend.files")
+    except FactUnavailable as exc:
+        verdict.error(message=f"{host.name}: {exc}")
+        return
+    if home not in files.roots and home not in {c.real for c in files.cann}:
+        verdict.failed(observed=f"{present[0]}={home} does not exist on the node",
+                       expected="a variable pointing at the installed CANN toolkit")
+        return
+    try:
+        stack = facts.get("python.stack")
+    except FactUnavailable as exc:
+        verdict.error(message=f"{host.name}: {present[0]}={home}, but the job's Python could not be asked "
+                              f"whether `import acl` works: {exc}")
+        return
+    real = files.roots.get(home, home)
+    cann_py = [f"{r}/python/site-packages" for r in {home, real}]
+    on_path = any(p.rstrip("/") in cann_py for p in stack.sys_path)
+    if stack.modules.get("acl"):
+        verdict.passed(message=f"{present[0]}={home}; python3 finds acl at {stack.modules['acl']}")
+    elif not on_path:
+        verdict.failed(observed=f"{present[0]}={home} is set, but {home}/python/site-packages is not on the "
+                                f"Python path of {stack.executable or 'python3'}: import acl fails "
+                                f"(No module named 'acl')",
+                       expected=f"PYTHONPATH with {home}/python/site-packages, as set_env.sh exports it")
+    else:
+        verdict.passed(message=f"{present[0]}={home}, {home}/python/site-packages on the Python path "
+                               f"(the toolkit ships no acl module here)")
+
+
+@check("env.nnal_atb", title="nnal/atb installed (libatb.so) and its set_env.sh loaded (ATB_HOME_PATH)",
+       reference=faq.M3, needs=("ascend.files", "session.env", "session.env_login?"),
+       remedy=(f"Install the nnal package of the CANN release after sourcing {SET_ENV} (the installer needs it), "
+               f"then add `source {ATB_SET_ENV}` to ~/.bashrc above its interactive guard."))
+def test_nnal_atb(host, facts, verdict):
+    files = facts.get("ascend.files")
+    env = effective_env(host, facts.get("session.env"))
+    if not files.libatb:
+        verdict.failed(observed="nnal/atb is not installed: no libatb.so under "
+                                "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_*/lib",
+                       expected="the nnal package of the CANN release installed")
+        return
+    atb_home = env.get("ATB_HOME_PATH")
+    if not atb_home:
+        _not_loaded(verdict, None, ("ATB_HOME_PATH",), env, _login_env(facts), ATB_SET_ENV, "nnal/atb's set_env.sh")
+        return
+    lib = f"{atb_home.rstrip('/')}/lib/libatb.so"
+    if lib not in files.libatb:
+        verdict.failed(observed=f"ATB_HOME_PATH={atb_home}, but {lib} does not exist "
+                                f"(installed: {', '.join(files.libatb)})",
+                       expected="ATB_HOME_PATH pointing at an installed cxx_abi_N folder")
+    else:
+        verdict.passed(message=f"ATB_HOME_PATH={atb_home}, libatb.so present"
+                               + (f" (nnal {files.atb_version})" if files.atb_version else ""))
+
+
+_ROOT = _re.compile(r"(/[^:\s]*?/(?:ascend-toolkit|nnae)/[^/:\s]+|/[^:\s]*?/cann-[^/:\s]+|/[^:\s]*?/Ascend/cann)(?=/|$)")
+SINGLE_VARS = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH",
+               "ASCEND_AICPU_PATH", "TOOLCHAIN_HOME", "ASCEND_TOOLKIT_LATEST_HOME")
+
+
+def cann_roots(env) -> dict[str, set[str]]:
+    """CANN install roots named in the environment -> the variables naming them."""
+    roots: dict[str, set[str]] = defaultdict(set)
+    for var in SINGLE_VARS:
+        for entry in (env.get(var) or "").split(":"):
+            m = _ROOT.search(entry)
+            if m and not m.group(1).endswith(".sh"):
+                roots[m.group(1)].add(var)
+    return roots
+
+
+def _root_version(root: str, files) -> str:
+    if files is not None:
+        version = files.version_of_root(root)
+        if version:
+            return version
+    m = _re.search(r"(?:cann-)?(\d+\.\d+(?:\.[0-9A-Za-z]+)*)$", root)
+    return m.group(1) if m else root
+
+
+@check("env.single_cann", title="PATH, LD_LIBRARY_PATH and ASCEND_* point into one CANN version only",
+       reference=faq.M15, needs=("session.env", "ascend.files?"),
+       remedy=("Load exactly one CANN: remove the other version's set_env.sh line (or hand-written exports) from "
+               "~/.bashrc and /etc/profile.d, open a new session, and keep other versions in separate containers."))
+def test_single_cann(host, facts, verdict):
+    env = effective_env(host, facts.get("session.env"))
+    try:
+        files = facts.get("ascend.files")
+    except FactUnavailable:
+        files = None
+    roots = cann_roots(env)
+    if not roots:
+        verdict.skipped(message="no CANN path in PATH, LD_LIBRARY_PATH or ASCEND_* (env.cann_loaded reports it)")
+        return
+    by_version: dict[str, list[str]] = defaultdict(list)
+    for root, variables in sorted(roots.items()):
+        by_version[_root_version(root, files)].append(f"{root} ({', '.join(sorted(variables))})")
+    if len(by_version) == 1:
+        version = next(iter(by_version))
+        verdict.passed(message=f"one CANN version ({version}): {'; '.join(by_version[version])}")
+    else:
+        described = "; ".join(f"{v}: {', '.join(where)}" for v, where in sorted(by_version.items()))
+        verdict.failed(observed=f"{len(by_version)} CANN versions in the environment: {described}",
+                       expected="every CANN path from one version")
+
+
+@check("env.visible_devices", title="ASCEND_RT_VISIBLE_DEVICES names existing NPUs; Ray does not override it",
+       reference=faq.V_Q1, needs=("session.env", "dev.nodes", "python.stack?"),
+       remedy=("Set ASCEND_RT_VISIBLE_DEVICES to logical NPU ids that exist on the node (0..N-1, comma-separated, "
+               "no repeats), or unset it; with Ray also export RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=1 "
+               "so Ray does not overwrite it."))
+def test_visible_devices(host, facts, verdict):
+    env = effective_env(host, facts.get("session.env"))
+    count = len(facts.devices())
+    value = env.get("ASCEND_RT_VISIBLE_DEVICES")
+    if value is None:
+        verdict.passed("ASCEND_RT_VISIBLE_DEVICES", message=f"not set: all {count} NPU(s) visible")
+        return
+    tokens = [t.strip() for t in value.split(",")]
+    if not value.strip() or value.strip() == "NoDevFiles":
+        verdict.failed("ASCEND_RT_VISIBLE_DEVICES", observed=f"ASCEND_RT_VISIBLE_DEVICES={value!r}: no NPU visible",
+                       expected=f"ids among 0..{count - 1}")
+        return
+    bad = [t for t in tokens if not t.isdigit()]
+    ids = [int(t) for t in tokens if t.isdigit()]
+    beyond = [i for i in ids if i >= count]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    problems = []
+    if bad:
+        problems.append(f"not NPU ids: {', '.join(bad)}")
+    if beyond:
+        problems.append(f"{', '.join(map(str, beyond))} beyond the {count} NPU(s) of the node")
+    if dupes:
+        problems.append(f"{', '.join(map(str, dupes))} listed twice")
+    if problems:
+        verdict.failed("ASCEND_RT_VISIBLE_DEVICES", observed=f"ASCEND_RT_VISIBLE_DEVICES={value}: {'; '.join(problems)}",
+                       expected=f"distinct ids among 0..{count - 1}")
+    else:
+        verdict.passed("ASCEND_RT_VISIBLE_DEVICES", message=f"ASCEND_RT_VISIBLE_DEVICES={value} ({count} NPUs present)")
+    try:
+        stack = facts.get("python.stack")
+        ray = stack.version_of("ray") or stack.modules.get("ray")
+    except FactUnavailable:
+        ray = None
+    if ray:
+        noset = "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"
+        if env.get(noset) != "1":
+            verdict.failed(noset, observed=f"Ray is installed and ASCEND_RT_VISIBLE_DEVICES is set, but {noset}="
+                                           f"{env.get(noset, '(unset)')}: Ray overwrites the device list per worker",
+                           expected=f"{noset}=1")
+        else:
+            verdict.passed(noset, message=f"{noset}=1")
+
+
+def _int_or_none(value):
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+@check("env.hccl_timeouts", title="HCCL_CONNECT_TIMEOUT >= 600 s and HCCL_EXEC_TIMEOUT sane", severity="warning",
+       reference=faq.M18, needs=("session.env",),
+       remedy=("export HCCL_CONNECT_TIMEOUT=1200 (range 120..7200; the default 120 s is too short for large jobs) "
+               "and HCCL_EXEC_TIMEOUT=0 (never) or several thousand seconds, in ~/.bashrc or the launch script."))
+def test_hccl_timeouts(host, facts, verdict):
+    env = effective_env(host, facts.get("session.env"))
+    minimum = int(host.vars.get("hccl_connect_timeout") or 600)
+    raw = env.get("HCCL_CONNECT_TIMEOUT")
+    value = _int_or_none(raw) if raw is not None else 120
+    if raw is not None and value is None:
+        verdict.failed("HCCL_CONNECT_TIMEOUT", observed=f"HCCL_CONNECT_TIMEOUT={raw!r} is not a number of seconds",
+                       expected=f"an integer in {minimum}..7200")
+    elif value < minimum or value > 7200:
+        shown = f"HCCL_CONNECT_TIMEOUT={raw}" if raw is not None else "HCCL_CONNECT_TIMEOUT unset (default 120 s)"
+        verdict.failed("HCCL_CONNECT_TIMEOUT", observed=shown,
+                       expected=f"at least {minimum} s and at most 7200 s")
+    else:
+        verdict.passed("HCCL_CONNECT_TIMEOUT", message=f"HCCL_CONNECT_TIMEOUT={value}")
+    raw = env.get("HCCL_EXEC_TIMEOUT")
+    if raw is None:
+        verdict.passed("HCCL_EXEC_TIMEOUT", message="HCCL_EXEC_TIMEOUT unset (default 1836 s)")
+        return
+    value = _int_or_none(raw)
+    if value is None or value < 0 or value > 2147483647:
+        verdict.failed("HCCL_EXEC_TIMEOUT", observed=f"HCCL_EXEC_TIMEOUT={raw!r} is not a valid number of seconds",
+                       expected="0 (never) or a positive integer")
+    elif 0 < value < 600:
+        verdict.failed("HCCL_EXEC_TIMEOUT", observed=f"HCCL_EXEC_TIMEOUT={value}: shorter than a slow collective "
+                                                     f"on a large job", expected="0 (never) or at least 600 s")
+    else:
+        verdict.passed("HCCL_EXEC_TIMEOUT", message=f"HCCL_EXEC_TIMEOUT={value}")
+
+
+RECOMMENDED = (
+    ("TASK_QUEUE_ENABLE", lambda v: v in ("1", "2"), "1 or 2 (2 recommended)"),
+    ("CPU_AFFINITY_CONF", lambda v: bool(v) and v != "0", "1 or 2 (core binding on)"),
+    ("PYTORCH_NPU_ALLOC_CONF", lambda v: "expandable_segments:true" in v.replace(" ", "").lower(),
+     "expandable_segments:True"),
+    ("ASCEND_GLOBAL_LOG_LEVEL", lambda v: v.strip() != "0", "1 (INFO) or higher, not 0 (DEBUG) in production"),
+)
+
+
+@check("env.recommended", title="Recommended NPU environment variables set", severity="warning", reference=faq.M18,
+       needs=("session.env",),
+       remedy=("export TASK_QUEUE_ENABLE=2 CPU_AFFINITY_CONF=2 PYTORCH_NPU_ALLOC_CONF=expandable_segments:True "
+               "ASCEND_GLOBAL_LOG_LEVEL=3 (or 1) in ~/.bashrc or the launch script."))
+def test_recommended(host, facts, verdict):
+    env = effective_env(host, facts.get("session.env"))
+    for name, ok, want in RECOMMENDED:
+        value = env.get(name)
+        if name == "ASCEND_GLOBAL_LOG_LEVEL" and value is None:
+            verdict.passed(name, message=f"{name} unset (default 3, ERROR)")
+        elif value is not None and ok(value):
+            verdict.passed(name, message=f"{name}={value}")
+        else:
+            verdict.failed(name, observed=f"{name}={value}" if value is not None else f"{name} unset",
+                           expected=f"{name}={want}")
+
+
+@check("env.vllm_nz", title="VLLM_ASCEND_ENABLE_NZ=0 where vllm-ascend is installed (RL jobs)", severity="warning",
+       reference=faq.R_NZ, needs=("python.stack", "session.env"),
+       remedy="export VLLM_ASCEND_ENABLE_NZ=0 before the RL launch script (FRACTAL_NZ weights break RL precision).")
+def test_vllm_nz(host, facts, verdict):
+    stack = facts.get("python.stack")
+    version = stack.version_of("vllm-ascend") or stack.version_of("vllm_ascend")
+    if not version:
+        verdict.skipped(message="vllm-ascend is not installed in the job's Python")
+        return
+    env = effective_env(host, facts.get("session.env"))
+    value = env.get("VLLM_ASCEND_ENABLE_NZ")
+    if value is not None and value.strip() in ("0", "false", "False"):
+        verdict.passed(message=f"VLLM_ASCEND_ENABLE_NZ={value} (vllm-ascend {version})")
+    else:
+        verdict.failed(observed=f"vllm-ascend {version} with VLLM_ASCEND_ENABLE_NZ="
+                                f"{value if value is not None else '(unset: NZ on)'}",
+                       expected="VLLM_ASCEND_ENABLE_NZ=0 for RL training")

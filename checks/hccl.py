@@ -16,7 +16,8 @@ def _no_devices(host, verdict):
     verdict.error(message=f"{host.name}: no /dev/davinciN device nodes, so there is no NPU to ask hccn_tool about")
 
 
-@check("hccl.link_up", title="Every NPU's RoCE link is UP", reference=faq.R_HCCL_LINK, needs=("hccn.link",),
+@check("hccl.link_up", title="Every NPU's RoCE link is UP (and not flapping)", reference=faq.R_HCCL_LINK,
+       needs=("hccn.link", "hccn.link_stat?"),
        remedy=("Check the NPU's cable, optical module and switch port (hccn_tool -i <N> -optical -g, "
                "hccn_tool -i <N> -link_stat -g); reseat or replace it, or have the operator reset the chip "
                "(npu-smi set -t reset -i <N> -c 0) if the port stays down."))
@@ -29,7 +30,12 @@ def test_link_up(host, facts, verdict):
         if isinstance(state, FactUnavailable):
             verdict.error(subject, message=f"{host.name} {subject}: {state}")
         elif state == "UP":
-            verdict.passed(subject, message=f"hccn_tool -i {dev} -link -g: link status UP")
+            flap = _flapping(facts, dev)
+            if flap:
+                verdict.failed(subject, severity="warning", observed=f"link UP, but {flap}",
+                               expected=f"fewer than {FLAP_DOWNS} link-down events since boot (a stable link)")
+            else:
+                verdict.passed(subject, message=f"hccn_tool -i {dev} -link -g: link status UP")
         else:
             verdict.failed(subject, observed=f"hccn_tool -i {dev} -link -g reports link status: {state}",
                            expected="link status: UP")
@@ -105,3 +111,143 @@ def test_tls_agree(cluster, verdict):
                    observed=f"{on_off(not majority)} on {described}, while the rest "
                             f"({fold(agreeing) or 'none'}) has {on_off(majority)}{note}",
                    expected="one TLS setting on every NPU of every node")
+
+
+# -- device IPs, net health, port range (issue 3) ------------------------------------------------
+
+FLAP_DOWNS = 3  # link-down events since boot that count as flapping
+
+
+def _flapping(facts, dev) -> str | None:
+    """'hccn_tool -i N -link_stat -g: link went down K times ...' when the link flaps, else None
+    (also when link_stat was not gathered or is unreadable: hccl.link_up then judges -link alone)."""
+    key = f"hccn.link_stat/{dev}"
+    if key not in facts.raw:
+        return None
+    stat = facts.per_device("hccn.link_stat").get(dev)
+    if stat is None or isinstance(stat, FactUnavailable):
+        return None
+    downs = _downs(stat)
+    if downs < FLAP_DOWNS:
+        return None
+    last = f"; last change {stat.records[0].timestamp} LINK {stat.records[0].state}" if stat.records else ""
+    return f"hccn_tool -i {dev} -link_stat -g: link went down {downs} times (up count {stat.up_count}){last}"
+
+
+def _downs(stat) -> int:
+    if stat.down_count is not None:
+        return stat.down_count
+    return sum(1 for r in stat.records if r.state == "DOWN")
+
+
+@check("hccl.device_ip", title="Every NPU has a device IP (-ip -g), unique on the node", reference=faq.R_HCCL_IP,
+       needs=("hccn.ip",),
+       remedy=("Give every NPU its own RoCE address, as /etc/hccn.conf records them: an operator runs "
+               "hccn_tool -i <N> -ip -s address <IP> netmask <MASK> for the NPU (and fixes the duplicate)."))
+def test_device_ip(host, facts, verdict):
+    ips = facts.per_device("hccn.ip")
+    if not ips:
+        return _no_devices(host, verdict)
+    owners: dict[str, list[int]] = {}
+    for dev, ip in ips.items():
+        if ip is not None and not isinstance(ip, FactUnavailable):
+            owners.setdefault(ip.address, []).append(dev)
+    for dev, ip in ips.items():
+        subject = f"npu{dev}"
+        if isinstance(ip, FactUnavailable):
+            verdict.error(subject, message=f"{host.name} {subject}: {ip}")
+        elif ip is None:
+            verdict.failed(subject, observed=f"hccn_tool -i {dev} -ip -g: no device IP configured",
+                           expected="an ipaddr/netmask for the NPU's RoCE port")
+        elif len(owners[ip.address]) > 1:
+            others = fold(f"npu{d}" for d in owners[ip.address] if d != dev)
+            verdict.failed(subject, observed=f"device IP {ip.address} also on {others}",
+                           expected="a device IP unique on the node")
+        else:
+            verdict.passed(subject, message=f"device IP {ip.address}/{ip.netmask}")
+
+
+@check("hccl.net_health", title="hccn_tool -net_health -g is Success on every NPU", reference=faq.R_NET_HEALTH,
+       needs=("hccn.net_health", "hccn.netdetect?"),
+       remedy=("Success means the NPU reaches its detect IP. Init: no detect IP set (an operator sets one with "
+               "hccn_tool -i <N> -netdetect -s address <gateway IP>); other values: check the device IP, gateway, "
+               "cabling and switch port of that NPU (hccn_tool -i <N> -ip -g / -gateway -g / -link -g)."))
+def test_net_health(host, facts, verdict):
+    health = facts.per_device("hccn.net_health")
+    if not health:
+        return _no_devices(host, verdict)
+    detect = facts.per_device("hccn.netdetect") if any(k.startswith("hccn.netdetect/") for k in facts.raw) else {}
+    for dev, status in health.items():
+        subject = f"npu{dev}"
+        if isinstance(status, FactUnavailable):
+            verdict.error(subject, message=f"{host.name} {subject}: {status}")
+            continue
+        addr = detect.get(dev)
+        target = f" (netdetect address {addr})" if isinstance(addr, str) else ""
+        shown = f"hccn_tool -i {dev} -net_health -g: net health status: {status}{target}"
+        if status == "Success":
+            verdict.passed(subject, message=shown)
+        elif status == "Init":
+            verdict.failed(subject, severity="warning",
+                           observed=shown + (" - no detect IP configured, so RoCE health is not being checked"
+                                             if addr is None else " - detection not started"),
+                           expected="net health status: Success")
+        else:
+            verdict.failed(subject, observed=shown, expected="net health status: Success")
+
+
+@check("cluster.device_ip_unique", title="No NPU device IP appears twice in the cluster", scope="cluster",
+       reference=faq.R_HCCL_IP, needs=("hccn.ip",),
+       remedy=("Give every NPU in the cluster its own device IP (hccn_tool -i <N> -ip -s address ... on the "
+               "duplicate, by an operator); copied /etc/hccn.conf files are the usual cause."))
+def test_device_ip_unique(cluster, verdict):
+    owners: dict[str, list[str]] = {}
+    unreadable = []
+    for host, facts in cluster.reachable():
+        for dev, ip in facts.per_device("hccn.ip").items():
+            if isinstance(ip, FactUnavailable):
+                unreadable.append(f"{host.name} npu{dev}")
+            elif ip is not None:
+                owners.setdefault(ip.address, []).append((host.name, f"npu{dev}"))
+    dupes = {a: o for a, o in owners.items() if len({h for h, _ in o}) > 1}
+    for address, where in sorted(dupes.items()):
+        hosts = tuple(sorted({h for h, _ in where}))
+        verdict.failed(address, outliers=hosts, where=address,
+                       observed=f"device IP {address} on {', '.join(f'{h} {n}' for h, n in where)}",
+                       expected="each device IP on one NPU of one node")
+    if not dupes and owners:
+        verdict.passed(message=f"{len(owners)} device IPs, all distinct")
+    if unreadable:
+        verdict.error(message=f"device IP unreadable on {', '.join(unreadable[:10])}"
+                              + (f" and {len(unreadable) - 10} more" if len(unreadable) > 10 else ""))
+    elif not owners and not dupes:
+        verdict.error(message="no device IP could be read on any node")
+
+
+@check("hccl.port_range", title="HCCL_NPU_SOCKET_PORT_RANGE set when several processes share an NPU",
+       severity="warning", reference=faq.R_PORT_BIND, needs=("session.env", "npu_smi.info?"),
+       remedy=("Several processes on one NPU all bind its default HCCL port 16666: export "
+               "HCCL_NPU_SOCKET_PORT_RANGE=auto (or a range such as 61000-61050) on every node of the job."))
+def test_port_range(host, facts, verdict):
+    from preflight.ifname import effective_env
+    env = effective_env(host, facts.get("session.env"))
+    per_npu = int(host.vars.get("processes_per_npu") or 1)
+    reason = f"processes_per_npu={per_npu} in the inventory" if per_npu > 1 else None
+    if reason is None:
+        try:
+            info = facts.get("npu_smi.info")
+            counts = Counter((p.npu_id, p.chip_id) for p in info.processes)
+            shared = sorted(k for k, n in counts.items() if n > 1)
+            if shared:
+                reason = f"npu-smi info shows {counts[shared[0]]} processes on NPU {shared[0][0]}"
+        except FactUnavailable:
+            pass
+    if reason is None:
+        verdict.skipped(message="one process per NPU (set processes_per_npu in the inventory for colocated jobs)")
+        return
+    value = env.get("HCCL_NPU_SOCKET_PORT_RANGE")
+    if value:
+        verdict.passed(message=f"HCCL_NPU_SOCKET_PORT_RANGE={value} ({reason})")
+    else:
+        verdict.failed(observed=f"{reason}, but HCCL_NPU_SOCKET_PORT_RANGE is not set (all bind port 16666)",
+                       expected="HCCL_NPU_SOCKET_PORT_RANGE=auto or a port range")

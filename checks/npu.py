@@ -24,3 +24,148 @@ def test_health(host, facts, verdict):
         else:
             severity = "warning" if chip.health == "Warning" else "error"
             verdict.failed(subject, observed=observed, expected="Health OK", severity=severity)
+
+
+# -- count, type, idle, driver install (issue 3) ------------------------------------------------
+
+from preflight.facts import FactUnavailable  # noqa: E402
+from preflight.hostlist import fold  # noqa: E402
+
+DEFAULT_HBM_IDLE_PCT = 20  # idle A2/A3 chips show 5-10 % HBM in use (firmware reservations)
+
+
+def norm_chip(name: str) -> str:
+    return str(name).strip().lower().replace(" ", "").removeprefix("ascend")
+
+
+def npu_ids(info) -> list[int]:
+    return sorted({c.npu_id for c in info.chips})
+
+
+def chip_names(info, board=None) -> set[str]:
+    names = {c.name for c in info.chips}
+    if board is not None and board.soc:
+        names.add(board.soc)
+    return names
+
+
+@check("npu.count_and_type", title="NPU count and chip name match the inventory", reference=faq.X_HARDWARE,
+       needs=("npu_smi.info", "npu_smi.board?"),
+       remedy=("Fix the node (a missing NPU is a hardware or driver fault: npu-smi info, dmesg) or correct "
+               "npus_per_node / chip for its group in the inventory, so the job is placed on the hardware it expects."))
+def test_count_and_type(host, facts, verdict):
+    info = facts.get("npu_smi.info")
+    try:
+        board = facts.get("npu_smi.board")
+    except FactUnavailable:
+        board = None
+    ids = npu_ids(info)
+    kinds = sorted({c.name for c in info.chips})
+    want_n, want_chip = host.vars.get("npus_per_node"), host.vars.get("chip")
+    if want_n is not None:
+        if len(ids) != int(want_n):
+            verdict.failed("count", observed=f"npu-smi info lists {len(ids)} NPU(s) ({fold(f'npu{i}' for i in ids) or 'none'})",
+                           expected=f"{want_n} NPUs (inventory npus_per_node)")
+        else:
+            verdict.passed("count", message=f"{len(ids)} NPUs")
+    if len(kinds) > 1:
+        verdict.failed("type", observed=f"mixed chips on one node: {', '.join(kinds)}", expected="one chip type")
+    elif want_chip is not None:
+        names = chip_names(info, board)
+        if norm_chip(want_chip) not in {norm_chip(n) for n in names}:
+            verdict.failed("type", observed=f"chip {' / '.join(sorted(names))}",
+                           expected=f"chip {want_chip} (inventory chip)")
+        else:
+            verdict.passed("type", message=f"chip {' / '.join(sorted(names))}")
+    elif want_n is None:
+        verdict.passed(message=f"{len(ids)} x {', '.join(kinds) or 'no NPU'} (set npus_per_node and chip in the "
+                               f"inventory to check them)")
+
+
+@check("cluster.hardware_agree", title="Same NPU count and chip type within each group", scope="cluster",
+       reference=faq.X_HARDWARE, needs=("npu_smi.info",),
+       remedy=("Put only identical nodes in one group (a job's ranks assume the same NPUs everywhere), or fix the "
+               "node whose NPU count dropped (driver or hardware fault)."))
+def test_hardware_agree(cluster, verdict):
+    from collections import defaultdict
+    per_group: dict[str, dict[str, str]] = defaultdict(dict)
+    unreadable = []
+    for host, facts in cluster.reachable():
+        try:
+            info = facts.get("npu_smi.info")
+        except FactUnavailable:
+            unreadable.append(host.name)
+            continue
+        shape = f"{len(npu_ids(info))} x {'/'.join(sorted({c.name for c in info.chips})) or 'no NPU'}"
+        for group in (host.groups or ("(no group)",)):
+            per_group[group][host.name] = shape
+    for group, shapes in sorted(per_group.items()):
+        kinds = defaultdict(list)
+        for name, shape in shapes.items():
+            kinds[shape].append(name)
+        if len(kinds) == 1:
+            verdict.passed(group, message=f"group {group}: {next(iter(kinds))} on all {len(shapes)} node(s)")
+            continue
+        majority = max(kinds, key=lambda k: len(kinds[k]))
+        odd = sorted(n for k, names in kinds.items() if k != majority for n in names)
+        described = "; ".join(f"{fold(names)}: {k}" for k, names in kinds.items() if k != majority)
+        verdict.failed(group, outliers=tuple(odd), where=f"group {group}",
+                       observed=f"{described}, while {fold(kinds[majority])} have {majority}",
+                       expected="the same NPU count and chip on every node of the group")
+    if unreadable:
+        verdict.error(message=f"npu-smi info unreadable on {fold(unreadable)}")
+
+
+@check("npu.idle", title="No leftover process or HBM use on the NPUs before a launch", severity="warning",
+       reference=faq.M9_IDLE, needs=("npu_smi.info",),
+       remedy=("Stop the leftover job before launching (npu-smi info lists its pid; kill it or wait for it), "
+               "so the new job gets all of the NPU's HBM."))
+def test_idle(host, facts, verdict):
+    info = facts.get("npu_smi.info")
+    limit_mb = host.vars.get("hbm_idle_mb")
+    for chip in info.chips:
+        subject = chip_subject(info, chip)
+        procs = [p for p in info.processes if p.npu_id == chip.npu_id and p.chip_id == chip.chip_id]
+        used, total = chip.hbm_used_mb, chip.hbm_total_mb
+        if used is None:
+            used, total = chip.memory_used_mb, chip.memory_total_mb
+        if limit_mb is not None:
+            limit, how = int(limit_mb), f"hbm_idle_mb={limit_mb}"
+        elif total:
+            limit, how = total * DEFAULT_HBM_IDLE_PCT // 100, f"{DEFAULT_HBM_IDLE_PCT}% of {total} MB"
+        else:
+            limit, how = None, ""
+        problems = []
+        if procs:
+            problems.append(", ".join(f"process {p.pid} ({p.name}) holds {p.memory_mb} MB" for p in procs))
+        if used is not None and limit is not None and used > limit:
+            problems.append(f"{used} MB of {total} MB in use")
+        if problems:
+            verdict.failed(subject, observed=f"NPU {chip.npu_id} chip {chip.chip_id}: {'; '.join(problems)}",
+                           expected=f"no process and at most {limit} MB in use ({how})" if limit is not None
+                           else "no process on the NPU")
+        else:
+            verdict.passed(subject, message=f"idle ({used if used is not None else '?'} MB in use)")
+
+
+@check("npu.driver_install_complete", title="npu-smi does not warn that the driver install is incomplete",
+       reference=faq.X_DRIVER_INSTALL, needs=("npu_smi.info", "ascend.files?"),
+       remedy=("Reinstall the NPU driver package (Ascend-hdk-*-npu-driver_*.run --full) so that it finishes and "
+               "records Driver_Install_Status=complete in /etc/ascend_install.info; then reboot if asked."))
+def test_driver_install_complete(host, facts, verdict):
+    info = facts.get("npu_smi.info")
+    status = None
+    try:
+        install = facts.get("ascend.files").install_info
+        if install:
+            status = install.get("driver_install_status")
+    except FactUnavailable:
+        pass
+    if info.driver_incomplete:
+        verdict.failed(observed="npu-smi info warns: the driver package may not be completely installed",
+                       expected="no install warning (Driver_Install_Status=complete in /etc/ascend_install.info)")
+    elif status is not None and status.lower() != "complete":
+        verdict.failed(observed=f"/etc/ascend_install.info: Driver_Install_Status={status}",
+                       expected="Driver_Install_Status=complete")
+    else:
+        verdict.passed(message="no driver install warning" + (f" (Driver_Install_Status={status})" if status else ""))

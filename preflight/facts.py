@@ -267,3 +267,6 @@ def _jsonable(value):
 
 
 from .job import facts as _job_facts  # noqa: E402,F401  (job.model, job.paths)
+
+
+from . import nodefacts  # noqa: E402,F401 - registers its facts

@@ -322,6 +322,14 @@ def _path_list(value: Any) -> tuple[str, ...]:
     return tuple(check(item) for item in value)
 
 
+def _module_list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(m, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", m) for m in value):
+        raise _Invalid("expected a list of Python module names (e.g. [deepspeed, decord])")
+    return tuple(value)
+
+
 @dataclass(frozen=True)
 class KeySpec:
     """One inventory key: where it may appear, how it is checked, what it means."""
@@ -363,6 +371,8 @@ KEYS: dict[str, KeySpec] = {
     "hbm_idle_mb":   KeySpec(VAR, _int(0), "HBM in use above this many MB means the NPU is not idle"),
     "checkpoint_dir": KeySpec(VAR, _path(False), "checkpoint directory on the node (shared storage)"),
     "checkpoint_free_gb": KeySpec(VAR, _number(0), "minimum free space in checkpoint_dir, GB"),
+    "python_modules": KeySpec(VAR, _module_list, "Python modules the job imports (packages.required checks them)"),
+    "processes_per_npu": KeySpec(VAR, _int(1), "processes the job runs on one NPU (colocated jobs; hccl.port_range)"),
     "tags":          KeySpec(VAR, _free_mapping, "free-form labels, not validated", merge=True),
 }
 

@@ -60,6 +60,9 @@ def pytest_addoption(parser, pluginmanager):
     group.addoption("--ping", dest="preflight_ping", choices=("all", "ring", "none"), default="ring",
                     help="NPU-to-NPU RoCE pings between nodes: ring (each node to the next, default), all "
                          "(every pair, in rounds of disjoint pairs), none")
+    group.addoption("--compat", dest="preflight_compat", metavar="FILE", action="append", default=[],
+                    help="extra version-compatibility table (YAML, the layout of preflight/compat/compat.yaml); "
+                         "its rows extend or replace the shipped ones (repeatable)")
     group.addoption("--preflight-strict", dest="preflight_strict", action="store_true",
                     help="failed warning-severity checks fail the run too (pytest's --strict does the same)")
     group.addoption("--job", dest="preflight_jobs", action="append", default=[], metavar="FILE",

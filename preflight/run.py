@@ -56,6 +56,8 @@ def probe_params(host, hosts=(), jobs=()) -> dict[str, str]:
               "PF_HOSTNAMES": " ".join(h.name for h in hosts if h.connection != "local")}
     if host.vars.get("checkpoint_dir"):
         params["PF_CHECKPOINT_DIR"] = str(host.vars["checkpoint_dir"])
+    if host.vars.get("python_modules"):  # validated module names: safe to join with commas
+        params["PF_MODULES"] = ",".join(host.vars["python_modules"])
     if jobs:  # the job's model directories and paths, looked up on the node (PF_JOB_MODEL_DIRS, PF_JOB_PATHS)
         from .job.facts import job_params
         params.update(job_params(jobs))

@@ -46,6 +46,9 @@ def test_wheel_ships_the_check_catalog_and_the_entry_points(installed):
     names = zipfile.ZipFile(wheel).namelist()
     for module in ("cluster", "devices", "npu", "hccl", "env", "tools", "limits", "network"):
         assert f"preflight/checks/{module}.py" in names
+    for module in ("versions", "firewall", "checkpoint", "packages"):
+        assert f"preflight/checks/{module}.py" in names
+    assert "preflight/compat/compat.yaml" in names and "preflight/nodefacts.py" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[pytest11]" in text and "preflight.plugin" in text and "preflight = preflight.cli:main" in text

@@ -1,0 +1,24 @@
+"""Host firewalls on multi-node hosts."""
+
+from preflight import faq
+from preflight.check import check
+
+
+@check("net.firewall", title="No firewall (firewalld, ufw, a blanket iptables drop) on multi-node hosts",
+       severity="warning", reference=faq.R_FIREWALL, needs=("net.firewall",),
+       remedy=("Stop the firewall on training nodes (systemctl stop firewalld && systemctl disable firewalld; "
+               "ufw disable), or open the HCCL (60000-60031, 16666), Ray (6379, 8265, 10001, 10002-19999) and "
+               "rendezvous ports between the nodes."))
+def test_firewall(host, facts, cluster, verdict):
+    if len(cluster.hosts) < 2:
+        verdict.skipped(message="a single-node inventory: no traffic between nodes to block")
+        return
+    state = facts.get("net.firewall")
+    found = state.active
+    if found:
+        verdict.failed(observed="; ".join(found), expected="no host firewall between the training nodes")
+    else:
+        seen = [f"firewalld {state.firewalld}" if state.firewalld else None,
+                f"ufw {state.ufw}" if state.ufw else None,
+                f"iptables INPUT policy {state.input_policy}" if state.input_policy else None]
+        verdict.passed(message="no active firewall (" + (", ".join(s for s in seen if s) or "no firewall tool") + ")")

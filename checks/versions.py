@@ -1,0 +1,454 @@
+"""Versions: driver, firmware, CANN, nnal and the Python stack form a published compatible set
+(the table shipped in preflight/compat/compat.yaml, extended with --compat FILE), and every
+node runs the same one."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import pytest
+
+from preflight import compat as C
+from preflight import faq
+from preflight.check import check
+from preflight.facts import FactUnavailable
+from preflight.hostlist import fold
+from preflight.parsers.versions import driver_matches_prefix, soc_family
+
+_CACHE: dict = {}
+
+
+def load_compat(paths=()) -> C.Compat:
+    key = tuple(paths or ())
+    if key not in _CACHE:
+        _CACHE[key] = C.load(key)
+    return _CACHE[key]
+
+
+@pytest.fixture
+def compat(request):
+    """The compatibility table: shipped data plus the user's --compat files."""
+    try:
+        paths = request.config.getoption("preflight_compat", None) or ()
+    except ValueError:
+        paths = ()
+    try:
+        return load_compat(paths)
+    except C.CompatError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+STACK_REMEDY = ("Install one published set on every node: the CANN toolkit, its kernels (ops) package and "
+                "nnal of the same release, an NPU driver/firmware (HDK) at least as new as that CANN needs, and "
+                "the torch / torch_npu pair released for that CANN (Ascend/pytorch COMPATIBILITY table); "
+                "pip install torch==<X> torch_npu==<X.postN> in the job's Python.")
+
+
+def _cann_of(files):
+    active = files.active_cann()
+    return active.version if active else None
+
+
+def _torch_npu_row(compat, version):
+    for row in compat.rows("torch_npu"):
+        if C.pip_equal(row["torch_npu"], version):
+            return row
+    return None
+
+
+def _row(compat, table, key, version, cmp="pip"):
+    for row in compat.rows(table):
+        if cmp == "pip" and C.pip_equal(str(row[key]), version):
+            return row
+        if cmp == "cann" and C.norm_cann(str(row[key])).upper() == C.norm_cann(version).upper():
+            return row
+    return None
+
+
+def _cann_in(version, values) -> bool:
+    return C.norm_cann(version).upper() in {C.norm_cann(x).upper() for x in C.as_list(values)}
+
+
+def _stack_values(files, stack) -> dict:
+    """The versions a known_bad entry can name."""
+    values = {"cann": _cann_of(files) if files else None,
+              "driver": files.driver.version if files and files.driver else None}
+    if stack is not None:
+        for name in ("torch", "torch_npu", "vllm", "vllm_ascend", "mindspeed", "megatron_core", "triton_ascend"):
+            values[name] = stack.version_of(name)
+    return values
+
+
+@check("versions.stack", title="Driver, firmware, CANN, kernels, nnal, torch_npu form a published compatible set",
+       reference=faq.M1, needs=("ascend.files", "python.stack?"), remedy=STACK_REMEDY)
+def test_stack(host, facts, verdict, compat):
+    files = facts.get("ascend.files")
+    try:
+        stack = facts.get("python.stack")
+        stack_error = None
+    except FactUnavailable as exc:
+        stack, stack_error = None, str(exc)
+    # driver <-> firmware, from the machine-readable ranges in the files themselves
+    drv, fw = files.driver, files.firmware
+    if files.driver_error or files.firmware_error:
+        verdict.error("driver/firmware", message=f"{host.name}: {files.driver_error or files.firmware_error}")
+    elif drv is None or fw is None:
+        missing = [p for p, x in (("/usr/local/Ascend/driver/version.info", drv),
+                                  ("/usr/local/Ascend/firmware/version.info", fw)) if x is None]
+        verdict.error("driver/firmware", message=f"{host.name}: cannot tell the driver/firmware versions: "
+                                                 f"{', '.join(missing)} not found")
+    else:
+        problems = []
+        if drv.firmware_range:
+            lo, hi = drv.firmware_range
+            if C.cmp_versions(fw.version, lo) < 0 or C.cmp_versions(fw.version, hi) > 0:
+                problems.append(f"firmware {fw.version} is outside the range driver {drv.version} accepts "
+                                f"(compatible_version_fw=[{lo},{hi}])")
+        if fw.driver_prefixes and not any(driver_matches_prefix(drv.version, p) for p in fw.driver_prefixes):
+            problems.append(f"driver {drv.version} is not among the drivers firmware {fw.version} accepts "
+                            f"(compatible_version_drv: {', '.join(fw.driver_prefixes)})")
+        if problems:
+            verdict.failed("driver/firmware", observed="; ".join(problems),
+                           expected="a driver and firmware of the same HDK release")
+        else:
+            verdict.passed("driver/firmware", message=f"driver {drv.version}, firmware {fw.version}")
+    expected_driver = host.vars.get("driver")
+    if expected_driver and drv is not None and C.cmp_versions(drv.version, str(expected_driver)) != 0:
+        verdict.failed("driver", observed=f"driver {drv.version}",
+                       expected=f"driver {expected_driver} (inventory `driver`)")
+
+    # CANN <-> driver (published minimum), kernels and nnal of the same release
+    active = files.active_cann()
+    cann = active.version if active else None
+    if active is None:
+        verdict.failed("cann", observed="no CANN toolkit found ($ASCEND_HOME_PATH, $ASCEND_TOOLKIT_HOME, "
+                                        "/usr/local/Ascend/ascend-toolkit/latest, /usr/local/Ascend/cann-*)",
+                       expected="a CANN toolkit with its ascend_toolkit_install.info")
+    else:
+        expected_cann = host.vars.get("cann")
+        if expected_cann and C.norm_cann(cann).upper() != C.norm_cann(str(expected_cann)).upper():
+            verdict.failed("cann", observed=f"CANN {cann} at {active.root}",
+                           expected=f"CANN {expected_cann} (inventory `cann`)")
+        row = _row(compat, "cann_driver", "cann", cann, cmp="cann")
+        if drv is None:
+            pass  # reported above
+        elif row is None:
+            verdict.failed("cann/driver", severity="warning",
+                           observed=f"CANN {cann} with driver {drv.version} is not in the table",
+                           expected="a CANN release listed in the compatibility table (extend it with --compat)")
+        elif C.cmp_versions(drv.version, row["driver_min"]) < 0:
+            verdict.failed("cann/driver", observed=f"driver {drv.version} is older than CANN {cann} needs",
+                           expected=f"driver {row['driver_min']} or newer ({compat.source(row)})")
+        else:
+            verdict.passed("cann/driver", message=f"CANN {cann} with driver {drv.version} "
+                                                  f"(needs >= {row['driver_min']})")
+        old_layout = C.cmp_versions(C.norm_cann(cann), "8.5.0") < 0
+        if active.kernels_version:
+            if C.norm_cann(active.kernels_version).upper() != C.norm_cann(cann).upper():
+                verdict.failed("kernels", observed=f"kernels (opp_kernel) {active.kernels_version} beside toolkit "
+                                                   f"{cann} in {active.root}",
+                               expected="the kernels package of the toolkit's release")
+            else:
+                verdict.passed("kernels", message=f"kernels {active.kernels_version}")
+        elif old_layout and (active.package or "").endswith("toolkit"):
+            verdict.failed("kernels", observed=f"no kernels package: {active.root}/opp_kernel/version.info missing",
+                           expected=f"the CANN {cann} kernels (ops) package installed beside the toolkit")
+        if files.atb_version:
+            if C.norm_cann(files.atb_version).upper() != C.norm_cann(cann).upper():
+                verdict.failed("nnal", observed=f"nnal/atb {files.atb_version} with CANN {cann}",
+                               expected="the nnal package of the toolkit's release")
+            else:
+                verdict.passed("nnal", message=f"nnal/atb {files.atb_version}")
+
+    # torch_npu <-> CANN <-> Python (published table; off-table = warning)
+    if stack is None:
+        verdict.error("torch_npu/cann", message=f"{host.name}: {stack_error}")
+    else:
+        tnpu = stack.version_of("torch_npu")
+        if tnpu and cann:
+            row = _torch_npu_row(compat, tnpu)
+            if row is None:
+                verdict.failed("torch_npu/cann", severity="warning",
+                               observed=f"torch_npu {tnpu} is not in the table",
+                               expected="a torch_npu release listed in the compatibility table (extend it with --compat)")
+            elif not _cann_in(cann, row.get("cann")):
+                verdict.failed("torch_npu/cann", severity="warning",
+                               observed=f"torch_npu {tnpu} with CANN {cann}: not a published pairing",
+                               expected=f"CANN {', '.join(C.as_list(row.get('cann')))} for torch_npu {tnpu} "
+                                        f"({compat.source(row)})")
+            else:
+                verdict.passed("torch_npu/cann", message=f"torch_npu {tnpu} with CANN {cann}")
+            if row is not None and row.get("python") and C.in_range(stack.version, row["python"]) is False:
+                verdict.failed("python", severity="warning",
+                               observed=f"Python {stack.version} with torch_npu {tnpu}",
+                               expected=f"Python {row['python']} ({compat.source(row)})")
+    # known-bad combinations
+    values = _stack_values(files, stack)
+    for entry in compat.known_bad:
+        when = entry.get("when") or {}
+        if when and all(values.get(k) and C.matches(b, values[k], "cann" if k in ("cann", "driver") else "pip")
+                        for k, b in when.items()):
+            shown = ", ".join(f"{k} {values[k]}" for k in when)
+            verdict.failed("known-bad", observed=f"{shown}: {entry.get('why', 'a combination known to fail')}",
+                           expected="none of the combinations listed under known_bad")
+
+
+@check("versions.torch_pair", title="torch and torch_npu versions match", reference=faq.R_TORCH_NPU,
+       needs=("python.stack",),
+       remedy=("Install the torch_npu built for the installed torch (same X.Y.Z): pip install torch==X.Y.Z "
+               "torch_npu==X.Y.Z[.postN] in the job's Python (see the Ascend/pytorch compatibility table)."))
+def test_torch_pair(host, facts, verdict):
+    stack = facts.get("python.stack")
+    torch, tnpu = stack.version_of("torch"), stack.version_of("torch_npu")
+    where = f"{stack.executable or 'python3'}"
+    if not torch or not tnpu:
+        missing = [n for n, val in (("torch", torch), ("torch_npu", tnpu)) if not val]
+        verdict.failed(observed=f"{' and '.join(missing)} not installed for {where}",
+                       expected="torch and torch_npu installed in the Python the job uses (inventory `python`)")
+    elif C.base_release(torch) != C.base_release(tnpu):
+        verdict.failed(observed=f"torch {torch} with torch_npu {tnpu} ({where})",
+                       expected=f"torch_npu {C.base_release(torch)}[.postN] for torch {torch}")
+    else:
+        verdict.passed(message=f"torch {torch}, torch_npu {tnpu} ({where})")
+
+
+def _mindspeed_mcore(compat, version: str):
+    m = re.search(r"core_r(\d+\.\d+\.\d+)", version)
+    if m:
+        return [m.group(1)], f"MindSpeed {version} is the core_r{m.group(1)} branch"
+    row = None
+    for r in compat.rows("mindspeed"):
+        if C.base_release(r["mindspeed"]) == C.base_release(version) and not re.search("rc", str(r["mindspeed"]), re.I):
+            row = r
+            break
+        if str(r["mindspeed"]).lower() == version.lower():
+            row = r
+            break
+    if row is not None:
+        return C.as_list(row["megatron_core"]), compat.source(row)
+    if version.startswith("0."):
+        return [C.base_release(version)], f"MindSpeed {version} follows Megatron core {C.base_release(version)}"
+    return None, None
+
+
+@check("versions.mindspeed_megatron", title="MindSpeed / MindSpeed-MM and Megatron core versions pair",
+       reference=faq.M19, needs=("python.stack",),
+       remedy=("Check out the Megatron-LM tag the MindSpeed branch names (core_rA.B.C -> git checkout core_vA.B.C, "
+               "e.g. pip install git+https://github.com/NVIDIA/Megatron-LM.git@core_v0.12.1), and the MindSpeed "
+               "release MindSpeed-MM's README lists; verl needs MindSpeed 2.3.0_core_r0.12.1 or newer."))
+def test_mindspeed_megatron(host, facts, verdict, compat):
+    stack = facts.get("python.stack")
+    ms = stack.version_of("mindspeed")
+    mm = stack.version_of("mindspeed-mm") or stack.version_of("mindspeed_mm")
+    if not ms and not mm:
+        verdict.skipped(message="MindSpeed is not installed in the job's Python")
+        return
+    if mm:
+        row = _row(compat, "mindspeed_mm", "mindspeed_mm", C.base_release(mm))
+        if not ms:
+            verdict.failed("mindspeed-mm", observed=f"MindSpeed-MM {mm} without MindSpeed",
+                           expected=f"MindSpeed {row['mindspeed'] if row else ''} installed".replace("  ", " "))
+        elif row is None:
+            verdict.failed("mindspeed-mm", severity="warning", observed=f"MindSpeed-MM {mm} is not in the table",
+                           expected="a MindSpeed-MM release listed in the compatibility table")
+        elif C.base_release(row["mindspeed"]) != C.base_release(ms):
+            verdict.failed("mindspeed-mm", observed=f"MindSpeed-MM {mm} with MindSpeed {ms}",
+                           expected=f"MindSpeed {row['mindspeed']} ({compat.source(row)})")
+        else:
+            verdict.passed("mindspeed-mm", message=f"MindSpeed-MM {mm} with MindSpeed {ms}")
+    if not ms:
+        return
+    mcore = stack.version_of("megatron-core") or stack.version_of("megatron_core")
+    wanted, why = _mindspeed_mcore(compat, ms)
+    if not mcore:
+        if stack.modules.get("megatron"):
+            verdict.failed("megatron", severity="warning",
+                           observed=f"Megatron-LM found at {stack.modules['megatron']} without package metadata: "
+                                    f"its version cannot be read",
+                           expected=f"megatron-core {' or '.join(wanted) if wanted else ''} installed with pip "
+                                    f"(pip install -e . in the Megatron-LM checkout)")
+        else:
+            verdict.failed("megatron", observed=f"MindSpeed {ms} installed but Megatron-LM (megatron-core) is not",
+                           expected=f"Megatron core {' or '.join(wanted) if wanted else 'of the MindSpeed branch'}")
+    elif wanted is None:
+        verdict.failed("megatron", severity="warning", observed=f"MindSpeed {ms} is not in the table",
+                       expected="a MindSpeed release listed in the compatibility table (extend it with --compat)")
+    elif C.base_release(mcore) not in {C.base_release(w) for w in wanted}:
+        verdict.failed("megatron", observed=f"MindSpeed {ms} with megatron-core {mcore}",
+                       expected=f"megatron-core {' or '.join(wanted)} ({why})")
+    else:
+        verdict.passed("megatron", message=f"MindSpeed {ms} with megatron-core {mcore}")
+    if stack.version_of("verl"):
+        need = compat.verl_min_mindspeed.get("mindspeed", "2.3.0")
+        if C.cmp_versions(C.base_release(ms), need) < 0 and not ms.startswith("0."):
+            verdict.failed("verl", observed=f"verl {stack.version_of('verl')} with MindSpeed {ms}",
+                           expected=f"MindSpeed {need}_core_r0.12.1 or newer for verl")
+        else:
+            verdict.passed("verl", message=f"verl with MindSpeed {ms}")
+
+
+def _vllm_row(compat, version):
+    for row in compat.rows("vllm_ascend"):
+        if C.pip_equal(str(row["vllm_ascend"]), version):
+            return row
+    return None
+
+
+@check("versions.triton", title="triton-ascend (not the standard triton) beside vllm-ascend",
+       reference=faq.R_TRITON, needs=("python.stack",),
+       remedy=("Remove the standard triton and install the triton-ascend release for the CANN in use: "
+               "pip uninstall -y triton triton-ascend && pip install triton-ascend==<version> "
+               "(3.2.0 for CANN 8.5.x)."))
+def test_triton(host, facts, verdict, compat):
+    stack = facts.get("python.stack")
+    triton, ta = stack.version_of("triton"), stack.version_of("triton-ascend")
+    vllm_ascend = stack.version_of("vllm-ascend") or stack.version_of("vllm_ascend")
+    if triton and ta:
+        verdict.failed(observed=f"standard triton {triton} installed beside triton-ascend {ta}",
+                       expected="triton-ascend only (the standard triton shadows it)")
+        return
+    required = None
+    if vllm_ascend:
+        row = _vllm_row(compat, vllm_ascend)
+        if row is not None:
+            required = row.get("triton_ascend") or None
+        elif C.cmp_versions(C.base_release(vllm_ascend), "0.13.0") >= 0:
+            required = "a release matching the CANN"
+    if required and not ta:
+        found = f"the standard triton {triton}" if triton else "no triton-ascend"
+        verdict.failed(observed=f"vllm-ascend {vllm_ascend} with {found}",
+                       expected=f"triton-ascend {required}")
+    elif ta:
+        verdict.passed(message=f"triton-ascend {ta}" + (f" with vllm-ascend {vllm_ascend}" if vllm_ascend else ""))
+    elif triton:
+        verdict.passed(message=f"triton {triton} (no vllm-ascend, no triton-ascend)")
+    elif vllm_ascend:
+        verdict.passed(message=f"vllm-ascend {vllm_ascend} does not use triton-ascend")
+    else:
+        verdict.skipped(message="neither vllm-ascend nor triton installed in the job's Python")
+
+
+def chip_family(info, board) -> tuple[str | None, str]:
+    """(A2 / A3 / 310P / A1, how we know) from npu-smi."""
+    if board is not None and board.soc and soc_family(board.soc):
+        return soc_family(board.soc), f"npu-smi board info: SoC {board.soc}"
+    if info is None or not info.chips:
+        return None, "npu-smi info unavailable"
+    if info.layout.startswith("a3"):
+        return "A3", f"npu-smi info: {info.chips[0].name} in the A3 layout (Chip Phy-ID)"
+    fam = soc_family(info.chips[0].name)
+    return fam, f"npu-smi info: chip {info.chips[0].name}"
+
+
+FAMILY_SOC = {"A2": "ascend910b*", "A3": "ascend910_93*", "310P": "ascend310p*", "A1": "ascend910", "A5": "ascend950*"}
+
+
+@check("versions.soc_match", title="The image's SoC build matches the chip", reference=faq.R_SOC,
+       needs=("npu_smi.info", "npu_smi.board?", "python.stack?", "ascend.files?", "session.env"),
+       remedy=("Use the image or build made for this hardware (A2 -> ascend910b*, A3 -> ascend910_93*): rebuild "
+               "vllm-ascend with SOC_VERSION set to the chip's SoC, install the kernels (ops) package for this "
+               "chip, or pull the A2/A3 variant of the prebuilt image."))
+def test_soc_match(host, facts, verdict):
+    info = facts.get("npu_smi.info")
+    try:
+        board = facts.get("npu_smi.board")
+    except FactUnavailable:
+        board = None
+    family, how = chip_family(info, board)
+    if family is None:
+        verdict.error(message=f"{host.name}: cannot tell the chip family ({how})")
+        return
+    evidence = []
+    try:
+        stack = facts.get("python.stack")
+        for key in ("__soc_version__", "__device_type__"):
+            val = stack.build_info.get(key)
+            if val and soc_family(val):
+                evidence.append((f"vllm-ascend built for {key.strip('_')}={val}", soc_family(val)))
+                break
+    except FactUnavailable:
+        pass
+    env = facts.get("session.env")
+    if env.get("SOC_VERSION") and soc_family(env["SOC_VERSION"]):
+        evidence.append((f"SOC_VERSION={env['SOC_VERSION']}", soc_family(env["SOC_VERSION"])))
+    try:
+        files = facts.get("ascend.files")
+        active = files.active_cann()
+        socs = [s for s in (active.kernel_socs if active else ()) if soc_family(s)]
+        if socs:
+            fams = {soc_family(s) for s in socs}
+            evidence.append((f"CANN kernels for {', '.join(socs)} in {active.root}",
+                             family if family in fams else sorted(fams)[0]))
+    except FactUnavailable:
+        pass
+    if not evidence:
+        verdict.skipped(message="no SoC-specific build found (no vllm-ascend build info, SOC_VERSION or CANN kernels)")
+        return
+    bad = [(what, fam) for what, fam in evidence if fam != family]
+    if bad:
+        verdict.failed(observed="; ".join(f"{what} ({fam})" for what, fam in bad) + f", but the chip is {family} ({how})",
+                       expected=f"builds for {FAMILY_SOC.get(family, family)}")
+    else:
+        verdict.passed(message=f"{'; '.join(w for w, _ in evidence)} match the {family} chip ({how})")
+
+
+AGREE_ITEMS = (("driver", "files"), ("firmware", "files"), ("cann", "files"), ("kernels", "files"),
+               ("nnal", "files"), ("python", "stack"), ("torch", "stack"), ("torch_npu", "stack"),
+               ("mindspeed", "stack"), ("megatron-core", "stack"), ("vllm", "stack"), ("vllm-ascend", "stack"),
+               ("triton-ascend", "stack"))
+
+
+def _item_value(item, files, stack):
+    if item == "driver":
+        return files.driver.version if files.driver else None
+    if item == "firmware":
+        return files.firmware.version if files.firmware else None
+    active = files.active_cann()
+    if item == "cann":
+        return active.version if active else None
+    if item == "kernels":
+        return active.kernels_version if active else None
+    if item == "nnal":
+        return files.atb_version
+    if item == "python":
+        return stack.version
+    return stack.version_of(item)
+
+
+@check("cluster.versions_agree", title="Driver, firmware, CANN and the Python stack identical on all nodes",
+       scope="cluster", reference=faq.M1_M15, needs=("ascend.files", "python.stack"),
+       remedy=("Install the same driver, firmware, CANN (toolkit, kernels, nnal) and Python packages on every node "
+               "(one image or one install script for all), then re-run the preflight."))
+def test_versions_agree(cluster, verdict):
+    values: dict[str, dict[str, str]] = defaultdict(dict)
+    unreadable = []
+    for host, facts in cluster.reachable():
+        try:
+            files = facts.get("ascend.files")
+            stack = facts.get("python.stack")
+        except FactUnavailable as exc:
+            unreadable.append(f"{host.name} ({exc})")
+            continue
+        for item, _ in AGREE_ITEMS:
+            values[item][host.name] = _item_value(item, files, stack) or "not installed"
+    for item, _ in AGREE_ITEMS:
+        per_host = values.get(item) or {}
+        if not per_host or all(v == "not installed" for v in per_host.values()):
+            continue
+        groups = defaultdict(list)
+        for name, val in per_host.items():
+            groups[val].append(name)
+        if len(groups) == 1:
+            verdict.passed(item, message=f"{item} {next(iter(groups))} on all {len(per_host)} nodes")
+            continue
+        majority = max(groups, key=lambda k: (len(groups[k]), k != "not installed"))
+        odd = sorted(n for k, names in groups.items() if k != majority for n in names)
+        described = "; ".join(f"{fold(names)}: {k}" for k, names in groups.items() if k != majority)
+        verdict.failed(item, outliers=tuple(odd), where=item,
+                       observed=f"{item} differs: {described}, while {fold(groups[majority])} have {majority}",
+                       expected=f"the same {item} on every node")
+    if unreadable:
+        verdict.error(message="versions unreadable on " + "; ".join(unreadable))
+    elif not values:
+        verdict.error(message="no node's versions could be read")

@@ -1,0 +1,139 @@
+"""Node facts for the node catalog (issue 3): version files, the Python stack, the
+interactive-login environment, npu-smi board info, hccn_tool health facts, firewall state,
+the checkpoint directory.  Registered into :data:`preflight.facts.FACTS` at import.
+
+Every command is read-only.  The slow ones (``bash -lic``, the Python interpreter) run once
+per host, never per NPU, each under its own inner ``timeout``.
+"""
+
+from __future__ import annotations
+
+from .facts import FactSpec, register
+from .parsers import hccn_tool as hccn
+from .parsers import versions as v
+
+# Version files. Search order for the toolkit (ascend-formats.md 3.3): $ASCEND_HOME_PATH,
+# $ASCEND_TOOLKIT_HOME, ascend-toolkit/latest, cann, cann-* (8.5 layout), then the other
+# ascend-toolkit/<version> folders and nnae. Duplicates (a symlink and its target) are
+# dropped by the parser via readlink -f.
+ASCEND_FILES = r"""
+f() { [ -f "$2" ] && [ -r "$2" ] || return 0; printf '@@F\t%s\t%s\n' "$1" "$2"; head -c 65536 -- "$2"; printf '\n@@E\n'; }
+l() { [ -e "$2" ] || return 0; printf '@@L\t%s\t%s\t%s\n' "$1" "$2" "$(readlink -f -- "$2")"; }
+A=/usr/local/Ascend
+f driver "$A/driver/version.info"
+f firmware "$A/firmware/version.info"
+f install /etc/ascend_install.info
+l driver_dir "$A/driver"
+for p in "$A/driver/lib64" "$A/driver/version.info" "$A/driver/tools" "$A/add-ons" /usr/local/dcmi; do l path "$p"; done
+{ [ -f /.dockerenv ] || [ -f /run/.containerenv ]; } && printf '@@C\n'
+seen='|'
+for r in "$ASCEND_HOME_PATH" "$ASCEND_TOOLKIT_HOME" "$A/ascend-toolkit/latest" "$A/cann" "$A"/cann-* "$A"/ascend-toolkit/* "$A/nnae/latest"; do
+  [ -n "$r" ] && [ -d "$r" ] || continue
+  r=${r%/}
+  case "$seen" in *"|$r|"*) continue;; esac
+  seen="$seen$r|"
+  l root "$r"
+  for i in "$r"/*-linux/ascend_toolkit_install.info "$r"/*-linux/ascend_nnae_install.info "$r"/ascend_nnae_install.info; do f "install_info:$r" "$i"; done
+  f "toolkit_version:$r" "$r/toolkit/version.info"
+  f "kernels:$r" "$r/opp_kernel/version.info"
+  for k in "$r"/opp/built-in/op_impl/ai_core/tbe/kernel/*/; do [ -d "$k" ] && printf '@@K\t%s\t%s\n' "$r" "$(basename "$k")"; done
+done
+for r in "${ATB_HOME_PATH:+$ATB_HOME_PATH/../..}" "$A/nnal/atb/latest"; do [ -n "$r" ] && f atb "$r/version.info"; done
+for s in "$A"/nnal/atb/latest/atb/cxx_abi_*/lib/libatb.so "${ATB_HOME_PATH:+$ATB_HOME_PATH/lib/libatb.so}"; do [ -n "$s" ] && l libatb "$s"; done
+printf '@@DONE\n'
+"""
+
+# The interpreter a job would use ("$PF_PYTHON": python3 on the session PATH, or the inventory's
+# `python`), asked through importlib.metadata; modules are located with find_spec (nothing
+# imported but importlib itself, so no NPU is touched and it stays fast).
+PYTHON_STACK = r"""
+timeout -k 1 8 "$PF_PYTHON" - <<'PF_PY'
+import json, os, sys
+out = {"executable": sys.executable, "version": "%d.%d.%d" % sys.version_info[:3], "packages": {},
+       "modules": {}, "path": [p for p in sys.path if p], "build_info": {}}
+try:
+    import importlib.metadata as md
+    for d in md.distributions():
+        try:
+            name = d.metadata["Name"]
+        except Exception:
+            name = None
+        if name and name.lower() not in {k.lower() for k in out["packages"]}:
+            out["packages"][name] = d.version
+except Exception as exc:
+    out["error"] = "importlib.metadata: %s" % exc
+import importlib.util
+wanted = ["acl", "torch", "torch_npu", "vllm_ascend", "megatron", "mindspeed", "triton", "ray"]
+wanted += [m for m in os.environ.get("PF_MODULES", "").split(",") if m]
+for mod in wanted:
+    try:
+        spec = importlib.util.find_spec(mod)
+        out["modules"][mod] = (spec.origin or "namespace") if spec else None
+    except Exception as exc:
+        out["modules"][mod] = None
+try:
+    spec = importlib.util.find_spec("vllm_ascend")
+    if spec and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            p = os.path.join(loc, "_build_info.py")
+            if os.path.isfile(p):
+                for line in open(p, encoding="utf-8", errors="replace"):
+                    k, sep, val = line.partition("=")
+                    if sep and k.strip().startswith("__"):
+                        out["build_info"][k.strip()] = val.strip().strip("'\"")
+                break
+except Exception:
+    pass
+print("@@PY " + json.dumps(out))
+PF_PY
+"""
+
+LOGIN_ENV = ("timeout -k 2 8 bash -lic 'printf \"\\n%s\\n\" \"" + v.LOGIN_MARKER + "\"; env -0' 2>/dev/null")
+
+# The SoC name needs the board info of one chip: the first NPU id npu-smi lists (ids are labels,
+# not 0..n-1), chip 0.
+BOARD = (r"""id=$("$PF_NPUSMI" info -m 2>/dev/null | awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ {print $1; exit}'); """
+         r"""[ -n "$id" ] || id=0; "$PF_NPUSMI" info -t board -i "$id" -c 0""")
+
+FIREWALL = r"""
+any=
+if command -v firewall-cmd >/dev/null 2>&1; then any=1; printf 'firewalld=%s\n' "$(timeout 5 firewall-cmd --state 2>&1 | head -n1)";
+elif command -v systemctl >/dev/null 2>&1; then s=$(timeout 5 systemctl is-active firewalld 2>/dev/null | head -n1); [ -n "$s" ] && { any=1; printf 'firewalld=%s\n' "$s"; }; fi
+command -v ufw >/dev/null 2>&1 && { any=1; printf 'ufw=%s\n' "$(timeout 5 ufw status 2>/dev/null | head -n1)"; }
+if command -v iptables >/dev/null 2>&1; then r=$(timeout 5 iptables -S INPUT 2>/dev/null); [ -n "$r" ] && { any=1; printf '%s\n' "$r" | sed 's/^/iptables=/'; }; fi
+[ -n "$any" ] || echo 'none='
+true
+"""
+
+CHECKPOINT = r"""
+d=$PF_CHECKPOINT_DIR
+if [ -z "$d" ]; then echo unset; exit 0; fi
+printf 'path=%s\n' "$d"
+[ -e "$d" ] && echo exists=1 || echo exists=0
+[ -d "$d" ] && echo dir=1 || echo dir=0
+[ -w "$d" ] && echo writable=1 || echo writable=0
+[ -e "$d" ] && timeout 5 df -Pk -- "$d" 2>/dev/null | awk 'NR==2 {print "avail_kb=" $4; print "fs=" $1; print "mount=" $6}'
+true
+"""
+
+register(
+    FactSpec("ascend.files", ASCEND_FILES, v.parse_ascend_files,
+             display="cat /usr/local/Ascend/driver/version.info, firmware/version.info, the CANN install and "
+                     "version files, nnal/atb/latest/version.info"),
+    FactSpec("python.stack", PYTHON_STACK, v.parse_python_stack, tool="python",
+             display="$PF_PYTHON -c 'importlib.metadata.distributions()' (the job's interpreter)"),
+    FactSpec("session.env_login", LOGIN_ENV, v.parse_login_env, tool="bash-login",
+             display="bash -lic env (an interactive login shell)"),
+    FactSpec("npu_smi.board", BOARD, v.parse_board, tool="npu-smi",
+             display="npu-smi info -t board -i <first NPU> -c 0"),
+    FactSpec("hccn.net_health", '"$PF_HCCN" -i "$PF_DEV" -net_health -g', hccn.parse_net_health, tool="hccn_tool",
+             per_device=True, display="hccn_tool -i {dev} -net_health -g"),
+    FactSpec("hccn.netdetect", '"$PF_HCCN" -i "$PF_DEV" -netdetect -g', hccn.parse_netdetect, tool="hccn_tool",
+             per_device=True, ok_rc=(0, 1), display="hccn_tool -i {dev} -netdetect -g"),
+    FactSpec("hccn.link_stat", '"$PF_HCCN" -i "$PF_DEV" -link_stat -g', hccn.parse_link_stat, tool="hccn_tool",
+             per_device=True, display="hccn_tool -i {dev} -link_stat -g"),
+    FactSpec("net.firewall", FIREWALL, v.parse_firewall,
+             display="firewall-cmd --state / systemctl is-active firewalld; ufw status; iptables -S INPUT"),
+    FactSpec("storage.checkpoint", CHECKPOINT, v.parse_checkpoint,
+             display="test -d/-w $checkpoint_dir; df -Pk $checkpoint_dir"),
+)

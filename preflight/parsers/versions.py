@@ -1,0 +1,466 @@
+"""Parsers for the Ascend version and install-info files, ``npu-smi info -t board``, and the
+node-level facts gathered with them (Python stack, login-shell environment, firewall,
+checkpoint directory).
+
+Formats (shared/reference/ascend-formats.md section 3): ``key=value`` files
+(driver/firmware ``version.info``, ``ascend_toolkit_install.info``, ``/etc/ascend_install.info``),
+``key : value`` files (ATB ``version.info``, ``npu-smi info -t board``) and ``version.cfg``
+with ``#`` comments.  Both the classic ``ascend-toolkit/latest`` layout and the CANN 8.5
+``cann-<version>`` layout are read.  Pure functions: text in, dataclasses out,
+:class:`~preflight.parsers.ParseError` for text of any other shape.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from preflight.parsers import ParseError
+
+
+def _excerpt(text: str) -> str:
+    text = text.strip()
+    return repr(text[:60] + ("..." if len(text) > 60 else ""))
+
+
+def parse_kv(text: str) -> dict[str, str]:
+    """``key=value`` or ``key : value`` lines -> {lower-case key: value}; the first occurrence wins.
+    Split on the first ``=``, or failing that on the first ``:`` (as msprechecker does)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "=" in line:
+            key, _, value = line.partition("=")
+        elif ":" in line:
+            key, _, value = line.partition(":")
+        else:
+            continue
+        key = key.strip().lower()
+        value = value.strip().strip('"').strip()
+        if key and key not in out:
+            out[key] = value
+    return out
+
+
+# -- driver / firmware ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DriverInfo:
+    version: str
+    innerversion: str | None
+    firmware_range: tuple[str, str] | None  # compatible_version_fw=[min,max]
+
+
+@dataclass(frozen=True)
+class FirmwareInfo:
+    version: str
+    driver_prefixes: tuple[str, ...]  # compatible_version_drv=[p,p.],... -> ("23.0.0", "24.1", ...)
+
+
+def parse_driver_version_info(text: str) -> DriverInfo:
+    kv = parse_kv(text)
+    version = kv.get("version") or kv.get("package_version")
+    if not version:
+        raise ParseError(f"no Version= line in driver version.info: {_excerpt(text)}")
+    fw = None
+    m = re.match(r"^\[\s*([^,\]]+?)\s*,\s*([^\]]+?)\s*\]$", kv.get("compatible_version_fw", ""))
+    if m:
+        fw = (m.group(1), m.group(2))
+    return DriverInfo(version=version, innerversion=kv.get("innerversion"), firmware_range=fw)
+
+
+def parse_firmware_version_info(text: str) -> FirmwareInfo:
+    kv = parse_kv(text)
+    version = kv.get("version")
+    if not version:
+        raise ParseError(f"no Version= line in firmware version.info: {_excerpt(text)}")
+    prefixes = tuple(m.group(1).strip() for m in re.finditer(r"\[\s*([^,\]]+?)\s*,[^\]]*\]",
+                                                             kv.get("compatible_version_drv", "")))
+    return FirmwareInfo(version=version, driver_prefixes=prefixes)
+
+
+def driver_matches_prefix(driver: str, prefix: str) -> bool:
+    """Firmware ``compatible_version_drv`` entries are written ``[24.1,24.1.]`` or ``[23.0.0,23.0.0.]``;
+    a firmware shipped with driver 23.0.7 lists ``[23.0.0,23.0.0.]``, so an entry stands for its
+    release line: the driver matches when major.minor agree (case-insensitive)."""
+    d = driver.lower().split(".")[:2]
+    p = prefix.lower().rstrip(".").split(".")[:2]
+    return len(p) == 2 and d == p
+
+
+# -- CANN -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CannInstall:
+    root: str  # as found (an env value, .../ascend-toolkit/latest, .../cann-8.5.0)
+    real: str  # readlink -f
+    version: str | None  # install.info version= (marketing: 8.2.RC1, 8.5.0)
+    package: str | None  # Ascend-cann-toolkit, Ascend-cann-nnae
+    arch: str | None
+    install_path: str | None  # path= in the install.info
+    toolkit_version: str | None  # toolkit/version.info version_dir
+    kernels_version: str | None  # opp_kernel/version.info version_dir (None: not installed)
+    kernel_socs: tuple[str, ...]  # opp/built-in/op_impl/ai_core/tbe/kernel/<soc> directories
+    unreadable: tuple[str, ...] = ()  # files that exist but could not be read
+
+
+@dataclass(frozen=True)
+class AscendFiles:
+    """What the version-file probe found on a node."""
+
+    driver: DriverInfo | None
+    driver_error: str | None
+    firmware: FirmwareInfo | None
+    firmware_error: str | None
+    install_info: dict | None  # /etc/ascend_install.info, None = absent
+    cann: tuple[CannInstall, ...]  # in search order: $ASCEND_HOME_PATH, $ASCEND_TOOLKIT_HOME, latest, cann, cann-*
+    atb_version: str | None
+    atb_version_files: tuple[str, ...]
+    libatb: tuple[str, ...]  # libatb.so paths that exist, as the probe named them
+    paths: dict = field(default_factory=dict)  # path -> realpath, for the paths the probe asked about
+    roots: dict = field(default_factory=dict)  # every CANN root found -> realpath (symlinks included)
+    container: bool = False
+
+    def version_of_root(self, root: str) -> str | None:
+        """The CANN version installed at a root named in the environment (symlinks resolved)."""
+        root = root.rstrip("/")
+        real = self.roots.get(root, root)
+        for c in self.cann:
+            if root in (c.root, c.real) or real in (c.root, c.real):
+                return c.version
+        return None
+
+    def active_cann(self) -> CannInstall | None:
+        for c in self.cann:
+            if c.version:
+                return c
+        return None
+
+
+def _version_dir(text: str) -> str | None:
+    kv = parse_kv(text)
+    return kv.get("version_dir") or kv.get("version")
+
+
+def parse_atb_version(text: str) -> str | None:
+    """``    Ascend-cann-atb : 8.2.RC1`` (4-space indent is real) -> ``8.2.RC1``."""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() in ("ascend-cann-atb", "version"):
+            return value.strip() or None
+    return None
+
+
+def parse_ascend_files(text: str) -> AscendFiles:
+    """The framed output of the ``ascend.files`` probe command (see preflight.nodefacts):
+    ``@@F<TAB>label<TAB>path`` .. content .. ``@@E`` for a file, ``@@L<TAB>label<TAB>path<TAB>real``
+    for an existing path, ``@@K<TAB>root<TAB>soc`` for a kernel directory, ``@@C`` in a container."""
+    files: list[tuple[str, str, str]] = []
+    links: list[tuple[str, str, str]] = []
+    kernels: dict[str, list[str]] = {}
+    container = False
+    current: list[str] | None = None
+    head: tuple[str, str] | None = None
+    saw_marker = False
+    for line in text.split("\n"):
+        if current is not None:
+            if line == "@@E":
+                files.append((head[0], head[1], "\n".join(current)))
+                current = head = None
+            else:
+                current.append(line)
+            continue
+        parts = line.split("\t")
+        if parts[0] == "@@F" and len(parts) >= 3:
+            head, current, saw_marker = (parts[1], parts[2]), [], True
+        elif parts[0] == "@@L" and len(parts) >= 3:
+            links.append((parts[1], parts[2], parts[3] if len(parts) > 3 and parts[3] else parts[2]))
+            saw_marker = True
+        elif parts[0] == "@@K" and len(parts) >= 3:
+            kernels.setdefault(parts[1], []).append(parts[2])
+        elif parts[0] == "@@C":
+            container = True
+        elif parts[0] == "@@DONE":
+            saw_marker = True
+    if not saw_marker:
+        raise ParseError(f"no version-file records in the probe output: {_excerpt(text)}")
+
+    def file_of(label: str):
+        for lab, path, content in files:
+            if lab == label:
+                return path, content
+        return None, None
+
+    driver = firmware = None
+    driver_error = firmware_error = None
+    path, content = file_of("driver")
+    if content is not None:
+        try:
+            driver = parse_driver_version_info(content)
+        except ParseError as exc:
+            driver_error = f"{path}: {exc}"
+    path, content = file_of("firmware")
+    if content is not None:
+        try:
+            firmware = parse_firmware_version_info(content)
+        except ParseError as exc:
+            firmware_error = f"{path}: {exc}"
+    _, content = file_of("install")
+    install_info = parse_kv(content) if content is not None else None
+
+    cann: list[CannInstall] = []
+    seen_real: set[str] = set()
+    for label, root, real in links:
+        if label != "root" or real in seen_real:
+            continue
+        seen_real.add(real)
+        unreadable = []
+        info = {}
+        for lab, p, content in files:
+            if lab == f"install_info:{root}":
+                kv = parse_kv(content)
+                if kv.get("version"):
+                    info = kv
+                    break
+                unreadable.append(p)
+        _, tv = file_of(f"toolkit_version:{root}")
+        _, kv_text = file_of(f"kernels:{root}")
+        kernels_version = _version_dir(kv_text) if kv_text is not None else None
+        if kv_text is not None and not kernels_version:
+            unreadable.append(f"{root}/opp_kernel/version.info")
+        version = info.get("version") or (_version_dir(tv) if tv else None)
+        cann.append(CannInstall(root=root, real=real, version=version, package=info.get("package_name"),
+                                arch=info.get("arch"), install_path=info.get("path"),
+                                toolkit_version=_version_dir(tv) if tv else None,
+                                kernels_version=kernels_version,
+                                kernel_socs=tuple(sorted(set(kernels.get(root, [])))),
+                                unreadable=tuple(unreadable)))
+    atb_version = None
+    atb_files = []
+    for lab, p, content in files:
+        if lab == "atb":
+            atb_files.append(p)
+            atb_version = atb_version or parse_atb_version(content)
+    libatb = tuple(sorted({p for lab, p, _ in links if lab == "libatb"}))
+    roots = {p: real for lab, p, real in links if lab == "root"}
+    paths = {p: real for lab, p, real in links if lab in ("path", "driver_dir")}
+    return AscendFiles(driver=driver, driver_error=driver_error, firmware=firmware, firmware_error=firmware_error,
+                       install_info=install_info, cann=tuple(cann), atb_version=atb_version,
+                       atb_version_files=tuple(atb_files), libatb=libatb, paths=paths, roots=roots, container=container)
+
+
+# -- npu-smi info -t board -i N -c C ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BoardInfo:
+    fields: dict
+    npu_id: int | None
+
+    @property
+    def soc(self) -> str | None:
+        """The SoC name as vllm-ascend derives it: A2 ``{Chip Type}{Chip Name}`` (ascend910b4),
+        A3 ``{Chip Name}_{NPU Name}`` (ascend910_9392), 310P ``ascend310p3``."""
+        f = self.fields
+        chip_name = f.get("chip name", "")
+        chip_type = f.get("chip type", "")
+        npu_name = f.get("npu name", "")
+        low = chip_name.lower()
+        if "a2g3" in low:
+            return "ascend910b1"
+        if not chip_name:
+            return None
+        if npu_name and not chip_type:
+            return f"{chip_name}_{npu_name}".lower()
+        if chip_type:
+            return f"{chip_type}{chip_name}".lower()
+        return chip_name.lower()
+
+
+def parse_board(text: str) -> BoardInfo:
+    """``npu-smi info -t board -i N -c C`` (``key : value`` lines, TAB or space indented)."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip():
+            fields.setdefault(key.strip().lower(), value.strip())
+    if "chip name" not in fields and "npu id" not in fields:
+        raise ParseError(f"no 'NPU ID' / 'Chip Name' line in npu-smi info -t board output: {_excerpt(text)}")
+    try:
+        npu = int(fields.get("npu id", ""))
+    except ValueError:
+        npu = None
+    return BoardInfo(fields=fields, npu_id=npu)
+
+
+def soc_family(name: str | None) -> str | None:
+    """A SoC, chip or kernel-directory name -> A1 / A2 / A3 / 310P / A5 (None when unknown)."""
+    if not name:
+        return None
+    n = name.strip().lower().replace(" ", "")
+    n = n.removeprefix("ascend")
+    if n.startswith("950"):
+        return "A5"
+    if n.startswith("910_93") or n.startswith("910c") or n in ("a3",):
+        return "A3"
+    if n.startswith("910b") or n.startswith("a2g") or n in ("a2",):
+        return "A2"
+    if n.startswith("310p") or n.startswith("i2"):
+        return "310P"
+    if n.startswith("910"):
+        return "A1"
+    return None
+
+
+# -- the Python stack -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PythonStack:
+    executable: str
+    version: str
+    packages: dict  # normalised distribution name -> version
+    modules: dict  # module -> origin path or None (not found)
+    sys_path: tuple[str, ...]
+    build_info: dict  # vllm_ascend/_build_info.py values (__soc_version__, __device_type__)
+    error: str | None = None
+
+    def version_of(self, name: str) -> str | None:
+        return self.packages.get(norm_dist(name))
+
+
+def norm_dist(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_python_stack(text: str) -> PythonStack:
+    """The JSON line the Python probe prints (after a ``@@PY`` marker, so anything a
+    sitecustomize prints before it is ignored)."""
+    _, sep, rest = text.partition("@@PY ")
+    if not sep:
+        raise ParseError(f"no Python stack record in the output: {_excerpt(text)}")
+    try:
+        doc = json.loads(rest.splitlines()[0])
+    except (ValueError, IndexError) as exc:
+        raise ParseError(f"Python stack record is not JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("packages"), dict):
+        raise ParseError("Python stack record without packages")
+    packages = {norm_dist(str(k)): str(v) for k, v in doc["packages"].items()}
+    return PythonStack(executable=str(doc.get("executable", "")), version=str(doc.get("version", "")),
+                       packages=packages, modules=dict(doc.get("modules") or {}),
+                       sys_path=tuple(str(p) for p in doc.get("path") or ()),
+                       build_info=dict(doc.get("build_info") or {}), error=doc.get("error"))
+
+
+# -- login-shell environment ------------------------------------------------------------
+
+LOGIN_MARKER = "@@PF_ENV@@"
+
+
+def parse_login_env(text: str) -> dict[str, str]:
+    """``env -0`` printed by ``bash -lic`` after a marker line (banners and echo lines in
+    ~/.bashrc come before it and are ignored)."""
+    _, sep, rest = text.partition(LOGIN_MARKER + "\n")
+    if not sep:
+        raise ParseError(f"the interactive login shell did not reach the env dump: {_excerpt(text)}")
+    env: dict[str, str] = {}
+    for record in rest.split("\0"):
+        name, eq, value = record.partition("=")
+        if eq and name and "\n" not in name:
+            env[name] = value
+    return env
+
+
+# -- firewall ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FirewallState:
+    firewalld: str | None  # "running" / "active" / "not running" / "inactive" / None (tool absent)
+    ufw: str | None  # "active" / "inactive" / None
+    input_policy: str | None  # iptables INPUT chain policy (ACCEPT/DROP), None when unreadable
+    blanket_rules: tuple[str, ...]  # INPUT rules that DROP/REJECT without a port or source match
+
+    @property
+    def active(self) -> list[str]:
+        found = []
+        if self.firewalld and self.firewalld.strip().lower() in ("running", "active"):
+            found.append(f"firewalld is {self.firewalld.strip()}")
+        if self.ufw and self.ufw.strip().lower() == "active":
+            found.append("ufw is active")
+        if self.input_policy in ("DROP", "REJECT"):
+            found.append(f"iptables INPUT policy is {self.input_policy}")
+        for rule in self.blanket_rules:
+            found.append(f"iptables rule `{rule}`")
+        return found
+
+
+def parse_firewall(text: str) -> FirewallState:
+    """``firewalld=<state>``, ``ufw=<Status: ...>``, ``iptables=<iptables -S INPUT line>`` lines."""
+    firewalld = ufw = policy = None
+    rules = []
+    seen = False
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        value = value.strip()
+        if key == "firewalld":
+            seen = True
+            if value:
+                firewalld = value.splitlines()[0]
+        elif key == "ufw":
+            seen = True
+            m = re.search(r"Status:\s*(\w+)", value)
+            ufw = m.group(1).lower() if m else (value.lower() or None)
+        elif key == "iptables":
+            seen = True
+            m = re.match(r"^-P INPUT (\w+)", value)
+            if m:
+                policy = m.group(1)
+            elif re.match(r"^-A INPUT\b", value) and re.search(r"-j (DROP|REJECT)\b", value):
+                if not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp", value):
+                    rules.append(value)
+        elif key == "none":
+            seen = True
+    if not seen:
+        raise ParseError(f"no firewall state lines: {_excerpt(text)}")
+    return FirewallState(firewalld=firewalld, ufw=ufw, input_policy=policy, blanket_rules=tuple(rules))
+
+
+# -- checkpoint directory ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointDir:
+    path: str | None  # None: no checkpoint_dir in the inventory
+    exists: bool
+    is_dir: bool
+    writable: bool
+    avail_kb: int | None
+    filesystem: str | None
+    mount: str | None
+
+
+def parse_checkpoint(text: str) -> CheckpointDir:
+    kv = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            kv[key.strip()] = value.strip()
+    if "unset" in text.split() and "path" not in kv:
+        return CheckpointDir(None, False, False, False, None, None, None)
+    if "path" not in kv:
+        raise ParseError(f"no checkpoint directory record: {_excerpt(text)}")
+    try:
+        avail = int(kv["avail_kb"]) if kv.get("avail_kb") else None
+    except ValueError:
+        avail = None
+    return CheckpointDir(path=kv["path"], exists=kv.get("exists") == "1", is_dir=kv.get("dir") == "1",
+                         writable=kv.get("writable") == "1", avail_kb=avail, filesystem=kv.get("fs") or None,
+                         mount=kv.get("mount") or None)

@@ -1,0 +1,581 @@
+"""The node catalog (issue 3): parsers on every fixture they read, and every check on a passing
+and a failing fact set built from real captured outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from preflight import compat as C
+from preflight.check import Verdict, info_of
+from preflight.checks import checkpoint, devices, env, firewall, hccl, npu, packages, versions
+from preflight.facts import FactUnavailable
+from preflight.parsers import ParseError
+from preflight.parsers import hccn_tool as hccn
+from preflight.parsers import versions as pv
+from tests.factsets import FIXTURES, cluster_of, fixture, healthy_raw, make_facts, make_host, out
+
+TOOLKIT = "/usr/local/Ascend/ascend-toolkit/latest"
+REAL = "/usr/local/Ascend/ascend-toolkit/8.2.RC1"
+ATB = "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_1"
+
+HEALTHY_ENV = {
+    "ASCEND_HOME_PATH": TOOLKIT, "ASCEND_TOOLKIT_HOME": TOOLKIT, "ASCEND_OPP_PATH": TOOLKIT + "/opp",
+    "LD_LIBRARY_PATH": f"/usr/local/Ascend/driver/lib64:{TOOLKIT}/lib64:{ATB}/lib",
+    "PYTHONPATH": f"{TOOLKIT}/python/site-packages", "PATH": f"{TOOLKIT}/bin:/usr/bin:/bin",
+    "ATB_HOME_PATH": ATB, "HCCL_CONNECT_TIMEOUT": "1200", "TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2",
+    "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True", "ASCEND_GLOBAL_LOG_LEVEL": "3",
+}
+
+PACKAGES = {"torch": "2.6.0", "torch_npu": "2.6.0", "mindspeed": "2.1.0", "megatron-core": "0.12.1"}
+
+
+def frame_file(label, path, text):
+    return f"@@F\t{label}\t{path}\n{text}\n@@E\n"
+
+
+def files_output(driver="driver-version-info/25.0.rc1.1.txt", firmware="firmware-version-info/7.7.0.1.231.txt",
+                 toolkit="toolkit-install-info/8.2.RC1-aarch64.txt", kernels="opp-kernel-version-info/8.2.RC1.txt",
+                 atb="atb-version-info/8.2.RC1.txt", install="ascend_install.info/with-install-status-complete.txt",
+                 libatb=True, root=TOOLKIT, real=REAL, extra="", socs=("ascend910b",), container=False):
+    s = ""
+    for label, rel, path in (("driver", driver, "/usr/local/Ascend/driver/version.info"),
+                             ("firmware", firmware, "/usr/local/Ascend/firmware/version.info"),
+                             ("install", install, "/etc/ascend_install.info")):
+        if rel:
+            s += frame_file(label, path, fixture(f"files/{rel}"))
+    s += "@@L\tdriver_dir\t/usr/local/Ascend/driver\t/usr/local/Ascend/driver\n"
+    for p in ("/usr/local/Ascend/driver/lib64", "/usr/local/Ascend/driver/version.info"):
+        s += f"@@L\tpath\t{p}\t{p}\n"
+    if container:
+        s += "@@C\n"
+    if toolkit:
+        s += f"@@L\troot\t{root}\t{real}\n"
+        s += frame_file(f"install_info:{root}", f"{root}/aarch64-linux/ascend_toolkit_install.info",
+                        fixture(f"files/{toolkit}"))
+        s += frame_file(f"toolkit_version:{root}", f"{root}/toolkit/version.info",
+                        fixture("files/toolkit-version-info/8.2.RC1.txt"))
+        if kernels:
+            s += frame_file(f"kernels:{root}", f"{root}/opp_kernel/version.info", fixture(f"files/{kernels}"))
+        for soc in socs:
+            s += f"@@K\t{root}\t{soc}\n"
+        s += f"@@L\troot\t{real}\t{real}\n"
+    if atb:
+        s += frame_file("atb", "/usr/local/Ascend/nnal/atb/latest/version.info", fixture(f"files/{atb}"))
+    if libatb:
+        s += f"@@L\tlibatb\t{ATB}/lib/libatb.so\t{ATB}/lib/libatb.so\n"
+    return s + extra + "@@DONE\n"
+
+
+def stack_output(packages=None, modules=None, version="3.10.12", build_info=None,
+                 path=(f"{TOOLKIT}/python/site-packages",)):
+    mods = {"acl": f"{TOOLKIT}/python/site-packages/acl.so", "torch": "/x/torch/__init__.py"}
+    mods.update(modules or {})
+    doc = {"executable": "/usr/bin/python3", "version": version, "packages": dict(PACKAGES if packages is None else packages),
+           "modules": mods, "path": list(path), "build_info": build_info or {}}
+    return "@@PY " + json.dumps(doc) + "\n"
+
+
+def login_output(env_):
+    return "Welcome banner\n" + pv.LOGIN_MARKER + "\n" + "\0".join(f"{k}={v}" for k, v in env_.items()) + "\0"
+
+
+def node_raw(env_=None, npus=8, **over):
+    e = dict(HEALTHY_ENV)
+    e.update(env_ or {})
+    e = {k: v for k, v in e.items() if v is not None}
+    raw = healthy_raw(npus=npus, env=e)
+    raw["ascend.files"] = out(files_output())
+    raw["python.stack"] = out(stack_output())
+    raw["session.env_login"] = out(login_output({**e, "PS1": "$ "}))
+    raw["npu_smi.board"] = out(fixture("npu-smi/board/a2-910b4-chip-npu0-c0-head.txt"))
+    raw["net.firewall"] = out("firewalld=not running\niptables=-P INPUT ACCEPT\n")
+    raw["storage.checkpoint"] = out("path=/ckpt\nexists=1\ndir=1\nwritable=1\navail_kb=524288000\nfs=nfs:/x\nmount=/ckpt\n")
+    for i in range(npus):
+        raw[f"hccn.ip/{i}"] = out(f"ipaddr:29.1.112.{10 + i}\nnetmask:255.255.0.0\n")
+        raw[f"hccn.net_health/{i}"] = out(fixture("hccn_tool/net_health/success.txt"))
+        raw[f"hccn.netdetect/{i}"] = out(fixture("hccn_tool/netdetect/address-form.txt"))
+        raw[f"hccn.link_stat/{i}"] = out(fixture("hccn_tool/link_stat/devid-healthy.txt"))
+    for k, v in over.items():
+        raw[k.replace("__", "/").replace("_dot_", ".")] = v
+    return raw
+
+
+def run(func, host=None, facts=None, cluster=None, compat=None):
+    class _Item:
+        def get_closest_marker(self, name):
+            return next((m for m in func.pytestmark if m.name == name), None)
+    verdict = Verdict(info_of(_Item()), host.name if host else None)
+    kwargs = {"verdict": verdict}
+    params = func.__code__.co_varnames[:func.__code__.co_argcount]
+    for name, value in (("host", host), ("facts", facts), ("cluster", cluster),
+                        ("compat", compat or C.load())):
+        if name in params:
+            kwargs[name] = value
+    func(**kwargs)
+    return verdict.results
+
+
+def bad(results):
+    return [r for r in results if r.outcome in ("failed", "warning")]
+
+
+def ok(results):
+    assert not [r for r in results if r.outcome in ("failed", "warning", "error")], [r.message for r in results]
+    return results
+
+
+def explained(r, *needles):
+    assert r.observed and r.expected and r.remedy and r.reference, r
+    for n in needles:
+        assert n in r.message, (n, r.message)
+
+
+def facts_of(**kw):
+    return make_facts(raw=node_raw(**kw))
+
+
+H = make_host(npus_per_node=8, chip="910B4")
+
+
+# -- parsers ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rel", sorted(p.name for p in (FIXTURES / "files" / "driver-version-info").iterdir()))
+def test_driver_version_info_fixtures(rel):
+    info = pv.parse_driver_version_info(fixture(f"files/driver-version-info/{rel}"))
+    assert info.version == rel.split("-")[0].removesuffix(".txt")
+    assert info.firmware_range and info.firmware_range[0] == "7.0.0"
+
+
+@pytest.mark.parametrize("rel", sorted(p.name for p in (FIXTURES / "files" / "firmware-version-info").iterdir()))
+def test_firmware_version_info_fixtures(rel):
+    info = pv.parse_firmware_version_info(fixture(f"files/firmware-version-info/{rel}"))
+    assert info.version == rel.removesuffix(".txt") and "23.0.0" in info.driver_prefixes
+    assert any(pv.driver_matches_prefix(pv.parse_kv(fixture(f"files/firmware-version-info/{rel}"))["package_version"], p)
+               for p in info.driver_prefixes)
+
+
+@pytest.mark.parametrize("rel, version, arch", [
+    ("8.2.RC1-aarch64.txt", "8.2.RC1", "aarch64"), ("8.5.0-aarch64-cann-root.txt", "8.5.0", "aarch64"),
+    ("8.5.0-x86_64-cann-root.txt", "8.5.0", "x86_64"), ("7.0.T10-aarch64-internal.txt", "7.0.T10", "aarch64")])
+def test_toolkit_install_info_fixtures(rel, version, arch):
+    kv = pv.parse_kv(fixture(f"files/toolkit-install-info/{rel}"))
+    assert (kv["version"], kv["arch"]) == (version, arch)
+
+
+def test_other_version_files():
+    assert pv.parse_atb_version(fixture("files/atb-version-info/8.2.RC1.txt")) == "8.2.RC1"
+    assert pv.parse_kv(fixture("files/opp-kernel-version-info/8.2.RC1.txt"))["version_dir"] == "8.2.RC1"
+    assert pv.parse_kv(fixture("files/toolkit-version-info/8.2.RC1.txt"))["version_dir"] == "8.2.RC1"
+    assert pv.parse_kv(fixture("files/nnae-install-info/8.0.RC3-x86_64.txt"))["version"] == "8.0.RC3"
+    assert "driver_install_status" not in pv.parse_kv(fixture("files/ascend_install.info/no-install-status.txt"))
+    assert pv.parse_kv(fixture("files/ascend_install.info/with-install-status-complete.txt"))[
+        "driver_install_status"] == "complete"
+    cfg = pv.parse_kv(fixture("files/version-cfg/cann-8.0.0.txt"))
+    assert cfg["runtime_running_version"] == "[7.6.0.1.220:8.0.0]"
+    assert "ascend_toolkit_home" not in pv.parse_kv(fixture("files/set_env.sh/ascend-toolkit-8.0.0.txt")) or True
+    with pytest.raises(ParseError):
+        pv.parse_driver_version_info("garbage\n")
+
+
+def test_ascend_files_bundle_classic_and_85_layout():
+    files = pv.parse_ascend_files(files_output())
+    assert files.driver.version == "25.0.rc1.1" and files.firmware.version == "7.7.0.1.231"
+    active = files.active_cann()
+    assert (active.version, active.kernels_version, active.kernel_socs) == ("8.2.RC1", "8.2.RC1", ("ascend910b",))
+    assert len(files.cann) == 1 and files.version_of_root(REAL) == "8.2.RC1"
+    assert files.atb_version == "8.2.RC1" and files.libatb
+    new = pv.parse_ascend_files(files_output(toolkit="toolkit-install-info/8.5.0-aarch64-cann-root.txt",
+                                             root="/usr/local/Ascend/cann-8.5.0", real="/usr/local/Ascend/cann-8.5.0",
+                                             kernels=None))
+    assert new.active_cann().version == "8.5.0"
+    empty = pv.parse_ascend_files("@@DONE\n")
+    assert empty.driver is None and empty.cann == ()
+    with pytest.raises(ParseError):
+        pv.parse_ascend_files("bash: something\n")
+
+
+@pytest.mark.parametrize("rel, soc, family", [
+    ("a2-910b4-chip-npu0-c0-head.txt", "ascend910b4", "A2"), ("a3-9392-chip-npu0-c0-head.txt", "ascend910_9392", "A3"),
+    ("a1-910a-chip-npu0-c0.txt", "ascend910a", "A1"), ("a1-910a-card-npu0-23.0.5.txt", None, None)])
+def test_board_fixtures(rel, soc, family):
+    board = pv.parse_board(fixture(f"npu-smi/board/{rel}"))
+    assert board.npu_id == 0 and board.soc == soc and pv.soc_family(board.soc) == family
+
+
+def test_board_invalid_card_is_an_error():
+    with pytest.raises(ParseError):
+        pv.parse_board(fixture("npu-smi/board/invalid-card-id.txt"))
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (FIXTURES / "hccn_tool" / "net_health").iterdir()))
+def test_net_health_fixtures(name):
+    status = hccn.parse_net_health(fixture(f"hccn_tool/net_health/{name}"))
+    assert status and (status == "Success") == (name == "success.txt")
+
+
+@pytest.mark.parametrize("name", ["addr-form.txt", "address-form.txt"])
+def test_netdetect_fixtures(name):
+    assert hccn.parse_netdetect(fixture(f"hccn_tool/netdetect/{name}"))
+
+
+def test_ip_and_link_stat_fixtures():
+    assert hccn.parse_ip(fixture("hccn_tool/ip/a2-dev3.txt")).address == "29.1.112.213"
+    assert hccn.parse_ip(fixture("hccn_tool/ip/unconfigured-empty.txt")) is None
+    for name in ("device-prefix-doc.txt", "devid-healthy.txt"):
+        assert hccn.parse_link_stat(fixture(f"hccn_tool/link_stat/{name}")).up_count is not None
+
+
+def test_python_stack_login_env_firewall_checkpoint_parsers():
+    stack = pv.parse_python_stack("noise\n" + stack_output())
+    assert stack.version_of("torch_npu") == "2.6.0" and stack.version_of("Torch-NPU") == "2.6.0"
+    with pytest.raises(ParseError):
+        pv.parse_python_stack("Traceback ...")
+    assert pv.parse_login_env(login_output({"A": "1"})) == {"A": "1"}
+    with pytest.raises(ParseError):
+        pv.parse_login_env("bash: no job control\n")
+    fw = pv.parse_firewall("firewalld=running\nufw=Status: inactive\niptables=-P INPUT ACCEPT\n"
+                           "iptables=-A INPUT -p tcp -m tcp --dport 6379 -j DROP\niptables=-A INPUT -j REJECT\n")
+    assert fw.active == ["firewalld is running", "iptables rule `-A INPUT -j REJECT`"]
+    assert pv.parse_checkpoint("unset\n").path is None
+    assert pv.parse_checkpoint("path=/c\nexists=0\ndir=0\nwritable=0\n").exists is False
+
+
+def test_compat_data_ships_with_sources():
+    table = C.load()
+    assert table.data_version and all(table.source(r) for rows in table.tables.values() for r in rows)
+    assert C.cmp_versions("8.2.RC1", "8.2.0") < 0 and C.cmp_versions("25.0.rc1.1", "25.0.rc1") > 0
+    assert C.norm_pip("2.9.0.post1+git4c901a4") == "2.9.0.post1" and C.base_release("2.9.0+cpu") == "2.9.0"
+
+
+def test_compat_file_extends_and_is_validated(tmp_path):
+    extra = tmp_path / "c.yaml"
+    extra.write_text("torch_npu:\n  - {torch_npu: '2.6.0', torch: '2.6.0', cann: ['8.3.RC1'], source: site}\n"
+                     "known_bad:\n  - {when: {driver: '<25.0.rc1.1'}, why: site rule}\n")
+    table = C.load([extra])
+    row = next(r for r in table.rows("torch_npu") if r["torch_npu"] == "2.6.0")
+    assert row["cann"] == ["8.3.RC1"] and table.known_bad
+    (tmp_path / "bad.yaml").write_text("torch_npu: {x: 1}\n")
+    with pytest.raises(C.CompatError, match="bad.yaml"):
+        C.load([tmp_path / "bad.yaml"])
+
+
+# -- versions.* -----------------------------------------------------------------------------
+
+def test_stack_passes_on_a_published_set():
+    results = ok(run(versions.test_stack, H, facts_of()))
+    assert {r.subject for r in results} >= {"driver/firmware", "cann/driver", "kernels", "nnal", "torch_npu/cann"}
+
+
+def test_stack_driver_firmware_mismatch_and_old_driver():
+    raw = node_raw(ascend_dot_files=out(files_output(firmware="firmware-version-info/7.1.0.11.220.txt",
+                                                     driver="driver-version-info/23.0.7.txt")))
+    results = run(versions.test_stack, H, make_facts(raw=raw))
+    subjects = {(r.subject, r.outcome) for r in bad(results)}
+    assert ("cann/driver", "failed") in subjects
+    r = next(r for r in bad(results) if r.subject == "cann/driver")
+    explained(r, "driver 23.0.7 is older than CANN 8.2.RC1 needs", "25.0.rc1")
+    raw = node_raw(ascend_dot_files=out(files_output(firmware="firmware-version-info/7.1.0.11.220.txt")))
+    [r] = [x for x in bad(run(versions.test_stack, H, make_facts(raw=raw))) if x.subject == "driver/firmware"]
+    explained(r, "not among the drivers firmware 7.1.0.11.220 accepts")
+
+
+def test_stack_off_table_torch_npu_is_a_warning_and_expectations_fail():
+    raw = node_raw(python_dot_stack=out(stack_output(packages={**PACKAGES, "torch": "2.4.0", "torch_npu": "2.4.0.post2"})))
+    [r] = bad(run(versions.test_stack, H, make_facts(raw=raw)))
+    assert r.outcome == "warning" and "not a published pairing" in r.message
+    results = bad(run(versions.test_stack, make_host(cann="8.3.RC1", driver="24.1.rc2"), facts_of()))
+    assert {r.subject for r in results} == {"cann", "driver"}
+
+
+def test_stack_missing_kernels_and_toolkit():
+    raw = node_raw(ascend_dot_files=out(files_output(kernels=None)))
+    [r] = bad(run(versions.test_stack, H, make_facts(raw=raw)))
+    explained(r, "opp_kernel/version.info missing")
+    raw = node_raw(ascend_dot_files=out(files_output(toolkit=None)))
+    assert ("cann", "failed") in {(r.subject, r.outcome) for r in run(versions.test_stack, H, make_facts(raw=raw))}
+
+
+def test_stack_unreadable_driver_is_an_error_not_a_guess():
+    raw = node_raw(ascend_dot_files=out(files_output(driver=None)))
+    results = run(versions.test_stack, H, make_facts(raw=raw))
+    assert ("driver/firmware", "error") in {(r.subject, r.outcome) for r in results}
+
+
+@pytest.mark.parametrize("torch, tnpu, outcome", [
+    ("2.6.0", "2.6.0", "passed"), ("2.1.0+cpu", "2.1.0.post8.dev20241009", "passed"),
+    ("2.5.1", "2.6.0", "failed"), (None, "2.6.0", "failed")])
+def test_torch_pair(torch, tnpu, outcome):
+    pk = {k: v for k, v in {**PACKAGES, "torch": torch, "torch_npu": tnpu}.items() if v}
+    [r] = run(versions.test_torch_pair, H, facts_of(python_dot_stack=out(stack_output(packages=pk))))
+    assert r.outcome == outcome
+    if outcome == "failed":
+        explained(r)
+
+
+@pytest.mark.parametrize("ms, mcore, outcome", [
+    ("2.1.0", "0.12.1", "passed"), ("2.3.0_core_r0.12.1", "0.12.1", "passed"), ("0.12.1", "0.12.1", "passed"),
+    ("2.3.0", "0.8.0", "failed"), ("2.3.0", None, "failed"), ("9.9.9", "0.12.1", "warning")])
+def test_mindspeed_megatron(ms, mcore, outcome):
+    pk = {k: v for k, v in {**PACKAGES, "mindspeed": ms, "megatron-core": mcore}.items() if v}
+    results = run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack_output(packages=pk))))
+    assert [r.outcome for r in results if r.subject == "megatron"] == [outcome]
+
+
+def test_mindspeed_absent_is_skipped_and_verl_needs_230():
+    pk = {"torch": "2.6.0", "torch_npu": "2.6.0"}
+    [r] = run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack_output(packages=pk))))
+    assert r.outcome == "skipped"
+    pk = {**PACKAGES, "verl": "0.6.1"}
+    results = run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack_output(packages=pk))))
+    assert ("verl", "failed") in {(r.subject, r.outcome) for r in results}
+
+
+@pytest.mark.parametrize("extra, outcome", [
+    ({}, "skipped"), ({"vllm-ascend": "0.13.0", "triton-ascend": "3.2.0"}, "passed"),
+    ({"vllm-ascend": "0.13.0", "triton": "3.2.0"}, "failed"), ({"triton": "3.1.0", "triton-ascend": "3.2.0"}, "failed"),
+    ({"vllm-ascend": "0.9.1"}, "passed")])
+def test_triton(extra, outcome):
+    [r] = run(versions.test_triton, H, facts_of(python_dot_stack=out(stack_output(packages={**PACKAGES, **extra}))))
+    assert r.outcome == outcome
+
+
+def test_soc_match():
+    [r] = run(versions.test_soc_match, H, facts_of())
+    assert r.outcome == "passed"
+    raw = node_raw(python_dot_stack=out(stack_output(build_info={"__soc_version__": "ASCEND910_9391"})))
+    [r] = run(versions.test_soc_match, H, make_facts(raw=raw))
+    explained(r, "ASCEND910_9391", "the chip is A2")
+    raw = node_raw({"SOC_VERSION": "ascend910b1"})
+    raw["npu_smi.info"] = out(fixture("npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt"))
+    raw["npu_smi.board"] = out(fixture("npu-smi/board/a3-9392-chip-npu0-c0-head.txt"))
+    raw["ascend.files"] = out(files_output(socs=("ascend910_93",)))
+    [r] = run(versions.test_soc_match, H, make_facts(raw=raw))
+    assert r.outcome == "failed" and "SOC_VERSION=ascend910b1" in r.message
+    raw = node_raw(ascend_dot_files=out(files_output(socs=())))
+    assert run(versions.test_soc_match, H, make_facts(raw=raw))[0].outcome == "skipped"
+
+
+def test_versions_agree():
+    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    same = cluster_of(*[(h, make_facts(h.name, raw=node_raw())) for h in hosts])
+    ok(run(versions.test_versions_agree, cluster=same))
+    odd = node_raw(python_dot_stack=out(stack_output(packages={**PACKAGES, "torch_npu": "2.6.0.post3"})))
+    differ = cluster_of((hosts[0], make_facts("node-01", raw=node_raw())), (hosts[1], make_facts("node-02", raw=odd)),
+                        (hosts[2], make_facts("node-03", raw=node_raw())))
+    [r] = bad(run(versions.test_versions_agree, cluster=differ))
+    assert r.subject == "torch_npu" and r.outliers == ("node-02",)
+    explained(r, "node-02: 2.6.0.post3")
+
+
+# -- env.* ---------------------------------------------------------------------------------
+
+def test_cann_loaded_passes_and_explains_the_interactive_guard():
+    ok(run(env.test_cann_loaded, H, facts_of()))
+    raw = node_raw({"ASCEND_HOME_PATH": None, "ASCEND_TOOLKIT_HOME": None})
+    raw["session.env_login"] = out(login_output(HEALTHY_ENV))
+    [r] = run(env.test_cann_loaded, H, make_facts(raw=raw))
+    explained(r, "`ASCEND_HOME_PATH` and `ASCEND_TOOLKIT_HOME` are set in an interactive shell but not in a "
+                 "non-interactive SSH session: source set_env.sh before the interactive guard in ~/.bashrc")
+    raw["session.env_login"] = out(login_output({"PATH": "/usr/bin"}))
+    [r] = run(env.test_cann_loaded, H, make_facts(raw=raw))
+    assert r.outcome == "failed" and "nor in an interactive login shell" in r.message
+
+
+def test_cann_loaded_acl_not_on_python_path():
+    raw = node_raw(python_dot_stack=out(stack_output(modules={"acl": None}, path=("/usr/lib/python3",))))
+    [r] = run(env.test_cann_loaded, H, make_facts(raw=raw))
+    explained(r, "import acl fails")
+
+
+def test_nnal_atb():
+    ok(run(env.test_nnal_atb, H, facts_of()))
+    [r] = run(env.test_nnal_atb, H, facts_of(env_={"ATB_HOME_PATH": None}))
+    assert r.outcome == "failed" and "ATB_HOME_PATH" in r.message
+    [r] = run(env.test_nnal_atb, H, facts_of(ascend_dot_files=out(files_output(libatb=False, atb=None))))
+    explained(r, "nnal/atb is not installed")
+
+
+def test_single_cann():
+    ok(run(env.test_single_cann, H, facts_of()))
+    [r] = run(env.test_single_cann, H, facts_of(env_={"LD_LIBRARY_PATH": "/usr/local/Ascend/ascend-toolkit/8.0.RC3/lib64"}))
+    explained(r, "2 CANN versions", "8.0.RC3", "8.2.RC1")
+
+
+@pytest.mark.parametrize("value, extra, outcome", [
+    (None, {}, "passed"), ("0,1,2,3,4,5,6,7", {}, "passed"), ("0,8", {}, "failed"), ("1,1", {}, "failed"),
+    ("", {}, "failed")])
+def test_visible_devices(value, extra, outcome):
+    results = run(env.test_visible_devices, H, facts_of(env_={"ASCEND_RT_VISIBLE_DEVICES": value, **extra}))
+    assert [r.outcome for r in results] == [outcome]
+
+
+def test_visible_devices_with_ray_needs_noset():
+    raw = node_raw({"ASCEND_RT_VISIBLE_DEVICES": "0,1"},
+                   python_dot_stack=out(stack_output(packages={**PACKAGES, "ray": "2.40.0"})))
+    results = run(env.test_visible_devices, H, make_facts(raw=raw))
+    [r] = bad(results)
+    explained(r, "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES")
+
+
+@pytest.mark.parametrize("conn, exe, outcomes", [
+    ("1200", None, ["passed", "passed"]), (None, None, ["warning", "passed"]), ("7200", "0", ["passed", "passed"]),
+    ("abc", "100", ["warning", "warning"]), ("9000", "7200", ["warning", "passed"])])
+def test_hccl_timeouts(conn, exe, outcomes):
+    results = run(env.test_hccl_timeouts, H, facts_of(env_={"HCCL_CONNECT_TIMEOUT": conn, "HCCL_EXEC_TIMEOUT": exe}))
+    assert [r.outcome for r in results] == outcomes
+
+
+def test_recommended():
+    ok(run(env.test_recommended, H, facts_of()))
+    results = run(env.test_recommended, H, facts_of(env_={"TASK_QUEUE_ENABLE": None, "ASCEND_GLOBAL_LOG_LEVEL": "0",
+                                                         "PYTORCH_NPU_ALLOC_CONF": "max_split_size_mb:128"}))
+    assert {r.subject for r in bad(results)} == {"TASK_QUEUE_ENABLE", "ASCEND_GLOBAL_LOG_LEVEL", "PYTORCH_NPU_ALLOC_CONF"}
+    assert all(r.outcome == "warning" for r in bad(results))
+
+
+def test_vllm_nz():
+    assert run(env.test_vllm_nz, H, facts_of())[0].outcome == "skipped"
+    stack = out(stack_output(packages={**PACKAGES, "vllm-ascend": "0.11.0"}))
+    [r] = run(env.test_vllm_nz, H, facts_of(python_dot_stack=stack))
+    assert r.outcome == "warning" and "unset" in r.message
+    assert run(env.test_vllm_nz, H, facts_of(env_={"VLLM_ASCEND_ENABLE_NZ": "0"}, python_dot_stack=stack))[0].outcome == "passed"
+
+
+# -- hccl ---------------------------------------------------------------------------------------
+
+def test_device_ip_missing_and_duplicate():
+    assert len(ok(run(hccl.test_device_ip, H, facts_of()))) == 8
+    raw = node_raw(hccn_dot_ip__2=out("", rc=1, stderr=fixture("hccn_tool/ip/unconfigured-stderr.txt")),
+                   hccn_dot_ip__5=out("ipaddr:29.1.112.10\nnetmask:255.255.0.0\n"))
+    results = bad(run(hccl.test_device_ip, H, make_facts(raw=raw)))
+    assert {r.subject for r in results} == {"npu2", "npu0", "npu5"}
+
+
+def test_net_health():
+    ok(run(hccl.test_net_health, H, facts_of()))
+    raw = node_raw(hccn_dot_net_health__1=out(fixture("hccn_tool/net_health/init.txt")),
+                   hccn_dot_netdetect__1=out("", rc=1),
+                   hccn_dot_net_health__4=out(fixture("hccn_tool/net_health/socket-fail.txt")))
+    results = {r.subject: r for r in bad(run(hccl.test_net_health, H, make_facts(raw=raw)))}
+    assert results["npu1"].outcome == "warning" and "no detect IP" in results["npu1"].message
+    assert results["npu4"].outcome == "failed"
+    explained(results["npu4"], "Socket fail")
+
+
+def test_link_flapping_warns_in_link_up():
+    ok(run(hccl.test_link_up, H, facts_of()))
+    flap = "[devid 3]link up count       : 6\n[devid 3]link down count     : 5\n[devid 3]link change records :\n"
+    results = bad(run(hccl.test_link_up, H, facts_of(hccn_dot_link_stat__3=out(flap))))
+    [r] = results
+    assert (r.subject, r.outcome) == ("npu3", "warning") and "down 5 times" in r.message
+
+
+def test_device_ip_unique_across_nodes():
+    hosts = [make_host("node-01"), make_host("node-02")]
+    other = {f"hccn_dot_ip__{i}": out(f"ipaddr:29.2.0.{i}\n") for i in range(8)}
+    ok(run(hccl.test_device_ip_unique, cluster=cluster_of(
+        (hosts[0], make_facts("node-01", raw=node_raw())), (hosts[1], make_facts("node-02", raw=node_raw(**other))))))
+    other["hccn_dot_ip__0"] = out("ipaddr:29.1.112.10\n")
+    [r] = bad(run(hccl.test_device_ip_unique, cluster=cluster_of(
+        (hosts[0], make_facts("node-01", raw=node_raw())), (hosts[1], make_facts("node-02", raw=node_raw(**other))))))
+    assert r.outliers == ("node-01", "node-02") and "29.1.112.10" in r.message
+    explained(r, "node-01 npu0", "node-02 npu0")
+
+
+def test_port_range():
+    assert run(hccl.test_port_range, H, facts_of())[0].outcome == "skipped"
+    [r] = run(hccl.test_port_range, make_host(processes_per_npu=2), facts_of())
+    assert r.outcome == "warning"
+    [r] = run(hccl.test_port_range, make_host(processes_per_npu=2), facts_of(env_={"HCCL_NPU_SOCKET_PORT_RANGE": "auto"}))
+    assert r.outcome == "passed"
+
+
+# -- npu, devices -----------------------------------------------------------------------------
+
+def test_count_and_type():
+    ok(run(npu.test_count_and_type, H, facts_of()))
+    results = bad(run(npu.test_count_and_type, make_host(npus_per_node=16, chip="910B3"), facts_of()))
+    assert {r.subject for r in results} == {"count", "type"}
+    raw = node_raw(npus=16)
+    raw["npu_smi.info"] = out(fixture("npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt"))
+    raw["npu_smi.board"] = out(fixture("npu-smi/board/a3-9392-chip-npu0-c0-head.txt"))
+    for chip in ("Ascend910", "ascend910_9392"):
+        ok(run(npu.test_count_and_type, make_host(npus_per_node=8, chip=chip), make_facts(raw=raw)))
+
+
+def test_hardware_agree():
+    hosts = [make_host(f"node-0{i}", groups=["worker"]) for i in (1, 2, 3)]
+    ok(run(npu.test_hardware_agree, cluster=cluster_of(*[(h, make_facts(h.name, raw=node_raw())) for h in hosts])))
+    odd = node_raw(npu_smi_dot_info=out(fixture("npu-smi/info/a2-910b1-23.0.rc2-idle-no-proc-section.txt")))
+    [r] = bad(run(npu.test_hardware_agree, cluster=cluster_of(
+        (hosts[0], make_facts("node-01", raw=node_raw())), (hosts[1], make_facts("node-02", raw=odd)),
+        (hosts[2], make_facts("node-03", raw=node_raw())))))
+    assert r.outliers == ("node-02",) and "910B1" in r.message
+
+
+def test_idle():
+    ok(run(npu.test_idle, H, facts_of()))
+    busy = facts_of(npu_smi_dot_info=out(fixture("npu-smi/info/a2-910b1-23.0.rc3.3-busy-2npu-docstring.txt")))
+    results = bad(run(npu.test_idle, H, busy))
+    assert {r.subject for r in results} == {"npu0", "npu1"} and all(r.outcome == "warning" for r in results)
+    explained(results[0], "process 576489")
+    assert len(bad(run(npu.test_idle, make_host(hbm_idle_mb=1000), facts_of()))) == 8
+
+
+def test_driver_install_complete():
+    ok(run(npu.test_driver_install_complete, H, facts_of()))
+    raw = node_raw(npu_smi_dot_info=out(fixture("npu-smi/info/a2-910b4-25.0.rc1.1-driver-incomplete-warning.txt")))
+    [r] = run(npu.test_driver_install_complete, H, make_facts(raw=raw))
+    explained(r, "may not be completely installed")
+    ok(run(npu.test_driver_install_complete, H, facts_of(
+        ascend_dot_files=out(files_output(install="ascend_install.info/no-install-status.txt")))))
+
+
+def test_driver_mounts():
+    ok(run(devices.test_driver_mounts, H, facts_of()))
+    results = bad(run(devices.test_driver_mounts, H, facts_of(ascend_dot_files=out(files_output(container=True)))))
+    assert {r.subject for r in results} == {"/usr/local/Ascend/add-ons", "/usr/local/dcmi"}
+    raw = node_raw(npu_smi_dot_info=out("", rc=127))
+    [r] = bad(run(devices.test_driver_mounts, H, make_facts(raw=raw)))
+    assert r.subject == "npu-smi" and "not found" in r.message
+
+
+# -- firewall, checkpoint, packages --------------------------------------------------------------
+
+def test_firewall():
+    hosts = [make_host("node-01"), make_host("node-02")]
+    cl = cluster_of(*[(h, make_facts(h.name)) for h in hosts])
+    ok(run(firewall.test_firewall, hosts[0], facts_of(), cl))
+    [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out("firewalld=running\n")), cl)
+    assert r.outcome == "warning"
+    explained(r, "firewalld is running")
+    single = cluster_of((hosts[0], make_facts("node-01")))
+    assert run(firewall.test_firewall, hosts[0], facts_of(), single)[0].outcome == "skipped"
+
+
+@pytest.mark.parametrize("record, outcome", [
+    ("path=/ckpt\nexists=1\ndir=1\nwritable=1\navail_kb=524288000\n", "passed"),
+    ("path=/ckpt\nexists=0\ndir=0\nwritable=0\n", "warning"),
+    ("path=/ckpt\nexists=1\ndir=1\nwritable=0\navail_kb=524288000\n", "warning"),
+    ("path=/ckpt\nexists=1\ndir=1\nwritable=1\navail_kb=1048576\n", "warning")])
+def test_checkpoint_dir(record, outcome):
+    [r] = run(checkpoint.test_checkpoint_dir, make_host(checkpoint_dir="/ckpt"),
+              facts_of(storage_dot_checkpoint=out(record)))
+    assert r.outcome == outcome
+    assert run(checkpoint.test_checkpoint_dir, H, facts_of())[0].outcome == "skipped"
+
+
+def test_packages_required():
+    host = make_host(python_modules=("torch", "decord"))
+    results = run(packages.test_required, host, facts_of(python_dot_stack=out(stack_output(modules={"decord": None}))))
+    assert {(r.subject, r.outcome) for r in results} == {("torch", "passed"), ("decord", "failed")}
+    assert run(packages.test_required, H, facts_of())[0].outcome == "skipped"
+
+
+def test_unreadable_python_is_an_error_not_a_pass():
+    facts = facts_of(python_dot_stack=out("", rc=127))
+    with pytest.raises(FactUnavailable, match="not found"):
+        facts.get("python.stack")
