@@ -22,6 +22,9 @@ def test_reachable(host, gathered, verdict):
         verdict.failed(observed=f"cannot log in ({gathered.error})",
                        expected=f"an SSH login to {host.address} within --connect-timeout",
                        remedy=_REMEDIES.get(gathered.error_kind))
+    elif gathered.error_kind == "lost":
+        verdict.failed(observed=f"logged in, then {gathered.error}",
+                       expected="the connection to stay up for the whole probe")
     elif gathered.error:
         verdict.passed(message=f"{host.name} answered, but {gathered.error}")
     else:

@@ -127,6 +127,9 @@ def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: 
         return f"`{shown}`: {tool} not found on the host (not installed, or not on PATH in a non-interactive session)"
     if out.rc == 126:
         return f"`{shown}`: permission denied"
+    if out.rc != 0 and ("a password is required" in out.stderr or "a terminal is required" in out.stderr):
+        return (f"`{shown}`: sudo -n needs a password on this host (inventory sudo: true); allow the preflight "
+                f"user to run npu-smi and hccn_tool without one (NOPASSWD in sudoers)")
     if out.rc not in spec.ok_rc:
         detail = _first_line(out.stderr) or _first_line(out.stdout) or "no output"
         return f"`{shown}` failed with exit code {out.rc}: {detail}"
@@ -161,6 +164,8 @@ class HostFacts:
         except Exception as exc:  # noqa: BLE001 - garbage from a node must never stop the run
             sample = _first_line(out.stdout)
             got = f"; output starts {sample!r}" if sample else "; output was empty"
+            if out.truncated:
+                got += f" (cut at {len(out.stdout.encode('utf-8', 'replace')) // 1024} KiB: the tool printed more)"
             why = str(exc) if isinstance(exc, ParseError) else f"{type(exc).__name__}: {exc}"
             raise FactUnavailable(f"unreadable output of `{shown}`: {why}{got}") from None
 

@@ -41,6 +41,7 @@ class Gatherer:
         self.ssh = SshContext(SshSettings(connect_timeout=settings.connect_timeout,
                                           accept_new_host_keys=settings.accept_new_host_keys))
         self.transports: dict[str, object] = {}
+        self.partial: dict[str, HostFacts] = {}  # phase one's results so far (kept on Ctrl-C)
         self._lock = threading.Lock()
 
     def transport(self, host):
@@ -74,7 +75,12 @@ class Gatherer:
         probe = parse_probe_output(result.stdout, nonce, self.settings.output_cap)
         facts = HostFacts(host=host.name, address=host.address, raw=probe.outputs,
                           command_timeout=self.settings.command_timeout)
-        if result.exit_code is None and not probe.complete:
+        if result.ended == "lost" and not probe.complete:
+            facts.error_kind = "lost"
+            facts.error = ("the SSH connection was lost in the middle of the probe (sshd died or the node went "
+                           "away); facts gathered before that are kept")
+        elif result.exit_code is None and not probe.complete:
+            facts.error_kind = "deadline"
             facts.error = (f"the probe did not finish within --host-timeout {self.settings.host_timeout:g}s; "
                            f"facts gathered before the deadline are kept")
         elif not probe.complete:
@@ -114,8 +120,9 @@ class Gatherer:
 
         # The probe itself stops at the deadline; the pool's own deadline is the backstop for
         # a connection stuck inside the SSH library.
+        self.partial = {}
         return run_bounded(hosts, task, workers=settings.fanout, deadline=settings.host_timeout + 5,
-                           on_timeout=abandon, on_tick=progress, key=lambda h: h.name)
+                           on_timeout=abandon, on_tick=progress, key=lambda h: h.name, results=self.partial)
 
     def close(self) -> None:
         for transport in self.transports.values():

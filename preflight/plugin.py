@@ -102,7 +102,7 @@ def pytest_configure(config):
     # pytest-html writes preflight.html unless the user asked for another --html.
     if config.pluginmanager.hasplugin("html"):
         if not getattr(config.option, "htmlpath", None):
-            config.option.htmlpath = os.path.join(run.report_dir, "preflight.html")
+            config.option.htmlpath = os.path.join(run.run_dir, "preflight.html")
             config.option.self_contained_html = True
         from .report.html import HtmlHooks
 
@@ -267,11 +267,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         run.terminal_summary(terminalreporter)
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_sessionfinish(session, exitstatus):
     run = _run(session.config)
     if run is not None:
         run.finish(session, exitstatus)
+    result = yield  # pytest-html writes preflight.html in here
+    if run is not None:
+        run.point_latest()
+    return result
 
 
 def pytest_unconfigure(config):

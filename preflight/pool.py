@@ -19,17 +19,19 @@ R = TypeVar("R")
 
 def run_bounded(items: Iterable[T], work: Callable[[T], R], *, workers: int, deadline: float,
                 on_timeout: Callable[[T, float], R], on_tick: Callable[[int, int, dict], None] | None = None,
-                key: Callable[[T], str] = str) -> dict[str, R]:
+                key: Callable[[T], str] = str, results: dict[str, R] | None = None) -> dict[str, R]:
     """``{key(item): work(item)}``, at most ``workers`` at once.
 
     ``deadline`` is per item, counted from when the item starts.  ``on_tick(done, total,
     {key: seconds running})`` is called a few times a second for progress displays.
+    ``results``, when given, is filled as items finish, so a caller interrupted meanwhile
+    (Ctrl-C) still has what was done.
     """
     items = list(items)
     todo: queue.Queue = queue.Queue()
     for item in items:
         todo.put(item)
-    results: dict[str, R] = {}
+    results = {} if results is None else results
     started: dict[str, tuple[float, T]] = {}
     lock = threading.Condition()
 

@@ -34,6 +34,17 @@ for p in /usr/local/bin/npu-smi /usr/local/sbin/npu-smi; do [ -z "$PF_NPUSMI" ] 
 PF_HCCN=$(command -v hccn_tool 2>/dev/null)
 [ -z "$PF_HCCN" ] && [ -x /usr/local/Ascend/driver/tools/hccn_tool ] && PF_HCCN=/usr/local/Ascend/driver/tools/hccn_tool
 : "${PF_NPUSMI:=npu-smi}" "${PF_HCCN:=hccn_tool}"
+if [ -n "$PF_SUDO" ]; then
+  # The inventory asked for sudo: the vendor tools (and only they) run through `sudo -n`, which
+  # fails at once instead of prompting when a password would be needed. Commands keep calling
+  # "$PF_NPUSMI" / "$PF_HCCN"; these names now resolve to exported functions.
+  PF_NPUSMI_BIN=$PF_NPUSMI; PF_HCCN_BIN=$PF_HCCN
+  pf_sudo_npusmi() { sudo -n -- "$PF_NPUSMI_BIN" "$@"; }
+  pf_sudo_hccn() { sudo -n -- "$PF_HCCN_BIN" "$@"; }
+  export -f pf_sudo_npusmi pf_sudo_hccn
+  export PF_NPUSMI_BIN PF_HCCN_BIN
+  PF_NPUSMI=pf_sudo_npusmi; PF_HCCN=pf_sudo_hccn
+fi
 export PF_NPUSMI PF_HCCN
 PF_DEVS=$(cd /dev 2>/dev/null && for d in davinci[0-9]*; do case ${d#davinci} in *[!0-9]*|'') ;; *) echo "${d#davinci}";; esac; done | sort -n)
 pf_now() { local t=${EPOCHREALTIME/./}; [ -n "$t" ] && echo $((t / 1000)) || echo 0; }

@@ -58,6 +58,8 @@ def probe_params(host, hosts=(), jobs=()) -> dict[str, str]:
         params["PF_CHECKPOINT_DIR"] = str(host.vars["checkpoint_dir"])
     if host.vars.get("python_modules"):  # validated module names: safe to join with commas
         params["PF_MODULES"] = ",".join(host.vars["python_modules"])
+    if host.vars.get("sudo"):
+        params["PF_SUDO"] = "1"  # vendor tools through `sudo -n` (never a password prompt)
     if jobs:  # the job's model directories and paths, looked up on the node (PF_JOB_MODEL_DIRS, PF_JOB_PATHS)
         from .job.facts import job_params
         params.update(job_params(jobs))
@@ -72,6 +74,11 @@ class PreflightRun:
         self.inventory_path = inventory_path
         self.settings = settings
         self.report_dir = report_dir
+        # Each run writes into a folder of its own, so overlapping runs (two nightly jobs) never
+        # overwrite each other; report_dir/preflight.json etc. point at the latest finished run.
+        self.run_id = f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%dT%H%M%SZ}-{os.getpid()}"
+        self.run_dir = os.path.join(report_dir, "runs", self.run_id)
+        self.interrupted = False
         self.facts_in = facts_in
         self.facts_out = facts_out
         self.strict = strict
@@ -243,9 +250,11 @@ class PreflightRun:
             "tool": {"name": "ascend-preflight", "version": __version__},
             "inventory": self.inventory_path,
             "started_at": self.started_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "run_id": self.run_id,
+            "interrupted": self.interrupted,
             "duration_s": round(time.monotonic() - self._t0, 3),
             "gather_s": round(self.gather_s, 3),
-            "ready": self.ready(),
+            "ready": self.ready() and not self.interrupted,
             "strict": self.strict,
             "exit_code": int(exitstatus) if exitstatus is not None else None,
             "summary": self.store.counts(),
@@ -257,10 +266,27 @@ class PreflightRun:
         from .report.json_report import write_json
         from .report.matrix import write_matrix
 
-        os.makedirs(self.report_dir, exist_ok=True)
+        os.makedirs(self.run_dir, exist_ok=True)
         doc = self.document(exitstatus)
-        write_json(os.path.join(self.report_dir, "preflight.json"), doc)
-        write_matrix(os.path.join(self.report_dir, "matrix.html"), doc)
+        write_json(os.path.join(self.run_dir, "preflight.json"), doc)
+        write_matrix(os.path.join(self.run_dir, "matrix.html"), doc)
+
+    def point_latest(self) -> None:
+        """report_dir/{preflight.json, matrix.html, preflight.html, latest} -> this run's files."""
+        for name in ("preflight.json", "matrix.html", "preflight.html", "latest"):
+            target = os.path.join("runs", self.run_id, name) if name != "latest" else os.path.join("runs", self.run_id)
+            if name != "latest" and not os.path.exists(os.path.join(self.report_dir, target)):
+                continue
+            link = os.path.join(self.report_dir, name)
+            tmp = f"{link}.{os.getpid()}.tmp"
+            try:
+                if os.path.lexists(link) and not os.path.islink(link):
+                    os.unlink(link)  # a plain file from an older layout
+                os.symlink(target, tmp)
+                os.replace(tmp, link)
+            except OSError:
+                if os.path.lexists(tmp):
+                    os.unlink(tmp)
 
     def terminal_summary(self, tr) -> None:
         counts = self.store.counts()
@@ -273,10 +299,10 @@ class PreflightRun:
             where = "this machine (--job-local)" if self.job_local else "the nodes"
             tr.write_line(f"job(s): {', '.join(j.path for j in self.jobs)}; model and paths read on {where}")
         tr.write_line("results: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
-        verdict = "READY" if self.ready() else "NOT READY"
+        verdict = "INTERRUPTED" if self.interrupted else "READY" if self.ready() else "NOT READY"
         tr.write_line(f"verdict: {verdict}", bold=True, green=self.ready(), red=not self.ready())
         for name in ("preflight.html", "matrix.html", "preflight.json"):
-            tr.write_line(f"report: {os.path.join(self.report_dir, name)}")
+            tr.write_line(f"report: {os.path.join(self.report_dir, name)} (this run: {self.run_dir})")
 
     def close(self) -> None:
         if self.gatherer is not None:

@@ -13,6 +13,7 @@ def write_json(path: str, document: dict) -> None:
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".preflight-", suffix=".json", dir=directory)
     try:
+        os.chmod(tmp, 0o644)  # a report, readable like the HTML next to it
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(document, fh, indent=1, ensure_ascii=False)
             fh.write("\n")

@@ -103,9 +103,10 @@ def fragment(document: dict) -> str:
     """The verdict, the matrix and the findings with their remedies, as an HTML fragment."""
     hosts, checks, grid = cells(document)
     parts = [f"<style>{CSS}</style>"]
-    ready = document.get("ready")
+    ready = document.get("ready") and not document.get("interrupted")
+    verdict = "INTERRUPTED" if document.get("interrupted") else "READY" if ready else "NOT READY"
     parts.append(f'<h2 class="{"pf-verdict-ready" if ready else "pf-verdict-not"}">'
-                 f'{"READY" if ready else "NOT READY"}: '
+                 f'{verdict}: '
                  f'{sum(1 for h in document.get("hosts", []) if h.get("reachable"))}/{len(document.get("hosts", []))}'
                  f' hosts reachable</h2>')
     parts.append('<p class="pf-legend">' + "".join(

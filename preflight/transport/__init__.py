@@ -16,8 +16,9 @@ from typing import Protocol
 class RunResult:
     stdout: bytes
     stderr: bytes
-    exit_code: int | None  # None: killed at the deadline
+    exit_code: int | None  # None: no exit status (see ``ended``)
     truncated: bool = False  # more than max_bytes arrived; the rest was dropped
+    ended: str = "exit"  # "exit", "deadline" (we stopped waiting), "lost" (the connection went away)
 
 
 class TransportError(Exception):

@@ -41,7 +41,7 @@ class LocalTransport:
                 if left <= 0:
                     _kill_group(proc)
                     proc.wait()
-                    return RunResult(bytes(out), bytes(err), None, truncated)
+                    return RunResult(bytes(out), bytes(err), None, truncated, ended="deadline")
                 ready, _, _ = select.select(list(streams), [], [], min(left, 0.5))
                 for fd in ready:
                     chunk = os.read(fd, 65536)
@@ -59,7 +59,7 @@ class LocalTransport:
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
                 proc.wait()
-                rc = None
+                return RunResult(bytes(out), bytes(err), None, truncated, ended="deadline")
             return RunResult(bytes(out), bytes(err), rc, truncated)
         finally:
             proc.stdout.close()

@@ -268,7 +268,7 @@ class SshTransport:
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return RunResult(bytes(out), bytes(err), None, truncated)
+                    return RunResult(bytes(out), bytes(err), None, truncated, ended="deadline")
                 select.select([chan], [], [], min(left, 0.5))
                 got = False
                 while chan.recv_ready():
@@ -285,8 +285,10 @@ class SshTransport:
                     err.extend(chunk[:max(room, 0)])
                 if not got and chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
                     return RunResult(bytes(out), bytes(err), chan.recv_exit_status(), truncated)
-                if not got and chan.closed:
-                    return RunResult(bytes(out), bytes(err), None, truncated)
+                if not got and (chan.closed or chan.eof_received or not self._conn.transport.is_active()):
+                    if chan.exit_status_ready():
+                        continue
+                    return RunResult(bytes(out), bytes(err), None, truncated, ended="lost")
         finally:
             chan.close()
 

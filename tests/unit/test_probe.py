@@ -382,3 +382,37 @@ def test_params_are_exported_quoted_and_never_executed(tmp_path):
 def test_param_names_are_restricted(name):
     with pytest.raises(ValueError):
         build_script([], new_nonce(), 5, params={name: "v"})
+
+
+def _fake_sudo(tmp_path, body):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "sudo").write_text("#!/bin/sh\n" + body)
+    (bindir / "sudo").chmod(0o755)
+    (bindir / "npu-smi").write_text("#!/bin/sh\necho \"npu-smi as $(id -un) $*\"\n")
+    (bindir / "npu-smi").chmod(0o755)
+    return {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+
+def test_sudo_wraps_only_the_vendor_tools(tmp_path):
+    env = _fake_sudo(tmp_path, 'echo "sudo $*" >&2; shift; shift; exec "$@"\n')
+    nonce = new_nonce()
+    script = build_script([ProbeCommand("smi", '"$PF_NPUSMI" info', tool="npu-smi"),
+                           ProbeCommand("plain", "echo plain")], nonce, 5, params={"PF_SUDO": "1"})
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, env=env, timeout=30)
+    probe = parse_probe_output(proc.stdout, nonce)
+    assert probe.outputs["smi"].stdout.startswith("npu-smi as ")
+    assert "sudo -n -- " in probe.outputs["smi"].stderr
+    assert probe.outputs["plain"].stderr == ""
+
+
+def test_sudo_wanting_a_password_is_a_clear_error(tmp_path):
+    from preflight.facts import FACTS, FactUnavailable, HostFacts
+
+    env = _fake_sudo(tmp_path, 'echo "sudo: a password is required" >&2; exit 1\n')
+    nonce = new_nonce()
+    script = build_script([FACTS["npu_smi.info"].probe_command()], nonce, 5, params={"PF_SUDO": "1"})
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, env=env, timeout=30)
+    facts = HostFacts(host="n1", raw=parse_probe_output(proc.stdout, nonce).outputs)
+    with pytest.raises(FactUnavailable, match="sudo -n needs a password"):
+        facts.get("npu_smi.info")
