@@ -59,6 +59,18 @@ RUN_DIR = Path("/run/simcluster")          # lock file + one record per live clu
 SSHD = "/usr/sbin/sshd"
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HEALTHY_ENV = {"HCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0"}
+# What set_env.sh (CANN 8.2.RC1, nnal) and the FAQs' recommended exports give a healthy node; the fake
+# Python stack (torch 2.6.0 / torch_npu 2.6.0 / MindSpeed 2.1.0 / megatron-core 0.12.1) is on PYTHONPATH.
+_TK = "/usr/local/Ascend/ascend-toolkit/latest"
+_ATB = "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_1"
+HEALTHY_ENV.update({
+    "ASCEND_HOME_PATH": _TK, "ASCEND_TOOLKIT_HOME": _TK, "ASCEND_OPP_PATH": _TK + "/opp", "ASCEND_AICPU_PATH": _TK,
+    "LD_LIBRARY_PATH": "/usr/local/Ascend/driver/lib64:%s/lib64:%s/lib" % (_TK, _ATB),
+    "PYTHONPATH": "%s/python/site-packages:/usr/local/Ascend/.sim/site-packages" % _TK, "ATB_HOME_PATH": _ATB,
+    "HCCL_CONNECT_TIMEOUT": "1200", "TASK_QUEUE_ENABLE": "2", "CPU_AFFINITY_CONF": "2",
+    "PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"})
+HEALTHY_PACKAGES = {"torch": "2.6.0", "torch_npu": "2.6.0", "mindspeed": "2.1.0", "megatron_core": "0.12.1"}
+CANN_VERSION = "8.2.RC1"
 DEFAULT_NOFILE = 65536
 TOOLS = {"npu-smi": "sbin/npu-smi", "pdsh": "sbin/pdsh", "hccn_tool": "ascend/driver/tools/hccn_tool"}
 REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "ssh", "ssh-keygen", "mount", "umount")
@@ -361,6 +373,7 @@ class SimNode:
         os.chmod(self.dev_dir / "shm", 0o1777)
         (self.ascend_dir / "driver" / "version.info").write_text(DRIVER_VERSION_INFO)
         (self.ascend_dir / "firmware" / "version.info").write_text(FIRMWARE_VERSION_INFO)
+        self._write_cann()
         for tool in TOOLS:
             self.restore_tool(tool)
         self.save_state()
@@ -529,7 +542,8 @@ class SimNode:
     def set_state(self, **fields) -> Undo:
         """Change top-level state fields (``npus=[]``, ``ping_fail=[...]``, ``driver_version=...``)."""
         missing = object()
-        before = {k: copy.deepcopy(self.state.get(k, missing)) for k in fields}
+        # (deepcopy of the sentinel would make a new object, and undo would then save it as a value)
+        before = {k: copy.deepcopy(self.state[k]) if k in self.state else missing for k in fields}
         self.state.update(fields)
         self.save_state()
 
@@ -626,11 +640,53 @@ class SimNode:
         os.chmod(tmp, 0o755)
         os.replace(tmp, dst)
 
+    # ------------------------------------------------------------------ CANN and the Python stack
+    def _write_cann(self) -> None:
+        """CANN 8.2.RC1 (classic layout, latest -> 8.2.RC1), kernels, nnal/atb, and a Python stack
+        of *.dist-info folders, as the version files of shared/fixtures/ascend/files show them."""
+        a = self.ascend_dir
+        tk = a / "ascend-toolkit" / CANN_VERSION
+        for d in (tk / "aarch64-linux", tk / "toolkit", tk / "opp_kernel", tk / "python" / "site-packages",
+                  tk / "opp" / "built-in" / "op_impl" / "ai_core" / "tbe" / "kernel" / "ascend910b",
+                  a / "nnal" / "atb" / "latest" / "atb" / "cxx_abi_1" / "lib", a / "driver" / "lib64"):
+            d.mkdir(parents=True, exist_ok=True)
+        (tk / "aarch64-linux" / "ascend_toolkit_install.info").write_text(
+            "package_name=Ascend-cann-toolkit\nversion=%s\ninnerversion=V100R001C22SPC001B231\n"
+            "arch=aarch64\nos=linux\npath=/usr/local/Ascend/ascend-toolkit/%s/aarch64-linux\n" % (CANN_VERSION, CANN_VERSION))
+        (tk / "toolkit" / "version.info").write_text("Version=8.2.0.0.201\nversion_dir=%s\n" % CANN_VERSION)
+        (tk / "opp_kernel" / "version.info").write_text("Version=8.2.0.0.201\nversion_dir=%s\n" % CANN_VERSION)
+        (tk / "python" / "site-packages" / "acl.py").write_text("# simcluster stand-in for CANN's acl module\n")
+        latest = a / "ascend-toolkit" / "latest"
+        if not latest.is_symlink():
+            latest.symlink_to(CANN_VERSION)
+        (a / "nnal" / "atb" / "latest" / "version.info").write_text(
+            "    Ascend-cann-atb : %s\n    Platform : aarch64\n" % CANN_VERSION)
+        (a / "nnal" / "atb" / "latest" / "atb" / "cxx_abi_1" / "lib" / "libatb.so").write_text("")
+        self.set_packages(**HEALTHY_PACKAGES)
+
+    def set_packages(self, **versions) -> None:
+        """Install (version) or remove (None) fake distributions in the node's site-packages
+        (/usr/local/Ascend/.sim/site-packages, on PYTHONPATH): ``set_packages(triton="3.1.0")``."""
+        site = self.ascend_dir / ".sim" / "site-packages"
+        site.mkdir(parents=True, exist_ok=True)
+        for name, version in versions.items():
+            for old in site.glob("%s-*.dist-info" % name):
+                shutil.rmtree(old)
+            if version is not None:
+                d = site / ("%s-%s.dist-info" % (name, version))
+                d.mkdir()
+                (d / "METADATA").write_text("Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version))
+
     # ------------------------------------------------------------------ session environment
     def _write_bashrc(self) -> None:
         lines = ["# ~/.bashrc of simulated node %s (written by simcluster)" % self.name]
         for k, v in self.env.items():
             lines.append("export %s=%s" % (k, shlex.quote(str(v))))
+        # Exports that only an interactive shell gets: written after the guard Debian's ~/.bashrc opens with.
+        if getattr(self, "interactive_env", None):
+            lines.append("case $- in *i*) ;; *) return;; esac")
+            for k, v in self.interactive_env.items():
+                lines.append("export %s=%s" % (k, shlex.quote(str(v))))
         _atomic_write(self.root_dir / ".bashrc", "\n".join(lines) + "\n")
 
     def set_env(self, **variables) -> Undo:
@@ -823,7 +879,10 @@ class SimNode:
         self.save_state()
         self.clear_calls()
         self.env = dict(HEALTHY_ENV)
+        self.interactive_env = {}
         self._write_bashrc()
+        shutil.rmtree(self.ascend_dir / ".sim" / "site-packages", ignore_errors=True)
+        self._write_cann()
         c = self.cluster
         ssh = self.root_dir / ".ssh"
         ssh.mkdir(exist_ok=True)

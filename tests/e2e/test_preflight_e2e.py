@@ -23,7 +23,19 @@ HEALTHY_SKIPS = {
     ("cluster.launcher_ssh", "node-02"), ("cluster.launcher_ssh", "node-03"),
     ("cluster.rendezvous", None),  # no MASTER_ADDR before the launcher sets it
     ("cluster.shared_storage", None),  # the default inventory names no shared path
+    # node catalog: nothing to judge on the healthy nodes (no vllm-ascend, no triton, one process per NPU,
+    # no checkpoint_dir or python_modules in the default inventory)
+    *{(c, n) for c in ("versions.triton", "env.vllm_nz", "hccl.port_range", "storage.checkpoint_dir",
+                       "packages.required") for n in ("node-01", "node-02", "node-03")},
 }
+
+NODE_CATALOG = {
+    "versions.stack", "versions.torch_pair", "versions.mindspeed_megatron", "versions.triton", "versions.soc_match",
+    "cluster.versions_agree", "env.cann_loaded", "env.nnal_atb", "env.single_cann", "env.visible_devices",
+    "env.hccl_timeouts", "env.recommended", "env.vllm_nz", "hccl.device_ip", "hccl.net_health",
+    "cluster.device_ip_unique", "npu.count_and_type", "cluster.hardware_agree", "npu.idle",
+    "npu.driver_install_complete", "devices.driver_mounts", "net.firewall", "storage.checkpoint_dir",
+    "hccl.port_range", "packages.required"}
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +86,7 @@ def test_healthy_cluster_is_all_green(sim, inventory, tmp_path):
     assert {r["check"] for r in doc["results"]} >= {
         "cluster.reachable", "devices.davinci_nodes", "devices.management_nodes", "npu.health", "hccl.link_up",
         "hccl.tls_node", "cluster.tls_agree", "env.socket_ifname", "cluster.ifname_agree", "tools.pdsh",
-        "limits.nofile", "cluster.ray_ports"}
+        "limits.nofile", "cluster.ray_ports"} | NODE_CATALOG
     # One result per NPU for per-NPU checks.
     assert len([r for r in by_check(doc, "hccl.link_up") if r["host"] == "node-02"]) == 8
     assert "gathering facts: 3/3 hosts done" in proc.stdout

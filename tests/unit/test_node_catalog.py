@@ -536,11 +536,13 @@ def test_driver_install_complete():
 
 def test_driver_mounts():
     ok(run(devices.test_driver_mounts, H, facts_of()))
-    results = bad(run(devices.test_driver_mounts, H, facts_of(ascend_dot_files=out(files_output(container=True)))))
-    assert {r.subject for r in results} == {"/usr/local/Ascend/add-ons", "/usr/local/dcmi"}
-    raw = node_raw(npu_smi_dot_info=out("", rc=127))
+    ok(run(devices.test_driver_mounts, H, facts_of(ascend_dot_files=out(files_output(container=True)))))
+    raw = node_raw(npu_smi_dot_info=out("", rc=127), ascend_dot_files=out(files_output(container=True)))
     [r] = bad(run(devices.test_driver_mounts, H, make_facts(raw=raw)))
-    assert r.subject == "npu-smi" and "not found" in r.message
+    assert r.subject == "npu-smi" and "not found" in r.message and "/usr/local/dcmi" in r.message
+    raw = node_raw(ascend_dot_files=out(files_output().replace("@@L\tdriver_dir", "@@X")))
+    [r] = bad(run(devices.test_driver_mounts, H, make_facts(raw=raw)))
+    assert r.subject == "driver" and "missing" in r.message
 
 
 # -- firewall, checkpoint, packages --------------------------------------------------------------
