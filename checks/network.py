@@ -169,7 +169,9 @@ def test_hccl_ports(host, facts, cluster, verdict):
     probes = _probes(verdict, facts, "tcp.hccl", host.name)
     if probes is None:
         return
-    target = {h.address: h.name for h in cluster.hosts}
+    target = {}
+    for h, _ in reversed(cluster.reachable()):  # the probes only go to reachable hosts; first one wins
+        target[h.address] = h.name
     for probe in probes:
         peer = target.get(probe.address, probe.address)
         judge_tcp(verdict, probe, f"{host.name} -> {peer} HCCL port {probe.port}", f"{peer}:{probe.port}")

@@ -77,11 +77,11 @@ pf_connect() {
 _LAUNCHER_SSH = r"""
 t=$1; shift
 for target in "$@"; do
-  name=${target%%=*}; addr=${target#*=}
+  name=${target%%=*}; rest=${target#*=}; addr=${rest%%:*}; port=${rest##*:}
   err=$(timeout $((t + 2)) ssh -n -o BatchMode=yes -o ConnectTimeout="$t" -o StrictHostKeyChecking=yes \
-        -o UpdateHostKeys=no -o LogLevel=ERROR "$addr" true 2>&1 </dev/null); rc=$?
-  if [ $rc = 0 ]; then echo "ok $name $addr"
-  else echo "fail $name $addr rc=$rc $(printf '%s' "$err" | tr '\n' ' ' | cut -c1-240)"; fi
+        -o UpdateHostKeys=no -o LogLevel=ERROR -p "$port" "$addr" true 2>&1 </dev/null); rc=$?
+  if [ $rc = 0 ]; then echo "ok $name $addr:$port"
+  else echo "fail $name $addr:$port rc=$rc $(printf '%s' "$err" | tr '\n' ' ' | cut -c1-240)"; fi
 done
 """
 
@@ -143,6 +143,9 @@ class Listening:
 
 class PhaseTwo:
     def __init__(self, cluster, gatherer, settings, options=None):
+        import secrets
+
+        self.nonce = "PF2" + secrets.token_hex(8)
         self.cluster = cluster
         self.gatherer = gatherer
         self.settings = settings
@@ -159,14 +162,32 @@ class PhaseTwo:
                            key=lambda h: h.name)
 
     def run(self, host, command: str, timeout: float) -> CommandOutput:
+        """Run one command; what a login banner printed before it is cut off at a nonce line."""
         t0 = time.monotonic()
         try:
-            result = self.gatherer.transport(host).run(command, timeout, 1 << 20)
+            result = self.gatherer.transport(host).run(self._framed(command), timeout, 1 << 20)
         except (TransportError, OSError, EOFError) as exc:
             return CommandOutput(stdout="", stderr=str(exc), rc=None, skipped=f"the probe could not run: {exc}")
-        return CommandOutput(stdout=result.stdout.decode("utf-8", errors="replace"),
-                             stderr=result.stderr.decode("utf-8", errors="replace"),
+        stdout = result.stdout.decode("utf-8", errors="replace")
+        marker = f"\n{self.nonce}\n"
+        stdout = stdout.split(marker, 1)[1] if marker in stdout else ""
+        return CommandOutput(stdout=stdout, stderr=result.stderr.decode("utf-8", errors="replace"),
                              rc=result.exit_code, elapsed_s=time.monotonic() - t0)
+
+    def _framed(self, command: str) -> str:
+        # Bash sources ~/.bashrc again for a `bash -c` started from an SSH session while
+        # SSH_CLIENT is set; without it, banners from .bashrc all come before the nonce line.
+        return f"unset SSH_CLIENT SSH2_CLIENT; printf '\\n%s\\n' {self.nonce}; {command}"
+
+    def start(self, host, command: str):
+        """Start a long-running command and skip what a login banner printed before it."""
+        process = self.gatherer.transport(host).start(self._framed(command))
+        deadline = time.monotonic() + self.settings.command_timeout
+        while time.monotonic() < deadline:
+            line = process.readline(timeout=max(0.1, deadline - time.monotonic()))
+            if line is None or line == self.nonce:
+                break
+        return process
 
     def listen(self, host, ports) -> Listening:
         """Make sure something listens on ``ports`` of ``host`` while others connect."""
@@ -195,7 +216,7 @@ class PhaseTwo:
         command = (f"exec timeout {lifetime} {shlex.quote(python)} -c {shlex.quote(_LISTENER)} "
                    + " ".join(str(int(p)) for p in wanted))
         try:
-            process = self.gatherer.transport(host).start(command)
+            process = self.start(host, command)
         except (TransportError, OSError, EOFError):
             listening.states.update(dict.fromkeys(wanted, "none"))
             return listening
@@ -283,10 +304,13 @@ class PhaseTwo:
 
     def launcher_ssh(self) -> None:
         launchers = [h for h in launcher_hosts(self.cluster) if _reachable(self.cluster, h)]
-        others = [h for h in self.cluster.hosts]
+        # Hosts the controller cannot reach are cluster.reachable's finding, not the launcher's.
+        others = [h for h, _ in self.cluster.reachable() if h.connection != "local"]
 
         def work(launcher):
-            targets = [f"{h.name}={h.address}" for h in others if h.name != launcher.name]
+            # name=[user@]address:port — the same login the inventory uses, as pdsh would.
+            targets = [f"{h.name}={h.user + '@' if h.user else ''}{h.address}:{h.port or 22}"
+                       for h in others if h.name != launcher.name]
             if not targets:
                 return None
             timeout = int(self.settings.connect_timeout)
@@ -329,7 +353,7 @@ class PhaseTwo:
         process = None
         try:
             try:
-                process = self.gatherer.transport(writer).start(
+                process = self.start(writer,
                     f"exec timeout {int(self.settings.command_timeout + 30)} bash -c "
                     f"{shlex.quote(_MARKER_WRITER)} preflight {marker} {quoted}")
             except (TransportError, OSError, EOFError) as exc:

@@ -122,6 +122,8 @@ def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: 
         return f"`{shown}` did not finish before the host's deadline"
     if out.rc in (124, 137):
         return f"`{shown}` timed out{timeout_hint} (hung tool)"
+    if out.truncated and out.rc == 141:
+        return None  # SIGPIPE from our own output cap: judge the part that was kept
     if out.rc == 127:
         tool = spec.tool or shown.split()[0]
         return f"`{shown}`: {tool} not found on the host (not installed, or not on PATH in a non-interactive session)"
@@ -271,7 +273,7 @@ def _jsonable(value):
     return value
 
 
-from .job import facts as _job_facts  # noqa: E402,F401  (job.model, job.paths)
 
 
 from . import nodefacts  # noqa: E402,F401 - registers its facts
+from .job import facts as _job_facts  # noqa: E402,F401  (job.model, job.paths)

@@ -30,9 +30,10 @@ DEFAULT_CAP = 1 << 20  # bytes of stdout (and of stderr) kept per command
 _PRELUDE = r"""
 exec 3>&1
 PF_NPUSMI=$(command -v npu-smi 2>/dev/null)
-for p in /usr/local/bin/npu-smi /usr/local/sbin/npu-smi; do [ -z "$PF_NPUSMI" ] && [ -x "$p" ] && PF_NPUSMI=$p; done
+# -e, not -x: a tool that is there but not executable should say "permission denied", not "not found".
+for p in /usr/local/bin/npu-smi /usr/local/sbin/npu-smi; do [ -z "$PF_NPUSMI" ] && [ -e "$p" ] && PF_NPUSMI=$p; done
 PF_HCCN=$(command -v hccn_tool 2>/dev/null)
-[ -z "$PF_HCCN" ] && [ -x /usr/local/Ascend/driver/tools/hccn_tool ] && PF_HCCN=/usr/local/Ascend/driver/tools/hccn_tool
+[ -z "$PF_HCCN" ] && [ -e /usr/local/Ascend/driver/tools/hccn_tool ] && PF_HCCN=/usr/local/Ascend/driver/tools/hccn_tool
 : "${PF_NPUSMI:=npu-smi}" "${PF_HCCN:=hccn_tool}"
 if [ -n "$PF_SUDO" ]; then
   # The inventory asked for sudo: the vendor tools (and only they) run through `sudo -n`, which

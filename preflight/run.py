@@ -139,9 +139,16 @@ class PreflightRun:
             specs = resolve(needs)
             self.gatherer = Gatherer(self.settings)
             reporter = _Progress(self.config, "gathering facts")
-            self.facts = self.gatherer.gather(self.hosts, [s for s in specs if s.phase == 1], reporter,
-                                              params_for=lambda h: probe_params(
-                                                  h, self.hosts, () if self.job_local else self.jobs))
+            try:
+                self.facts = self.gatherer.gather(self.hosts, [s for s in specs if s.phase == 1], reporter,
+                                                  params_for=lambda h: probe_params(
+                                                      h, self.hosts, () if self.job_local else self.jobs))
+            except KeyboardInterrupt:
+                # Keep what was gathered; the reports say which hosts were never reached.
+                self.interrupted = True
+                self.facts = dict(self.gatherer.partial)
+                self.gather_s = time.monotonic() - t0
+                raise
             reporter.done(self.facts)
             active = {s.name for s in specs if s.phase == 2}
             if active:
@@ -229,6 +236,8 @@ class PreflightRun:
 
     # -- the end ----------------------------------------------------------------------
     def ready(self) -> bool:
+        if self.interrupted or any(h.name not in self.facts for h in self.hosts):
+            return False  # a host never checked is not ready
         for r in self.store.all():
             if r.outcome in ("failed", "error") or (r.outcome == "warning" and self.strict):
                 return False
@@ -254,7 +263,7 @@ class PreflightRun:
             "interrupted": self.interrupted,
             "duration_s": round(time.monotonic() - self._t0, 3),
             "gather_s": round(self.gather_s, 3),
-            "ready": self.ready() and not self.interrupted,
+            "ready": self.ready(),
             "strict": self.strict,
             "exit_code": int(exitstatus) if exitstatus is not None else None,
             "summary": self.store.counts(),
@@ -266,6 +275,12 @@ class PreflightRun:
         from .report.json_report import write_json
         from .report.matrix import write_matrix
 
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            self.interrupted = True
+            for h in self.hosts:
+                self.facts.setdefault(h.name, HostFacts(host=h.name, address=h.address, reachable=False,
+                                                        error_kind="interrupted",
+                                                        error="not reached: the run was interrupted"))
         os.makedirs(self.run_dir, exist_ok=True)
         doc = self.document(exitstatus)
         write_json(os.path.join(self.run_dir, "preflight.json"), doc)

@@ -136,9 +136,11 @@ def _translate(exc: BaseException, label: str, timeout: float) -> TransportError
                                              f"closed)")
     if isinstance(exc, paramiko.SSHException):
         text = str(exc)
-        if "banner" in text.lower():
-            return TransportError("unreachable", f"{label}: TCP port open but no SSH banner within {timeout:g}s "
-                                                 f"(sshd overloaded or MaxStartups reached, or not an SSH server)")
+        # "No existing session": the handshake died before authentication (paramiko's words).
+        if "banner" in text.lower() or "No existing session" in text:
+            return TransportError("unreachable", f"{label}: TCP port open but no SSH banner or handshake "
+                                                 f"within {timeout:g}s (sshd overloaded or MaxStartups reached, or "
+                                                 f"not an SSH server)")
         return TransportError("unreachable", f"{label}: SSH handshake failed: {text}")
     if isinstance(exc, OSError):
         return TransportError("unreachable", f"{label}: {exc.strerror or exc}")
@@ -284,8 +286,13 @@ class SshTransport:
                     truncated |= len(chunk) > room
                     err.extend(chunk[:max(room, 0)])
                 if not got and chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-                    return RunResult(bytes(out), bytes(err), chan.recv_exit_status(), truncated)
-                if not got and (chan.closed or chan.eof_received or not self._conn.transport.is_active()):
+                    status = chan.recv_exit_status()
+                    if status == -1:  # paramiko's "closed without an exit status": the far end died
+                        return RunResult(bytes(out), bytes(err), None, truncated, ended="lost")
+                    return RunResult(bytes(out), bytes(err), status, truncated)
+                # EOF may come a moment before the exit status; a closed channel or a dead
+                # transport without one means the other end went away.
+                if not got and (chan.closed or not self._conn.transport.is_active()):
                     if chan.exit_status_ready():
                         continue
                     return RunResult(bytes(out), bytes(err), None, truncated, ended="lost")
