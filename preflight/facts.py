@@ -216,7 +216,7 @@ class HostFacts:
             else:
                 try:
                     value = self.get(name)
-                    if name == "session.env":
+                    if name in ENV_FACTS:
                         value = {k: "<redacted>" if is_secret_name(k) else v for k, v in value.items()}
                     parsed[name] = _jsonable(value)
                 except FactUnavailable as exc:
@@ -245,15 +245,24 @@ def is_secret_name(name: str) -> bool:
     return any(word in upper for word in _SECRET_WORDS)
 
 
+ENV_FACTS = ("session.env", "session.env_login")  # outputs of `env -0`
+
+
+def redact_env_text(text: str) -> str:
+    """``env -0`` output with the values of secret-looking variables replaced."""
+    records = []
+    for record in text.split("\0"):
+        head, eq, _ = record.partition("=")
+        name = head.rsplit("\n", 1)[-1]  # a marker line may precede the first variable
+        records.append(f"{head}=<redacted>" if eq and is_secret_name(name) else record)
+    return "\0".join(records)
+
+
 def _redacted(key: str, out: CommandOutput) -> CommandOutput:
     """Environment values whose names look like secrets never leave the controller."""
-    if key != "session.env":
+    if key not in ENV_FACTS:
         return out
-    records = []
-    for record in out.stdout.split("\0"):
-        name, sep, value = record.partition("=")
-        records.append(f"{name}=<redacted>" if sep and is_secret_name(name) else record)
-    return CommandOutput(stdout="\0".join(records), stderr=out.stderr, rc=out.rc, elapsed_s=out.elapsed_s,
+    return CommandOutput(stdout=redact_env_text(out.stdout), stderr=out.stderr, rc=out.rc, elapsed_s=out.elapsed_s,
                          truncated=out.truncated, skipped=out.skipped)
 
 

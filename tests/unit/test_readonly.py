@@ -1,0 +1,73 @@
+"""Every command the probe can send, checked for anything that changes a node.
+
+The probe logs into nodes as a privileged user, so what it may run is pinned here: a fact
+whose command writes a file, calls a set form of hccn_tool or npu-smi, or starts a program
+that changes the system fails this test.  (The e2e security test checks the same thing
+dynamically: every vendor-tool call the simulated nodes logged is a read-only form.)
+"""
+
+import re
+import shlex
+
+import pytest
+
+from preflight import activeprobe
+from preflight.facts import FACTS
+from preflight.probe import _PRELUDE
+
+# A command position: start of line, or after ; & | ( $( ` or a shell keyword.
+_CMD = r"(?:^|[;&|(`]|\$\(|\b(?:then|do|else|exec|timeout\s+(?:-\S+\s+)*\S+))\s*"
+FORBIDDEN_PATTERNS = [
+    (re.compile(r"hccn_tool\"?[^\n;|]*\s-s(\s|$)"), "a set form of hccn_tool"),
+    (re.compile(r"\$PF_HCCN\"?[^\n;|]*\s-s(\s|$)"), "a set form of hccn_tool"),
+    (re.compile(r"npu-smi\"?\s+set\b|\$PF_NPUSMI\"?\s+set\b"), "npu-smi set"),
+    (re.compile(_CMD + r"(mkfs\S*|mount|umount|reboot|shutdown|halt|modprobe|rmmod|insmod|chmod|chown|useradd|"
+                r"usermod|passwd|mkdir|touch|mv|cp|ln|truncate|shred|apt|apt-get|yum|dnf|pip3?|npm|kill|pkill|"
+                r"killall|tee|sed\s+-i|dd\s+[^\n]*of=)\b", re.M), "a command that changes the node"),
+    (re.compile(r"sysctl\s+-w"), "sysctl -w"),
+    (re.compile(r"systemctl\s+(start|stop|restart|enable|disable|mask|kill)"), "systemctl changing a service"),
+    (re.compile(r"iptables\s+-[ADIFRPXNZ]\b"), "iptables changing rules"),
+    (re.compile(r"firewall-cmd\s+[^\n]*--(add|remove|reload|set|permanent)"), "firewall-cmd changing rules"),
+    (re.compile(_CMD + r"rm\b", re.M), "rm"),
+]
+# Where a pattern is allowed, and why.
+EXCEPTIONS = {("activeprobe._MARKER_WRITER", "rm"): "removes the marker files this probe itself wrote"}
+
+
+def probe_scripts():
+    scripts = {f"fact {name}": spec.command for name, spec in FACTS.items() if spec.command}
+    scripts["prelude"] = _PRELUDE
+    for name in ("_CONNECT", "_LAUNCHER_SSH", "_MARKER_WRITER", "_MARKER_READER", "_PING"):
+        scripts[f"activeprobe.{name}"] = getattr(activeprobe, name)
+    return scripts
+
+
+def _redirections_to_files(script):
+    # > or >> to anything but /dev/null or a file descriptor (comment lines are not code).
+    script = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("#"))
+    return [m.group(0) for m in re.finditer(r"(?<![<>&0-9])(\d?>>?)\s*([^&\s][^\s;|)]*)", script)
+            if m.group(2) not in ("/dev/null",) and not m.group(2).startswith("&")]
+
+
+@pytest.mark.parametrize("name, script", sorted(probe_scripts().items()))
+def test_every_probe_command_is_read_only(name, script):
+    for pattern, what in FORBIDDEN_PATTERNS:
+        found = pattern.search(script)
+        if found and (name, what) not in EXCEPTIONS:
+            raise AssertionError(f"{name} contains {what}: {found.group(0)!r}")
+    writes = _redirections_to_files(script)
+    if name == "activeprobe._MARKER_WRITER":
+        assert writes == ['> "$d/$m"'], writes  # its own marker file, removed on exit
+    else:
+        assert writes == [], f"{name} writes to a file: {writes}"
+
+
+def test_the_allow_list_sees_what_it_should():
+    """The checker itself: forbidden forms are caught."""
+    assert any(p.search('"$PF_HCCN" -i 0 -tls -s enable 0') for p, _ in FORBIDDEN_PATTERNS)
+    assert any(p.search("npu-smi set -t reset -i 0 -c 0") for p, _ in FORBIDDEN_PATTERNS)
+    assert _redirections_to_files("echo x > /etc/motd") == ["> /etc/motd"]
+    assert _redirections_to_files("echo x 2>/dev/null >&2") == []
+    assert any(p.search("cat /x; reboot") for p, _ in FORBIDDEN_PATTERNS)
+    assert any(p.search('x=$(touch /tmp/a)') for p, _ in FORBIDDEN_PATTERNS)
+    assert not any(p.search('echo "mount=$6"; printf "%s" "$d"') for p, _ in FORBIDDEN_PATTERNS)
