@@ -97,7 +97,12 @@ def test_healthy_cluster_is_all_green(sim, inventory, tmp_path):
 def test_link_down_on_one_npu(sim, inventory, tmp_path):
     with sim.node("node-02").set_npu(3, link="DOWN"):
         proc, doc = run_preflight(inventory, tmp_path)
-    assert problems(doc) == {("hccl.link_up", "node-02", "npu3", "failed")}
+    found = problems(doc)
+    assert ("hccl.link_up", "node-02", "npu3", "failed") in found
+    # The same dead port also fails its RoCE pings; nothing else is affected.
+    others = found - {("hccl.link_up", "node-02", "npu3", "failed")}
+    assert {p[0] for p in others} <= {"cluster.device_ping"}, others
+    assert all(("node-02" == p[1] and p[2].startswith("npu3->")) or p[2].endswith("node-02:npu3") for p in others)
     assert proc.returncode == 1
     [bad] = [r for r in by_check(doc, "hccl.link_up") if r["outcome"] == "failed"]
     assert_explained(bad)
