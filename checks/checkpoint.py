@@ -17,7 +17,8 @@ def test_checkpoint_dir(host, facts, verdict):
         return
     ck = facts.get("storage.checkpoint")
     path = ck.path or host.vars.get("checkpoint_dir")
-    need_gb = float(host.vars.get("checkpoint_free_gb") or DEFAULT_FREE_GB)
+    given = host.vars.get("checkpoint_free_gb")
+    need_gb = float(DEFAULT_FREE_GB if given is None else given)  # 0 is a valid "no minimum"
     if not ck.exists:
         verdict.failed(path, observed=f"{path} does not exist", expected="an existing directory")
     elif not ck.is_dir:

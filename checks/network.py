@@ -259,7 +259,8 @@ def test_clock_skew(cluster, verdict):
     if len(offsets) < 2:
         verdict.skipped(message="fewer than two clocks read")
         return
-    bound = max(float(h.vars.get("max_clock_skew_s") or 1.0) for h in cluster.hosts)
+    bound = max(float(1.0 if h.vars.get("max_clock_skew_s") is None else h.vars["max_clock_skew_s"])
+                for h in cluster.hosts)
     values = sorted(o.offset_s for o in offsets.values())
     median = values[len(values) // 2]
     slack = max(o.uncertainty_s for o in offsets.values())

@@ -137,15 +137,16 @@ def test_skewed_clock_is_a_warning(sim, tmp_path):
 def test_non_shared_checkpoint_folder(sim, tmp_path, shared):
     for node in sim.nodes:
         node.run("mkdir -p /root/ckpt")
-    proc, doc = run_preflight(inventory(sim, tmp_path, checkpoint_dir="/root/ckpt", shared_paths=[str(shared)]),
-                              tmp_path)
+    # checkpoint_free_gb 0: only sharing is judged here (storage.checkpoint_dir owns free space).
+    proc, doc = run_preflight(inventory(sim, tmp_path, checkpoint_dir="/root/ckpt", shared_paths=[str(shared)],
+                                        checkpoint_free_gb=0), tmp_path)
     assert problems(doc) == {("cluster.shared_storage", None, "/root/ckpt", "failed")}
     [bad] = [r for r in by_check(doc, "cluster.shared_storage") if r["outcome"] == "failed"]
     assert set(bad["outliers"]) == {"node-02", "node-03"} and "not a shared filesystem" in bad["message"]
     # With the checkpoint metadata copied to every node, it is only a warning.
     for node in sim.nodes:
         node.run("touch /root/ckpt/common.pt")
-    proc, doc = run_preflight(inventory(sim, tmp_path, checkpoint_dir="/root/ckpt"), tmp_path)
+    proc, doc = run_preflight(inventory(sim, tmp_path, checkpoint_dir="/root/ckpt", checkpoint_free_gb=0), tmp_path)
     assert problems(doc) == {("cluster.shared_storage", None, "/root/ckpt", "warning")}
     for node in sim.nodes:
         node.run("rm -rf /root/ckpt")

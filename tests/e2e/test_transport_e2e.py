@@ -68,8 +68,13 @@ def test_hung_tool_costs_one_timeout_and_is_reported(sim, tmp_path):
         elapsed = time.monotonic() - t0
     assert elapsed < 60, elapsed  # one timeout, not one per NPU and per command (16 x 2 s)
     found = problems(doc)
-    assert {p[1] for p in found} == {"node-02"}, found
-    assert {p[0] for p in found} == {"hccl.link_up", "hccl.tls_node"}
+    # Everything hccn_tool tells about node-02 is "not evaluated"; nothing fails, no other host is touched.
+    assert {p[3] for p in found} == {"error"}, found
+    assert {p[1] for p in found} <= {"node-02", None}, found
+    for r in doc["results"]:
+        if r["outcome"] == "error" and r["host"] is None:
+            assert "node-02" in r["message"], r
+    assert {"hccl.link_up", "hccl.tls_node"} <= {p[0] for p in found}
     messages = [r["message"] for r in by_check(doc, "hccl.link_up") if r["host"] == "node-02"]
     assert any("timed out" in m for m in messages)
     assert any("timed out earlier on this host" in m for m in messages)
@@ -102,7 +107,13 @@ def test_garbage_from_npu_smi_is_one_precise_error(sim, tmp_path):
                                       .decode("utf-8", "replace"), rc=0):
         proc, doc = run_preflight(inv, tmp_path)
     found = problems(doc)
-    assert found == {("npu.health", "node-01", None, "error")}, found
+    # Every check that reads npu-smi says it could not; only "npu-smi works" itself fails.
+    assert ("npu.health", "node-01", None, "error") in found
+    assert {p for p in found if p[3] != "error"} == {("devices.driver_mounts", "node-01", "npu-smi", "failed")}
+    assert {p[1] for p in found} <= {"node-01", None}, found
+    for r in doc["results"]:
+        if r["outcome"] == "error":
+            assert "npu-smi" in r["message"] or "node-01" in r["message"], r
     [bad] = [r for r in by_check(doc, "npu.health") if r["host"] == "node-01"]
     assert "unreadable output of `npu-smi info`" in bad["message"]
     html = (tmp_path / "reports" / "matrix.html").read_text()
