@@ -30,17 +30,19 @@ def _inventory_owned_elsewhere() -> bool:
         return False
 
 
+def _option_taken(parser, name: str) -> bool:
+    """Whether a plugin loaded before us registered ``name`` (argparse would refuse a second)."""
+    groups = [*getattr(parser, "_groups", []), getattr(parser, "_anonymous", None)]
+    return any(name in opt.names() for group in groups if group is not None for opt in group.options)
+
+
 def pytest_addoption(parser, pluginmanager):
     group = parser.getgroup("preflight", "ascend-preflight (Ascend NPU cluster preflight checks)")
     names = ["--preflight-inventory"]
-    if not _inventory_owned_elsewhere():
+    if not _inventory_owned_elsewhere() and not _option_taken(parser, "--inventory"):
         names.insert(0, "--inventory")
-    try:
-        group.addoption(*names, dest="preflight_inventory", metavar="FILE", default=None,
-                        help="inventory of hosts to check (native or Ansible YAML); runs the built-in checks")
-    except ValueError:
-        group.addoption("--preflight-inventory", dest="preflight_inventory", metavar="FILE", default=None,
-                        help="inventory of hosts to check (native or Ansible YAML); runs the built-in checks")
+    group.addoption(*names, dest="preflight_inventory", metavar="FILE", default=None,
+                    help="inventory of hosts to check (native or Ansible YAML); runs the built-in checks")
     group.addoption("--report-dir", dest="preflight_report_dir", metavar="DIR", default="reports",
                     help="where preflight.html, matrix.html and preflight.json go (default: reports)")
     group.addoption("--fanout", dest="preflight_fanout", type=int, default=32, metavar="N",
