@@ -53,11 +53,24 @@ def text(value) -> str:
     return html.escape(shown, quote=True)
 
 
+# Columns read left to right like a bring-up: can we log in, are the devices there, are the NPUs
+# and their links sane, the environment, the software, then what nodes do together, then the job.
+_AREAS = ("cluster.reachable", "devices", "npu", "hccl", "env", "limits", "tools", "packages", "versions",
+          "net", "storage", "cluster", "job")
+
+
 def _checks_in_order(results) -> list[str]:
-    seen: dict[str, None] = {}
+    seen: dict[str, int] = {}
     for r in results:
-        seen.setdefault(r["check"], None)
-    return list(seen)
+        seen.setdefault(r["check"], len(seen))
+
+    def area(check: str) -> int:
+        for i, prefix in enumerate(_AREAS):
+            if check == prefix or check.startswith(prefix + "."):
+                return i
+        return len(_AREAS)
+
+    return sorted(seen, key=lambda c: (area(c), seen[c]))
 
 
 def cells(document: dict) -> tuple[list[str], list[str], dict]:
