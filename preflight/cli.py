@@ -14,6 +14,10 @@ import pytest
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["merge"]:  # `preflight merge ...` = preflight-merge (shards from several controllers)
+        from .merge import main as merge_main
+
+        return merge_main(args[1:])
     if not any(a in ("--inventory", "--preflight-inventory", "--facts-in") or
                a.startswith(("--inventory=", "--preflight-inventory=", "--facts-in="))
                or a in ("-h", "--help", "--version") for a in args):

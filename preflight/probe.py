@@ -53,7 +53,7 @@ pf_run() {  # fact-name tool timeout-seconds command
   local v="PF_HUNG_${2//[!A-Za-z0-9]/_}" t0 e rc ms
   if [ -n "${!v}" ]; then printf '%s S %s %s\n' "$PF" "$1" "${!v}"; return; fi
   printf '%s B %s\n%s O ' "$PF" "$1" "$PF"
-  t0=$(pf_now)
+  t0=${EPOCHREALTIME//[!0-9]/}; t0=${t0:-0}  # microseconds, without forking a subshell
   # stdout: capped, base64'd straight to the channel (fd 3); stderr: capped, base64'd into $e,
   # together with the exit status written as ":<rc>:" (fd 5; ':' is not in base64's alphabet,
   # so wherever that small write lands it can be cut out again). The readers are bounded too,
@@ -63,7 +63,7 @@ pf_run() {  # fact-name tool timeout-seconds command
            echo ":${PIPESTATUS[0]}:" >&5; } 4>&1 | timeout -k 1 "$3" head -c "$PF_READ" | base64 -w 0; } 5>&1 )
   rc=${e#*:}; rc=${rc%%:*}
   e=${e/:$rc:/}; e=${e//$'\n'/}
-  ms=$(( $(pf_now) - t0 ))
+  ms=${EPOCHREALTIME//[!0-9]/}; ms=$(( t0 ? (${ms:-0} - t0) / 1000 : 0 ))
   printf '\n%s R %s %s\n%s E %s\n' "$PF" "$rc" "$ms" "$PF" "$e"
   # A command killed by its timeout: later calls of the same tool are skipped, so one hung
   # tool costs one timeout, not one per NPU.
@@ -108,15 +108,48 @@ def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP,
     lines.append('printf \'\\n%s B probe.devices\\n%s O %s\\n%s R 0 0\\n%s E \\n\' "$PF" "$PF" '
                  '"$(echo $PF_DEVS | base64 -w 0)" "$PF" "$PF"')
     t = f"{max(1, int(timeout))}"
-    for cmd in commands:
+
+    def call(cmd) -> str:
         tool = shlex.quote(cmd.tool or cmd.name)
         body = shlex.quote(cmd.command)
         if cmd.per_device:
-            lines.append(f'for PF_DEV in $PF_DEVS; do export PF_DEV; pf_run "{cmd.name}/$PF_DEV" {tool} {t} {body}; done')
-        else:
-            lines.append(f"pf_run {shlex.quote(cmd.name)} {tool} {t} {body}")
+            return f'for PF_DEV in $PF_DEVS; do export PF_DEV; pf_run "{cmd.name}/$PF_DEV" {tool} {t} {body}; done'
+        return f"pf_run {shlex.quote(cmd.name)} {tool} {t} {body}"
+
+    groups = command_groups(commands)
+    # Groups after the first run at the same time as it, as background jobs: each one's records are
+    # buffered in a variable (no temp files) and printed whole after the first group, in order, so
+    # records never interleave.  Within a group, commands stay sequential: every call of one tool
+    # is in one group, so the hang breaker (PF_HUNG_*) still sees them all.
+    for i, group in enumerate(groups[1:], 1):
+        lines.append(f"pf_g{i}() {{\n" + "\n".join(call(c) for c in group) + "\n}")
+        # Process substitution needs /dev/fd; without it (a bare /dev) the group runs after the first.
+        lines.append(f'pf_o{i}=; [ -e /dev/fd/0 ] && '
+                     f'exec {{pf_o{i}}}< <(pf_b=$(pf_g{i} 3>&1); printf \'%s\\n\' "$pf_b")')
+    lines.extend(call(c) for c in (groups[0] if groups else ()))
+    for i in range(1, len(groups)):
+        lines.append(f'if [ -n "$pf_o{i}" ]; then cat <&"$pf_o{i}"; exec {{pf_o{i}}}<&-; else pf_g{i}; fi')
     lines.append('printf \'%s END\\n\' "$PF"')
     return "\n".join(lines) + "\n"
+
+
+def command_groups(commands) -> list[list[ProbeCommand]]:
+    """Commands that may run at the same time on the node, as groups run one after another.
+
+    A tool called more than once (per device, or by several facts: npu-smi, hccn_tool) gets a
+    group of its own; all other commands share the first group, which streams its records as
+    they come (so they survive a later hang and the host deadline).  Order within a group is
+    the order given."""
+    commands = list(commands)
+    uses: dict[str, int] = {}
+    for c in commands:
+        if c.tool:
+            uses[c.tool] = uses.get(c.tool, 0) + (2 if c.per_device else 1)
+    groups: dict[str, list[ProbeCommand]] = {"": []}
+    for c in commands:
+        key = c.tool if c.tool and uses[c.tool] > 1 else ""
+        groups.setdefault(key, []).append(c)
+    return [g for g in groups.values() if g]
 
 
 @dataclass

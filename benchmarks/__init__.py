@@ -1,0 +1,1 @@
+"""Benchmarks of ascend-preflight against simulated nodes (not part of the test suite)."""

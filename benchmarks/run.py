@@ -1,0 +1,223 @@
+"""The benchmark: N simulated nodes with real sshd, the full built-in catalog, and two ratios
+measured in the same run.  Not part of the test suite.
+
+    python -m benchmarks.run                      # N = 10, 30, 100 (namespaced), 300, 1000 (loopback)
+    python -m benchmarks.run --sizes 10,30        # a quick look
+
+Per N, three arms against the same hosts, the same SSH layer (preflight.transport.ssh) and the same
+fakes, each in a process of its own (CPU and peak RSS from wait4):
+
+* full      ``preflight --inventory INV`` (every built-in node check, phases one and two, all reports)
+* floor     connect + ``true`` on every host, same pool and fan-out (benchmarks/arms.py floor)
+* percheck  the same phase-one commands, one exec each over one reused connection, host after
+            host, as a testinfra-style suite would (benchmarks/arms.py percheck); serial, so run on
+            a sample of hosts and scaled linearly to N
+
+Writes benchmarks/results/bench-<time>.md and .json and prints the table.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+NAMESPACED_MAX = 100
+
+
+def _box_cpu() -> float:
+    """CPU seconds the whole machine spent busy so far (all cores), from /proc/stat."""
+    with open("/proc/stat") as fh:
+        f = [int(x) for x in fh.readline().split()[1:]]
+    idle = f[3] + f[4]
+    return (sum(f[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(cmd: list[str], log: Path) -> dict:
+    """Run ``cmd``; wall, its own CPU (user+sys, children included) and peak RSS."""
+    box0, t0 = _box_cpu(), time.monotonic()
+    with open(log, "wb") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, cwd=ROOT)
+        out = p.stdout.read()
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - t0
+    return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024,
+            "box_cpu_s": _box_cpu() - box0, "rc": p.returncode, "stdout": out.decode(errors="replace")}
+
+
+def _log_size(paths) -> dict:
+    return {p: (p.stat().st_size if p.exists() else 0) for p in paths}
+
+
+def _count_sessions(before: dict) -> tuple[int, int]:
+    """(connections accepted, exec sessions started) in the sshd logs since ``before``."""
+    conns = sessions = 0
+    for path, offset in before.items():
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            text = fh.read().decode(errors="replace")
+        conns += text.count("Accepted publickey")
+        sessions += text.count("Starting session: command")
+    return conns, sessions
+
+
+def _phase_one_s(stdout: str) -> float | None:
+    """Phase one's time, from the progress line `gathering facts: N/N hosts done in X s`."""
+    import re
+
+    m = re.search(r"gathering facts: \d+/\d+ hosts done in ([0-9.]+)s", stdout)
+    return float(m.group(1)) if m else None
+
+
+def one_host_inventory(inv: Path) -> Path:
+    doc = yaml.safe_load(inv.read_text())
+    doc["hosts"] = doc["hosts"][:1]
+    out = inv.with_name(inv.stem + "_one.yaml")
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
+def preflight_cmd(inv: Path, report_dir: Path, fanout: int) -> list[str]:
+    return [sys.executable, "-m", "preflight.cli", "--inventory", str(inv), "--report-dir", str(report_dir),
+            "--fanout", str(fanout), "-q", "-p", "no:randomly"]
+
+
+def bench_size(n: int, fanout: int, sample: int, scratch: Path) -> dict:
+    from benchmarks.fleet import LoopbackFleet, cache_fakes, namespaced
+
+    kind = "namespaced" if n <= NAMESPACED_MAX else "loopback"
+    t0 = time.monotonic()
+    fleet = namespaced(n) if kind == "namespaced" else LoopbackFleet(n)
+    try:
+        cluster = fleet if kind == "namespaced" else fleet.cluster
+        inv = Path(fleet.inventory_path)
+        nodes = cluster.nodes
+        logs = [nd.sshd_log for nd in nodes] if kind == "namespaced" else fleet.sshd_logs()
+        up_s = time.monotonic() - t0
+        one = one_host_inventory(inv)
+        cached = cache_fakes(nodes, lambda: measure(preflight_cmd(one, scratch / "warm", fanout),
+                                                    scratch / "warm.log"))
+        row = {"n": n, "kind": kind, "fanout": fanout, "setup_s": round(up_s, 1), "fake_calls_cached": cached}
+
+        before = _log_size(logs)
+        full = measure(preflight_cmd(inv, scratch / f"full{n}", fanout), scratch / f"full{n}.log")
+        conns, sessions = _count_sessions(before)
+        doc = json.loads((scratch / f"full{n}" / "preflight.json").read_text())
+        rep = scratch / f"full{n}" / "runs" / doc["run_id"]
+        row.update(full_wall_s=full["wall_s"], full_cpu_s=full["cpu_s"], full_rss_mb=full["rss_mb"],
+                   full_box_cpu_s=full["box_cpu_s"], full_rc=full["rc"], gather_s=doc["gather_s"],
+                   reachable=sum(h["reachable"] for h in doc["hosts"]), results=len(doc["results"]),
+                   summary=doc["summary"], connections_per_host=conns / n, sessions_per_host=sessions / n,
+                   html_mb=(rep / "preflight.html").stat().st_size / 2**20,
+                   matrix_mb=(rep / "matrix.html").stat().st_size / 2**20,
+                   phase_one_s=_phase_one_s(full["stdout"]))
+
+        floor = measure([sys.executable, "-m", "benchmarks.arms", "floor", str(inv), str(fanout)],
+                        scratch / f"floor{n}.log")
+        fl = json.loads(floor["stdout"].strip().splitlines()[-1])
+        row.update(floor_wall_s=floor["wall_s"], floor_cpu_s=floor["cpu_s"], floor_rss_mb=floor["rss_mb"],
+                   floor_box_cpu_s=floor["box_cpu_s"], floor_ok=fl["ok"], floor_inner_wall_s=fl["wall_s"])
+
+        k = min(sample, n)
+        pc = measure([sys.executable, "-m", "benchmarks.arms", "percheck", str(inv), str(k)],
+                     scratch / f"percheck{n}.log")
+        pcd = json.loads(pc["stdout"].strip().splitlines()[-1])
+        row.update(percheck_sampled=k, percheck_execs_per_host=pcd["execs"] / k, percheck_per_host_s=pcd["per_host_s"],
+                   percheck_est_wall_s=pcd["per_host_s"] * n + (pc["wall_s"] - pcd["wall_s"]))
+        row["vs_floor"] = row["full_wall_s"] / row["floor_wall_s"]
+        row["vs_percheck"] = row["percheck_est_wall_s"] / row["full_wall_s"]
+        return row
+    finally:
+        fleet.close()
+
+
+def machine() -> dict:
+    mem = 0
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) * 1024
+    sshd = subprocess.run(["/usr/sbin/sshd", "-V"], capture_output=True, text=True).stderr.strip()
+    import paramiko
+    return {"cores": os.cpu_count(), "memory_gib": round(mem / 2**30, 1), "python": platform.python_version(),
+            "kernel": platform.release(), "sshd": sshd, "paramiko": paramiko.__version__,
+            "cpu": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")}
+
+
+COLUMNS = [("N", "n", "{}"), ("nodes", "kind", "{}"), ("wall s", "full_wall_s", "{:.1f}"),
+           ("controller CPU s", "full_cpu_s", "{:.1f}"), ("peak RSS MB", "full_rss_mb", "{:.0f}"),
+           ("SSH conns/host", "connections_per_host", "{:.2f}"), ("sessions/host", "sessions_per_host", "{:.2f}"),
+           ("floor wall s", "floor_wall_s", "{:.1f}"), ("vs floor", "vs_floor", "{:.1f}×"),
+           ("per-check wall s (est.)", "percheck_est_wall_s", "{:.0f}"), ("vs per-check", "vs_percheck", "{:.1f}×"),
+           ("box CPU s (all nodes + controller)", "full_box_cpu_s", "{:.0f}"),
+           ("phase one s", "phase_one_s", "{:.1f}"), ("gather s (1+2)", "gather_s", "{:.1f}"), ("HTML MB", "html_mb", "{:.1f}")]
+
+
+def table(rows: list[dict]) -> str:
+    head = "| " + " | ".join(c[0] for c in COLUMNS) + " |"
+    sep = "|" + "|".join("---" for _ in COLUMNS) + "|"
+    lines = [head, sep]
+    for r in rows:
+        lines.append("| " + " | ".join(fmt.format(r[key]) for _, key, fmt in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10,30,100,300,1000")
+    ap.add_argument("--fanout", type=int, default=32)
+    ap.add_argument("--sample", type=int, default=2, help="hosts the serial per-check arm really runs on")
+    ap.add_argument("--out", default=str(RESULTS))
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    info = machine()
+    print("machine: %(cores)s cores, %(memory_gib)s GiB, %(cpu)s, %(sshd)s, paramiko %(paramiko)s" % info, flush=True)
+    rows = []
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="preflight-bench-") as tmp:
+        for n in sizes:
+            scratch = Path(tmp) / str(n)
+            scratch.mkdir()
+            row = bench_size(n, args.fanout, args.sample, scratch)
+            rows.append(row)
+            print(table([row]).splitlines()[-1] if len(rows) > 1 else table([row]), flush=True)
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"machine": info, "started": stamp, "total_s": round(time.monotonic() - t0, 1),
+           "fanout": args.fanout, "percheck_sample": args.sample, "rows": rows}
+    (out / f"bench-{stamp}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    md = [f"# ascend-preflight benchmark, {stamp}", "",
+          f"Machine: {info['cores']} cores, {info['memory_gib']} GiB RAM, {info['cpu']}; {info['sshd']}; "
+          f"Python {info['python']}, paramiko {info['paramiko']}. Fan-out {args.fanout}. "
+          f"Whole benchmark: {doc['total_s']:.0f} s.", "", table(rows), "",
+          "- wall / controller CPU / peak RSS: the whole `preflight --inventory` process (pytest, gather, checks, "
+          "three reports). Controller CPU includes its children.",
+          "- vs floor: full wall ÷ wall of connect + `true` on the same hosts, same SSH layer, same fan-out.",
+          "- vs per-check: the same phase-one commands, one exec each over a reused connection, host after host; "
+          f"measured on {args.sample} host(s) and scaled linearly to N (the arm is serial).",
+          "- box CPU: every core of this machine during the full run: all simulated nodes' sshd, bash and "
+          "fakes plus the controller. All nodes share these cores; on a real cluster each node has its own.",
+          "- Fakes: npu-smi/hccn_tool are bash scripts printing the bytes the Python fakes printed "
+          "(captured once per run), in all three arms; other commands are the real ones (ip, getent, python3 "
+          "for importlib.metadata, ...).",
+          "- loopback rows: N addresses of one simulated node (198.19.0.0/22 local in its namespace) served by "
+          "4 sshd on ports 2201-2204; they share one filesystem and host key."]
+    (out / f"bench-{stamp}.md").write_text("\n".join(md) + "\n")
+    print(f"\nwritten: {out}/bench-{stamp}.md and .json ({doc['total_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""``preflight-merge``: one report from the ``preflight.json`` of several controllers.
+
+A fleet too big for one controller is split into inventory shards (groups, racks), each run
+from its own controller; this joins their schema-1 documents into one, and optionally writes
+its matrix page::
+
+    preflight-merge -o fleet.json --matrix fleet.html shard-a/preflight.json shard-b/preflight.json ...
+    preflight merge -o fleet.json shard-*/preflight.json        # the same
+
+Hosts and their results are concatenated; a host found in two shards is kept from the first
+and named in ``merge.duplicates`` (the merged run is then not ready).  Cluster-wide results
+(``host: null``) judged each shard alone: they are kept, each with ``shard`` naming its file,
+and they do not compare nodes across shards.  ``ready`` is true only when every shard is
+ready and complete.  Exit code: 0 ready, 1 not ready, 4 a file that cannot be read.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import __version__
+from .results import OUTCOMES
+
+
+class MergeError(Exception):
+    pass
+
+
+def _load(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except OSError as exc:
+        raise MergeError(f"{path}: cannot read: {exc.strerror}") from None
+    except ValueError as exc:
+        raise MergeError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != 1 or not isinstance(doc.get("hosts"), list) \
+            or not isinstance(doc.get("results"), list):
+        raise MergeError(f"{path}: not a preflight.json (schema 1) document")
+    return doc
+
+
+def merge(docs: list[tuple[str, dict]]) -> dict:
+    if not docs:
+        raise MergeError("nothing to merge: give at least one preflight.json")
+    hosts, results, shards, duplicates = [], [], [], []
+    seen: dict[str, str] = {}
+    for path, doc in docs:
+        keep = set()
+        for h in doc["hosts"]:
+            name = h.get("name")
+            if name in seen:
+                duplicates.append({"host": name, "kept_from": seen[name], "dropped_from": path})
+                continue
+            seen[name] = path
+            keep.add(name)
+            hosts.append(h)
+        for r in doc["results"]:
+            if r.get("host") is None:
+                results.append({**r, "shard": path})
+            elif r["host"] in keep:
+                results.append(r)
+        shards.append({"file": path, "inventory": doc.get("inventory"), "run_id": doc.get("run_id"),
+                       "started_at": doc.get("started_at"), "duration_s": doc.get("duration_s"),
+                       "hosts": len(doc["hosts"]), "ready": doc.get("ready"),
+                       "interrupted": bool(doc.get("interrupted")), "exit_code": doc.get("exit_code")})
+    summary = dict.fromkeys(OUTCOMES, 0)
+    for r in results:
+        summary[r.get("outcome")] = summary.get(r.get("outcome"), 0) + 1
+    ready = all(s["ready"] is True for s in shards) and not duplicates
+    starts = [s["started_at"] for s in shards if s["started_at"]]
+    durations = [s["duration_s"] for s in shards if isinstance(s["duration_s"], (int, float))]
+    gathers = [d.get("gather_s") for _, d in docs if isinstance(d.get("gather_s"), (int, float))]
+    return {
+        "schema": 1,
+        "tool": {"name": "ascend-preflight", "version": __version__},
+        "inventory": ", ".join(str(s["inventory"]) for s in shards),
+        "started_at": min(starts) if starts else None,
+        "run_id": "merged-" + "+".join(str(s["run_id"]) for s in shards),
+        "interrupted": any(s["interrupted"] for s in shards),
+        "duration_s": max(durations) if durations else None,  # shards run side by side
+        "gather_s": max(gathers) if gathers else None,
+        "ready": ready,
+        "strict": any(bool(d.get("strict")) for _, d in docs),
+        "exit_code": 0 if ready else 1,
+        "summary": summary,
+        "hosts": hosts,
+        "results": results,
+        "merge": {"shards": shards, "duplicates": duplicates},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="preflight-merge", description="Merge the preflight.json of several "
+                                 "controllers (inventory shards) into one report.")
+    ap.add_argument("inputs", nargs="+", metavar="preflight.json")
+    ap.add_argument("-o", "--output", default="preflight-merged.json", help="merged JSON (default %(default)s)")
+    ap.add_argument("--matrix", metavar="HTML", help="also write the host x check matrix page here")
+    args = ap.parse_args(argv)
+    try:
+        doc = merge([(p, _load(p)) for p in args.inputs])
+    except MergeError as exc:
+        print(f"preflight-merge: {exc}", file=sys.stderr)
+        return 4
+    from .report.json_report import write_json
+
+    write_json(args.output, doc)
+    if args.matrix:
+        from .report.matrix import write_matrix
+
+        write_matrix(args.matrix, doc)
+    s = doc["summary"]
+    print(f"{len(doc['hosts'])} hosts from {len(args.inputs)} shard(s): "
+          + ", ".join(f"{n} {k}" for k, n in s.items() if n)
+          + f"; {'READY' if doc['ready'] else 'NOT READY'}"
+          + (f"; {len(doc['merge']['duplicates'])} duplicate host(s)" if doc["merge"]["duplicates"] else "")
+          + f" -> {args.output}")
+    return 0 if doc["ready"] else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
