@@ -7,6 +7,7 @@ from preflight import faq
 from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
+from preflight.outliers import split
 from preflight.ifname import VARIABLES, describe, effective_env, select
 
 IFNAME_REMEDY = ("List the node's interfaces (ip -br addr) and set the variable to the NIC that carries "
@@ -75,20 +76,15 @@ def test_ifname_agree(cluster, verdict):
         if not any(per_host.values()):
             continue
         evaluated = True
-        groups = defaultdict(list)
-        for name, chosen in per_host.items():
-            groups[chosen or "unset"].append(name)
+        sides = split({name: chosen or "unset" for name, chosen in per_host.items()}, missing="unset")
         skipped = (f" (selects no interface on {fold(unresolved[variable])}: see env.socket_ifname)"
                    if unresolved[variable] else "")
-        if len(groups) == 1:
-            verdict.passed(variable, message=f"{variable} selects {next(iter(groups))} on all "
+        if sides.unanimous:
+            verdict.passed(variable, message=f"{variable} selects {sides.majority} on all "
                                              f"{len(per_host)} nodes{skipped}")
             continue
-        majority = max(groups, key=lambda k: (len(groups[k]), k != "unset"))
-        odd = sorted(n for k, names in groups.items() if k != majority for n in names)
-        described = "; ".join(f"{fold(names)}: {k}" for k, names in groups.items() if k != majority)
-        verdict.failed(variable, outliers=tuple(odd), where=variable,
-                       observed=f"{described}, while {fold(groups[majority])} use {majority}{skipped}",
+        verdict.failed(variable, outliers=sides.outliers, where=variable,
+                       observed=f"{sides.describe()}, while {fold(sides.agreeing)} use {sides.majority}{skipped}",
                        expected="the same interface name on every node")
     if not evaluated:
         verdict.skipped(message="no *_SOCKET_IFNAME variable set on any node")

@@ -1,12 +1,13 @@
 """What two nodes must be able to do to each other (phase two: probes between nodes)."""
 
-from collections import Counter, defaultdict
+from collections import Counter
 
 from preflight import faq
 from preflight.activeprobe import launcher_hosts, ray_target, rendezvous_plan, shared_paths
 from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
+from preflight.outliers import split
 
 FIREWALL_REMEDY = ("Open the port between the nodes: stop firewalld on the target (sudo systemctl stop firewalld; "
                    "systemctl disable firewalld) or allow the port (firewall-cmd --permanent --add-port=<port>/tcp; "
@@ -104,18 +105,14 @@ def test_rendezvous(cluster, verdict):
         return
     values = plan.values
     for name in ("MASTER_ADDR", "MASTER_PORT"):
-        groups = defaultdict(list)
-        for host, env in values.items():
-            groups[env.get(name, "unset")].append(host)
-        if len(groups) > 1:
-            majority = max(groups, key=lambda k: (len(groups[k]), k != "unset"))
-            odd = sorted(h for k, hs in groups.items() if k != majority for h in hs)
-            verdict.failed(name, outliers=tuple(odd), where=name,
-                           observed="; ".join(f"{fold(hs)}: {name}={k}" for k, hs in groups.items() if k != majority)
-                           + f", while {fold(groups[majority])} have {name}={majority}",
-                           expected=f"the same {name} on every node")
+        sides = split({host: env.get(name, "unset") for host, env in values.items()}, missing="unset")
+        if sides.unanimous:
+            verdict.passed(name, message=f"{name}={sides.majority} on all {len(values)} nodes")
         else:
-            verdict.passed(name, message=f"{name}={next(iter(groups))} on all {len(values)} nodes")
+            verdict.failed(name, outliers=sides.outliers, where=name,
+                           observed=sides.describe(lambda v, hs: f"{fold(hs)}: {name}={v}")
+                           + f", while {fold(sides.agreeing)} have {name}={sides.majority}",
+                           expected=f"the same {name} on every node")
     ranks = {h: env.get("RANK") for h, env in values.items()}
     if any(ranks.values()):
         counts = Counter(r for r in ranks.values() if r is not None)
@@ -225,24 +222,18 @@ def test_hostnames(cluster, verdict):
         verdict.skipped(message="no name to compare")
         return
     for name in names:
-        answers = {node: view.get(name) for node, view in views.items()}
-        groups = defaultdict(list)
-        for node, addr in answers.items():
-            groups[addr or "does not resolve"].append(node)
-        if len(groups) == 1:
-            (addr,) = groups
-            if addr == "does not resolve":
-                verdict.failed(name, outliers=tuple(sorted(answers)), where=name,
-                               observed=f"{name} does not resolve on any node", expected="one address everywhere")
-            else:
-                verdict.passed(name, message=f"{name} -> {addr} on all {len(answers)} nodes")
-            continue
-        majority = max(groups, key=lambda k: (len(groups[k]), k != "does not resolve"))
-        odd = sorted(n for k, ns in groups.items() if k != majority for n in ns)
-        verdict.failed(name, outliers=tuple(odd), where=name,
-                       observed="; ".join(f"on {fold(ns)}: {name} -> {k}" for k, ns in groups.items() if k != majority)
-                       + f", while {fold(groups[majority])} resolve it to {majority}",
-                       expected=f"{name} resolving to the same address on every node")
+        answers = {node: view.get(name) or "does not resolve" for node, view in views.items()}
+        sides = split(answers, missing="does not resolve")
+        if sides.unanimous and sides.majority == "does not resolve":
+            verdict.failed(name, outliers=tuple(sorted(answers)), where=name,
+                           observed=f"{name} does not resolve on any node", expected="one address everywhere")
+        elif sides.unanimous:
+            verdict.passed(name, message=f"{name} -> {sides.majority} on all {len(answers)} nodes")
+        else:
+            verdict.failed(name, outliers=sides.outliers, where=name,
+                           observed=sides.describe(lambda v, ns: f"on {fold(ns)}: {name} -> {v}")
+                           + f", while {fold(sides.agreeing)} resolve it to {sides.majority}",
+                           expected=f"{name} resolving to the same address on every node")
 
 
 @check("cluster.clock_skew", title="Node clocks agree", scope="cluster", severity="warning",

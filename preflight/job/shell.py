@@ -316,11 +316,10 @@ class _Reader:
 
     def run(self) -> None:
         words: list[Word] = []
-        pending_assign: list[tuple[str, LStr, bool]] = []
         cmd_line = self.line
 
         def end_command():
-            nonlocal words, cmd_line
+            nonlocal words
             if words:
                 self.commands.append(Command(words, cmd_line))
             words = []
