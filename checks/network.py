@@ -104,7 +104,7 @@ def test_rendezvous(cluster, verdict):
                                 "(the launcher sets them)")
         return
     values = plan.values
-    for name in ("MASTER_ADDR", "MASTER_PORT"):
+    for name in ("MASTER_ADDR", "MASTER_PORT") if values else ():
         sides = split({host: env.get(name, "unset") for host, env in values.items()}, missing="unset")
         if sides.unanimous:
             verdict.passed(name, message=f"{name}={sides.majority} on all {len(values)} nodes")
@@ -138,8 +138,8 @@ def test_rendezvous(cluster, verdict):
         return
     subject = f"{plan.address}:{plan.port}"
     if plan.master is None:
-        verdict.error(subject, message=f"MASTER_ADDR={plan.address} names no inventory host: its port cannot be "
-                                       f"probed")
+        verdict.error(subject, message=f"MASTER_ADDR={plan.address} ({plan.source}) names no inventory host: its "
+                                       f"port cannot be probed")
         return
     for host in plan.sources:
         try:
@@ -147,8 +147,8 @@ def test_rendezvous(cluster, verdict):
         except FactUnavailable as exc:
             verdict.error(subject, message=f"{host.name} -> {subject}: {exc}", host=host.name)
             continue
-        judge_tcp(verdict, probes[0], f"{host.name} -> {plan.master.name} MASTER_PORT ({subject})", subject,
-                  host=host.name)
+        judge_tcp(verdict, probes[0], f"{host.name} -> {plan.master.name} MASTER_PORT ({subject}, from the "
+                                      f"{plan.source})", subject, host=host.name)
 
 
 # -- HCCL host ports ---------------------------------------------------------------------------

@@ -481,9 +481,22 @@ class RendezvousPlan:
     port: int | None
     master: object | None  # the inventory host MASTER_ADDR names, if any
     sources: list
+    source: str = "environment"  # where address and port came from
+
+
+def _job_master(cluster):
+    """(address, port, where) from a --job launch script's --master_addr/--master_port, if any."""
+    for job in getattr(cluster, "jobs", ()) or ():
+        addr, port = job.args.get("master_addr"), job.args.get("master_port")
+        if addr is not None and port is not None:
+            where = f"{job.path}:{port.line}" if port.line else job.path
+            return addr.value, port.value, where
+    return None
 
 
 def rendezvous_plan(cluster) -> RendezvousPlan | None:
+    """Where ranks meet: MASTER_ADDR/MASTER_PORT from the nodes' environment (the value most
+    nodes share), else from the job's launch script (--master_addr/--master_port)."""
     from .ifname import effective_env
 
     names = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
@@ -495,11 +508,17 @@ def rendezvous_plan(cluster) -> RendezvousPlan | None:
             continue
         values[host.name] = {n: env[n] for n in names if env.get(n)}
     if not any(values.values()):
+        values = {}
+    job = _job_master(cluster)
+    if not values and job is None:
         return None
     addrs = [v.get("MASTER_ADDR") for v in values.values() if v.get("MASTER_ADDR")]
     ports = [v.get("MASTER_PORT") for v in values.values() if v.get("MASTER_PORT")]
     address = max(set(addrs), key=addrs.count) if addrs else None
     port_text = max(set(ports), key=ports.count) if ports else None
+    source = "environment"
+    if address is None and port_text is None and job is not None:
+        address, port_text, source = job[0], job[1], f"job {job[2]}"
     port = int(port_text) if port_text and port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536 \
         else None
     master = None
@@ -510,7 +529,7 @@ def rendezvous_plan(cluster) -> RendezvousPlan | None:
     sources = [h for h, _ in cluster.reachable() if master is None or h.name != master.name]
     if address is None or port is None:
         master = None
-    return RendezvousPlan(values, address, port, master, sources)
+    return RendezvousPlan(values, address, port, master, sources, source)
 
 
 def shared_paths(cluster) -> list[str]:

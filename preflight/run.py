@@ -37,6 +37,7 @@ class Cluster:
 
     hosts: tuple[Host, ...]
     facts: dict[str, HostFacts]
+    jobs: tuple = ()  # --job files (preflight.job.Job), for checks that need the job's ports
 
     def reachable(self) -> list[tuple[Host, HostFacts]]:
         return [(h, self.facts[h.name]) for h in self.hosts
@@ -162,7 +163,7 @@ class PreflightRun:
         return self.facts.get(name)
 
     def cluster(self) -> Cluster:
-        return Cluster(self.hosts, self.facts)
+        return Cluster(self.hosts, self.facts, tuple(self.jobs))
 
     def job_facts(self):
         """What job checks read: this machine (--job-local), or every reachable node."""

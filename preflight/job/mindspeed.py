@@ -34,6 +34,11 @@ FLAGS = {
     "--nnodes": ("nnodes", True),
     "--local_worker_num": ("nproc_per_node", True),
     "--worker_num": ("world_size", True),
+    # torchrun / msrun rendezvous: cluster.rendezvous probes the master port the job will use.
+    "--master_addr": ("master_addr", False),
+    "--master-addr": ("master_addr", False),
+    "--master_port": ("master_port", True),
+    "--master-port": ("master_port", True),
 }
 LAUNCHERS = ("torchrun", "msrun")
 

@@ -214,3 +214,20 @@ def test_hung_ping_ends_in_bounded_time_and_names_the_npu(sim, tmp_path):
         ("cluster.device_ping", "node-03", f"npu{i}->node-01:npu{i}", "error") for i in range(1, 8)}
     assert {p[1] for p in found} == {"node-03"}
     assert_nothing_left(sim)
+
+
+def test_rendezvous_port_from_the_job_script(sim, tmp_path, require_iptables):
+    head = sim.node("node-01")
+    script = tmp_path / "train.sh"
+    script.write_text(f'DISTRIBUTED_ARGS="--nproc_per_node 8 --nnodes 3 --node_rank 0 --master_addr {head.address} '
+                      f'--master_port 29700"\ntorchrun $DISTRIBUTED_ARGS pretrain_gpt.py --tensor-model-parallel-size 2\n')
+    inv = inventory(sim, tmp_path)
+    proc, doc = run_preflight(inv, tmp_path, "--job", str(script), "-k", "rendezvous")
+    assert {(r["host"], r["outcome"]) for r in by_check(doc, "cluster.rendezvous")} == {
+        ("node-02", "passed"), ("node-03", "passed")}, proc.stdout[-2000:]
+    with head.firewall(29700, "DROP"):
+        proc, doc = run_preflight(inv, tmp_path, "--job", str(script), "-k", "rendezvous")
+    bad = [r for r in by_check(doc, "cluster.rendezvous") if r["outcome"] == "failed"]
+    assert {r["host"] for r in bad} == {"node-02", "node-03"}
+    assert all(f"{head.address}:29700" in r["message"] and str(script) in r["message"] for r in bad)
+    assert_nothing_left(sim)

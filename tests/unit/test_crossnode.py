@@ -163,3 +163,26 @@ def test_device_ping_rows():
     hosts, cl = _cluster({"node-01": {"hccn.ping": "schedule none\n"}})
     [r] = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
     assert r.outcome == "skipped"
+
+
+def test_rendezvous_master_from_the_job_when_the_nodes_do_not_set_it(tmp_path):
+    from preflight.activeprobe import rendezvous_plan
+    from preflight.job import load_jobs
+    from preflight.run import Cluster
+
+    script = tmp_path / "train.sh"
+    script.write_text('MASTER_PORT=6000\nDISTRIBUTED_ARGS="--nproc_per_node 8 --nnodes 3 --node_rank 0 '
+                      '--master_addr 10.0.0.1 --master_port $MASTER_PORT"\n'
+                      'torchrun $DISTRIBUTED_ARGS pretrain_gpt.py --tensor-model-parallel-size 2 --load /m\n')
+    hosts = [make_host(f"node-0{i}", address=f"10.0.0.{i}") for i in (1, 2, 3)]
+    facts = {h.name: make_facts(h.name) for h in hosts}
+    for name in ("node-02", "node-03"):
+        facts[name].raw["tcp.rendezvous"] = out("timeout 10.0.0.1 6000 temporary no answer within 3s\n")
+    cl = Cluster(tuple(hosts), facts, tuple(load_jobs([str(script)], None)))
+    plan = rendezvous_plan(cl)
+    assert (plan.address, plan.port, plan.master.name) == ("10.0.0.1", 6000, "node-01")
+    assert plan.source.startswith(f"job {script}")
+    results = run_check(network.test_rendezvous, cluster=cl)
+    assert {(r.host, r.subject, r.outcome) for r in results} == {
+        ("node-02", "10.0.0.1:6000", "failed"), ("node-03", "10.0.0.1:6000", "failed")}
+    assert all("from the job" in r.message for r in results)
