@@ -191,6 +191,7 @@ def main(argv=None) -> int:
             scratch.mkdir()
             row = bench_size(n, args.fanout, args.sample, scratch)
             rows.append(row)
+            (Path(tmp) / "rows.json").write_text(json.dumps(rows))  # kept if a later size is stopped
             print(table([row]).splitlines()[-1] if len(rows) > 1 else table([row]), flush=True)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = Path(args.out)
