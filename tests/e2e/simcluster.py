@@ -41,6 +41,7 @@ import resource
 import secrets
 import select
 import shlex
+import sys
 import shutil
 import signal
 import stat
@@ -110,6 +111,63 @@ _BASE_DEVICES = [("null", 1, 3, 0o666), ("zero", 1, 5, 0o666), ("full", 1, 7, 0o
                  ("random", 1, 8, 0o666), ("urandom", 1, 9, 0o666), ("tty", 5, 0, 0o666),
                  ("davinci_manager", 235, 0, 0o660), ("hisi_hdc", 237, 0, 0o660),
                  ("devmm_svm", 238, 0, 0o660)]
+
+
+FAST_TOOLS = ("npu-smi", "hccn_tool")
+_FAST_FRONT = r"""#!/bin/bash
+# Simulated @PROG@ (simcluster): answers rendered from state.json, else the Python fake.
+sim=/usr/local/Ascend/.sim
+key="$*"; key=${key// /_}
+r="$sim/rendered/@PROG@/$key"
+if [ -z "$SIMCLUSTER_STATE" ] && [ -f "$r.rc" ]; then
+  args=$(printf '"%s", ' "$@"); printf '{"prog": "@PROG@", "args": [%s], "t": %s, "pid": %s, "rendered": true}\n' \
+    "${args%, }" "${EPOCHREALTIME:-0}" "$$" >> "$sim/calls.log"
+  cat "$r.out"; cat "$r.err" >&2
+  exit "$(cat "$r.rc")"
+fi
+exec /usr/bin/python3 -IS "$sim/fakes/@PROG@" "$@"
+"""
+_FAKE_MODULES: dict = {}
+
+
+def _rendered_calls(prog: str, state: dict) -> list[list[str]]:
+    ids = [str(n["id"]) for n in state.get("npus") or []]
+    if prog == "hccn_tool":
+        return [["-i", i, cmd, "-g"] for i in ids
+                for cmd in ("-link", "-ip", "-tls", "-net_health", "-netdetect", "-link_stat", "-gateway")]
+    calls = [["info"], ["info", "-m"], ["info", "-l"]]
+    for i in sorted(set(ids), key=int):
+        calls += [["info", "-t", "board", "-i", i], ["info", "-t", "board", "-i", i, "-c", "0"]]
+    return calls
+
+
+def _run_fake(prog: str, args: list[str], state_path: Path) -> tuple[str, str, int]:
+    """Run a fake's main() in this process, as the node would run it."""
+    import contextlib
+    import importlib.machinery
+    import importlib.util
+    import io
+
+    mod = _FAKE_MODULES.get(prog)
+    if mod is None:
+        loader = importlib.machinery.SourceFileLoader(f"simfake_{prog.replace('-', '_')}", str(FAKES_DIR / prog))
+        mod = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+        loader.exec_module(mod)
+        mod.log_call = lambda *a, **k: None  # rendering is not a call
+        _FAKE_MODULES[prog] = mod
+    mod.STATE = str(state_path)
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.argv
+    sys.argv = [prog, *args]
+    rc = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            mod.main()
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv = saved
+    return out.getvalue(), err.getvalue(), rc
 
 
 class SimClusterError(RuntimeError):
@@ -511,8 +569,36 @@ class SimNode:
 
     # ------------------------------------------------------------------ state and fakes
     def save_state(self) -> None:
-        """Rewrite state.json from ``self.state`` (atomically: the fakes may be reading it)."""
+        """Rewrite state.json from ``self.state`` (atomically: the fakes may be reading it), and
+        the fakes' rendered answers with it."""
         _atomic_write(self.state_path, json.dumps(self.state, indent=1) + "\n")
+        self._render()
+
+    def _render(self) -> None:
+        """Pre-compute what the fakes answer to the read-only calls a probe makes, so each call
+        costs a `cat` instead of a Python start-up (the suite makes thousands). Programs with
+        overrides, and any call not rendered (pings, set forms), still run the Python fake."""
+        base = self.state_path.parent / "rendered"
+        for prog in FAST_TOOLS:
+            target = base / prog
+            fresh = base / f".{prog}.new"
+            old = base / f".{prog}.old"
+            for d in (fresh, old):
+                shutil.rmtree(d, ignore_errors=True)
+            if (self.state.get("overrides") or {}).get(prog):
+                shutil.rmtree(target, ignore_errors=True)
+                continue
+            fresh.mkdir(parents=True)
+            for args in _rendered_calls(prog, self.state):
+                out, err, rc = _run_fake(prog, args, self.state_path)
+                stem = fresh / "_".join(args)
+                stem.with_name(stem.name + ".out").write_text(out)
+                stem.with_name(stem.name + ".err").write_text(err)
+                stem.with_name(stem.name + ".rc").write_text(str(rc))
+            if target.exists():
+                os.replace(target, old)
+            os.replace(fresh, target)
+            shutil.rmtree(old, ignore_errors=True)
 
     def npu(self, npu_id: int) -> dict:
         for n in self.state["npus"]:
@@ -636,7 +722,16 @@ class SimNode:
     def restore_tool(self, name: str) -> None:
         dst = self.tool_path(name)
         tmp = dst.with_name("." + dst.name + ".tmp")
-        shutil.copyfile(FAKES_DIR / name, tmp)
+        if name in FAST_TOOLS:
+            # The Python fake lives beside the state file; the tool itself is a bash front that
+            # answers from the outputs rendered at save_state() and falls back to the fake.
+            fakes = self.state_path.parent / "fakes"
+            fakes.mkdir(exist_ok=True)
+            shutil.copyfile(FAKES_DIR / name, fakes / name)
+            os.chmod(fakes / name, 0o755)
+            tmp.write_text(_FAST_FRONT.replace("@PROG@", name))
+        else:
+            shutil.copyfile(FAKES_DIR / name, tmp)
         os.chmod(tmp, 0o755)
         os.replace(tmp, dst)
 
