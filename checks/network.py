@@ -49,13 +49,15 @@ def _probes(verdict, facts, name, where):
 
 # -- Ray ----------------------------------------------------------------------------------
 
-RAY_SEVERITY = {"GCS": None, "dashboard": "warning", "client": "warning"}
+RAY_SEVERITY = {"GCS": None, "dashboard": "warning", "client": "warning", "worker range (first)": "warning",
+                "worker range (last)": "warning"}
 
 
-@check("cluster.ray_ports", title="Ray head's GCS, dashboard and client ports reachable from every worker",
+@check("cluster.ray_ports", title="Ray head's GCS, dashboard, client and worker-range ports reachable from every worker",
        reference=faq.R_RAY_JOIN, needs=("tcp.ray", "net.listening?", "tools.python3?"),
        remedy=FIREWALL_REMEDY + " Ray's head uses 6379 (GCS; workers cannot join without it), 8265 "
-                                "(dashboard, job submission) and 10001 (client).")
+                                "(dashboard, job submission), 10001 (client) and 10002-19999 (worker processes, "
+                                "reached by the other nodes).")
 def test_ray_ports(host, facts, cluster, verdict):
     heads = cluster.with_role("head")
     if not heads:

@@ -28,7 +28,10 @@ from .transport import TransportError
 
 CONNECT_TIMEOUT = 3  # seconds for one TCP connect between nodes
 DEFAULT_RAY_PORTS = (("ray_port", "GCS", 6379), ("ray_dashboard_port", "dashboard", 8265),
-                     ("ray_client_port", "client", 10001))
+                     ("ray_client_port", "client", 10001),
+                     # Ray's worker port range (--min/--max-worker-port): its two ends are sampled.
+                     ("ray_min_worker_port", "worker range (first)", 10002),
+                     ("ray_max_worker_port", "worker range (last)", 19999))
 DEFAULT_HCCL_BASE_PORT = 60000
 HCCL_PORTS_PROBED = (0, 15)  # offsets from HCCL_IF_BASE_PORT: the first and the last of its 16-port block
 

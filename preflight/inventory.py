@@ -359,6 +359,8 @@ KEYS: dict[str, KeySpec] = {
     "ray_port":      KeySpec(VAR, _int(1, 65535), "Ray head GCS port to probe (default 6379)"),
     "ray_dashboard_port": KeySpec(VAR, _int(1, 65535), "Ray dashboard port to probe (default 8265)"),
     "ray_client_port": KeySpec(VAR, _int(1, 65535), "Ray client server port to probe (default 10001)"),
+    "ray_min_worker_port": KeySpec(VAR, _int(1, 65535), "first port of Ray's worker range to probe (default 10002)"),
+    "ray_max_worker_port": KeySpec(VAR, _int(1, 65535), "last port of Ray's worker range to probe (default 19999)"),
     "shared_paths":  KeySpec(VAR, _path_list, "paths (model, data, checkpoints) every node must see as one shared filesystem"),
     "max_clock_skew_s": KeySpec(VAR, _number(0), "largest clock difference between nodes before a warning (default 1.0)"),
     "launcher":      KeySpec(VAR, _bool, "the node the job is launched from (needs passwordless SSH to the others)"),

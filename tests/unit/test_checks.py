@@ -272,7 +272,8 @@ def _ray_cluster(record):
     return head, worker, wf, cluster_of((head, make_facts("node-01")), (worker, wf))
 
 
-OPEN_REST = "open node-01 8265 temporary\nopen node-01 10001 temporary\n"
+OPEN_REST = ("open node-01 8265 temporary\nopen node-01 10001 temporary\nopen node-01 10002 temporary\n"
+             "open node-01 19999 temporary\n")
 
 
 @pytest.mark.parametrize("record, outcome, words", [

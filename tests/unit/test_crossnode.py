@@ -82,11 +82,13 @@ def _cluster(records: dict, groups=None, **vars_):
 
 
 def test_ray_ports_three_ports_with_warning_severity_for_dashboard():
-    rec = "open 10.0.0.1 6379 temporary\ntimeout 10.0.0.1 8265 temporary no answer\nopen 10.0.0.1 10001 temporary\n"
+    rec = ("open 10.0.0.1 6379 temporary\ntimeout 10.0.0.1 8265 temporary no answer\nopen 10.0.0.1 10001 temporary\n"
+           "open 10.0.0.1 10002 temporary\ntimeout 10.0.0.1 19999 temporary no answer\n")
     hosts, cl = _cluster({"node-02": {"tcp.ray": rec}})
     results = run_check(network.test_ray_ports, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
     assert {(r.subject, r.outcome) for r in results} == {
-        ("node-01:6379", "passed"), ("node-01:8265", "warning"), ("node-01:10001", "passed")}
+        ("node-01:6379", "passed"), ("node-01:8265", "warning"), ("node-01:10001", "passed"),
+        ("node-01:10002", "passed"), ("node-01:19999", "warning")}
 
 
 def test_hccl_ports_name_the_peer():

@@ -209,6 +209,8 @@ def test_every_key(tmp_path):
             ray_port: 6379
             ray_dashboard_port: 8265
             ray_client_port: 10001
+            ray_min_worker_port: 10002
+            ray_max_worker_port: 19999
             shared_paths: [/mnt/shared, /data]
             max_clock_skew_s: 0.5
             python_modules: [deepspeed, decord.bridge]
@@ -233,7 +235,8 @@ def test_every_key(tmp_path):
     )
     assert dict(h.vars) == {
         "npus_per_node": 16, "chip": "910B3", "min_nofile": 65536, "ray_port": 6379, "launcher": True,
-        "ray_dashboard_port": 8265, "ray_client_port": 10001, "shared_paths": ("/mnt/shared", "/data"),
+        "ray_dashboard_port": 8265, "ray_client_port": 10001, "ray_min_worker_port": 10002,
+        "ray_max_worker_port": 19999, "shared_paths": ("/mnt/shared", "/data"),
         "max_clock_skew_s": 0.5, "python_modules": ("deepspeed", "decord.bridge"), "processes_per_npu": 2,
         "env": {"HCCL_CONNECT_TIMEOUT": "1200", "ASCEND_HOME": "/usr/local/Ascend"},
         "python": "/opt/py/bin/python3", "sudo": True, "cann": "8.0.RC3", "driver": "24.1.rc2",
