@@ -93,6 +93,8 @@ def pytest_configure(config):
     except InventoryError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[RUN_KEY] = run
+    if not run.is_xdist_worker:
+        config.pluginmanager.register(_WorkerResults(run), "preflight-worker-results")
 
     # The built-in checks always run; path arguments add the user's own check modules.
     checks = str(builtin_checks_dir())
@@ -109,6 +111,18 @@ def pytest_configure(config):
         from .report.html import HtmlHooks
 
         config.pluginmanager.register(HtmlHooks(run), "preflight-html")
+
+
+class _WorkerResults:
+    """Under pytest-xdist, workers run the checks and put their results on the test reports;
+    the controller, which writes preflight.json and the HTML, collects them here."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def pytest_runtest_logreport(self, report):
+        if any(key in ("preflight_results", "preflight_hosts") for key, _ in report.user_properties):
+            self.run.receive(report)
 
 
 def _run(config) -> PreflightRun | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -80,6 +81,8 @@ class PreflightRun:
         self.run_id = f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%dT%H%M%SZ}-{os.getpid()}"
         self.run_dir = os.path.join(report_dir, "runs", self.run_id)
         self.interrupted = False
+        self.is_xdist_worker = hasattr(config, "workerinput")
+        self._hosts_sent = False
         self.facts_in = facts_in
         self.facts_out = facts_out
         self.strict = strict
@@ -153,11 +156,30 @@ class PreflightRun:
             reporter.done(self.facts)
             active = {s.name for s in specs if s.phase == 2}
             if active:
-                run_phase_two(active, self.cluster(), self.gatherer, self.settings,
-                              {"ping": self.config.getoption("preflight_ping", "ring")})
+                with self._phase_two_turn():
+                    run_phase_two(active, self.cluster(), self.gatherer, self.settings,
+                                  {"ping": self.config.getoption("preflight_ping", "ring")})
             if self.facts_out:
                 _save_facts(self.facts_out, self.hosts, self.inventory_path, self.facts)
         self.gather_s = time.monotonic() - t0
+
+    @contextlib.contextmanager
+    def _phase_two_turn(self):
+        """pytest-xdist workers each gather; their cross-node probes take turns, so two workers
+        never hold temporary listeners on the same port or ping the same NPU at once."""
+        if not self.is_xdist_worker:
+            yield
+            return
+        import fcntl
+        import tempfile
+
+        uid = str(self.config.workerinput.get("testrunuid", "run"))
+        with open(os.path.join(tempfile.gettempdir(), f"preflight-phase2-{uid}.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def facts_for(self, name: str) -> HostFacts | None:
         return self.facts.get(name)
@@ -176,7 +198,32 @@ class PreflightRun:
 
     # -- outcomes ---------------------------------------------------------------------
     def shape_report(self, item, info, host, report, call, verdict) -> None:
-        """Record this item's results and make the pytest outcome say the same thing."""
+        """Record this item's results and make the pytest outcome say the same thing.
+
+        Under pytest-xdist a worker also puts them on the report (the controller, which
+        writes the reports, sees only what comes back in test reports)."""
+        before = len(self.store.all())
+        self._shape_report(item, info, host, report, call, verdict)
+        if self.is_xdist_worker:
+            added = self.store.all()[before:]
+            if added:
+                report.user_properties.append(("preflight_results", json.dumps([r.to_json() for r in added])))
+            if not self._hosts_sent:
+                self._hosts_sent = True
+                report.user_properties.append(("preflight_hosts", json.dumps(self.document()["hosts"])))
+
+    def receive(self, report) -> None:
+        """xdist controller: take the results and host states a worker put on a report."""
+        props = dict(report.user_properties)
+        for data in json.loads(props.get("preflight_results", "[]")):
+            data["outliers"] = tuple(data.get("outliers") or ())
+            self.store.add(Result(**data))
+        for h in json.loads(props.get("preflight_hosts", "[]")):
+            if h["name"] not in self.facts and h.get("error") != "not gathered":
+                self.facts[h["name"]] = HostFacts(host=h["name"], address=h["address"], reachable=h["reachable"],
+                                                  error=h["error"], gather_s=h.get("gather_s") or 0.0)
+
+    def _shape_report(self, item, info, host, report, call, verdict) -> None:
         host_name = host.name if host is not None else None
         report.user_properties.extend([("check", info.id), ("host", host_name or "cluster"),
                                        ("severity", info.severity)])
@@ -276,6 +323,8 @@ class PreflightRun:
         from .report.json_report import write_json
         from .report.matrix import write_matrix
 
+        if self.is_xdist_worker:
+            return  # the controller writes the reports from what the workers sent
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             self.interrupted = True
             for h in self.hosts:
@@ -289,6 +338,8 @@ class PreflightRun:
 
     def point_latest(self) -> None:
         """report_dir/{preflight.json, matrix.html, preflight.html, latest} -> this run's files."""
+        if self.is_xdist_worker:
+            return
         for name in ("preflight.json", "matrix.html", "preflight.html", "latest"):
             target = os.path.join("runs", self.run_id, name) if name != "latest" else os.path.join("runs", self.run_id)
             if name != "latest" and not os.path.exists(os.path.join(self.report_dir, target)):

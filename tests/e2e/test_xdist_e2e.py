@@ -1,0 +1,28 @@
+"""Under pytest-xdist (-n 2) the checker gives the same results as a serial run, and the
+controller writes the reports."""
+
+import pytest
+
+from .test_preflight_e2e import problems, run_preflight
+
+pytest.importorskip("xdist")
+
+
+def results(doc):
+    return sorted((r["check"], r["host"], r["subject"], r["outcome"]) for r in doc["results"])
+
+
+def test_xdist_run_matches_serial_run(sim, tmp_path):
+    groups = {"min_nofile": sim.default_nofile}
+    inv = sim.write_inventory(tmp_path / "hosts.yaml", head=groups, worker=groups)
+    with sim.node("node-02").set_npu(3, link="DOWN"):
+        serial_proc, serial = run_preflight(inv, tmp_path / "serial")
+        xdist_proc, parallel = run_preflight(inv, tmp_path / "xdist", "-n", "2")
+    assert "2 workers" in xdist_proc.stdout or "created: 2/2 workers" in xdist_proc.stdout, xdist_proc.stdout[-1500:]
+    assert results(parallel) == results(serial)
+    assert ("hccl.link_up", "node-02", "npu3", "failed") in problems(parallel)
+    assert parallel["ready"] is serial["ready"] is False
+    assert [h["reachable"] for h in parallel["hosts"]] == [True, True, True]
+    assert xdist_proc.returncode == serial_proc.returncode == 1
+    # One set of reports, written by the controller.
+    assert len(list((tmp_path / "xdist" / "reports" / "runs").iterdir())) == 1
