@@ -455,9 +455,12 @@ def ray_target(cluster):
     return head, [(key, label, int(head.vars.get(key) or default)) for key, label, default in DEFAULT_RAY_PORTS]
 
 
+LAUNCHER_ROLES = frozenset({"head", "launcher"})
+
+
 def launcher_hosts(cluster):
-    marked = [h for h in cluster.hosts if {"head", "launcher"} & h.roles]
-    return marked
+    """Hosts that launch jobs: group `head`, or `launcher: true` (none when nothing is marked)."""
+    return [h for h in cluster.hosts if LAUNCHER_ROLES & h.roles]
 
 
 def hccl_ring(cluster):
