@@ -1,7 +1,9 @@
 """The probe: one generated, read-only bash script per host, and the reader of its output.
 
-Every command runs under its own ``timeout``, with stdin closed, its stdout and stderr
-capped (``head -c``) and base64-encoded, so any bytes a node prints come back intact
+The commands are run by the node's python3 (:mod:`preflight.noderunner`, one process per
+command) or, on a node without one, by the bash runner below (``timeout``, ``head -c`` and
+``base64`` around each command); both print the same records.  Every command runs under its
+own timeout, with stdin closed, its stdout and stderr capped and base64-encoded, so any bytes a node prints come back intact
 and cannot be confused with the framing.  Framing lines start with a random nonce, so
 login banners or ``echo`` lines in ``~/.bashrc`` around the script are ignored, and no
 remote output can forge a record.  The script writes nothing on the node.
@@ -19,10 +21,13 @@ Record lines (one per line, nonce first)::
 from __future__ import annotations
 
 import base64
+import functools
+import json
 import re
 import secrets
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 DEFAULT_CAP = 1 << 20  # bytes of stdout (and of stderr) kept per command
 
@@ -91,10 +96,17 @@ _PARAM_NAME = re.compile(r"^PF_[A-Z][A-Z0-9_]*$")
 
 
 def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP,
-                 params: dict[str, str] | None = None) -> str:
+                 params: dict[str, str] | None = None, runner: str = "auto") -> str:
     """The probe for one host.  ``params`` (names ``PF_*``) are exported, quoted, before the
     commands run: commands read inventory or job values as ``"$PF_NAME"``, never by having
-    them pasted into their text."""
+    them pasted into their text.
+
+    ``runner``: ``"auto"`` runs the commands with the node's python3 (preflight/noderunner.py)
+    when it has one and falls back to bash; ``"bash"`` always uses bash.  Both print the same
+    records."""
+    if runner not in ("auto", "bash"):
+        raise ValueError(f"runner must be 'auto' or 'bash', not {runner!r}")
+    use_python = runner == "auto"
     # One byte over the cap is read, so that exactly `cap` bytes are not flagged as truncated.
     lines = ["set +e", f"PF={nonce}", f"PF_READ={int(cap) + 1}"]
     for name, value in sorted((params or {}).items()):
@@ -117,20 +129,41 @@ def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP,
         return f"pf_run {shlex.quote(cmd.name)} {tool} {t} {body}"
 
     groups = command_groups(commands)
+    bash_runner = []
     # Groups after the first run at the same time as it, as background jobs: each one's records are
     # buffered in a variable (no temp files) and printed whole after the first group, in order, so
     # records never interleave.  Within a group, commands stay sequential: every call of one tool
     # is in one group, so the hang breaker (PF_HUNG_*) still sees them all.
     for i, group in enumerate(groups[1:], 1):
-        lines.append(f"pf_g{i}() {{\n" + "\n".join(call(c) for c in group) + "\n}")
+        bash_runner.append(f"pf_g{i}() {{\n" + "\n".join(call(c) for c in group) + "\n}")
         # Process substitution needs /dev/fd; without it (a bare /dev) the group runs after the first.
-        lines.append(f'pf_o{i}=; [ -e /dev/fd/0 ] && '
-                     f'exec {{pf_o{i}}}< <(pf_b=$(pf_g{i} 3>&1); printf \'%s\\n\' "$pf_b")')
-    lines.extend(call(c) for c in (groups[0] if groups else ()))
+        bash_runner.append(f'pf_o{i}=; [ -e /dev/fd/0 ] && '
+                      f'exec {{pf_o{i}}}< <(pf_b=$(pf_g{i} 3>&1); printf \'%s\\n\' "$pf_b")')
+    bash_runner.extend(call(c) for c in (groups[0] if groups else ()))
     for i in range(1, len(groups)):
-        lines.append(f'if [ -n "$pf_o{i}" ]; then cat <&"$pf_o{i}"; exec {{pf_o{i}}}<&-; else pf_g{i}; fi')
+        bash_runner.append(f'if [ -n "$pf_o{i}" ]; then cat <&"$pf_o{i}"; exec {{pf_o{i}}}<&-; else pf_g{i}; fi')
+    if not use_python:
+        lines.extend(bash_runner)
+    else:
+        # The same records from preflight/noderunner.py, one process per command instead of about
+        # ten; the bash runner stays for nodes without a usable python3 (or if the runner fails).
+        plan = [[[c.name, c.tool, c.command, c.per_device] for c in g] for g in groups]
+        lines.append("pf_bash_runner() {\n" + "\n".join(bash_runner or [":"]) + "\n}")
+        lines.append(f"PF_PYRUN={shlex.quote(_node_runner_source())}")
+        lines.append(f"PF_PLAN={shlex.quote(json.dumps(plan))}")
+        lines.append('PF_PY3=; for p in /usr/bin/python3 "$(command -v python3 2>/dev/null)"; do '
+                     '[ -z "$PF_PY3" ] && [ -x "$p" ] && PF_PY3=$p; done')
+        lines.append(f'if [ -z "$PF_PY3" ] || ! "$PF_PY3" -I -S -c "$PF_PYRUN" "$PF" "$PF_READ" {t} "$PF_PLAN" '
+                     '"$PF_DEVS" "${BASH:-bash}" 3>&- </dev/null; then pf_bash_runner; fi')
     lines.append('printf \'%s END\\n\' "$PF"')
     return "\n".join(lines) + "\n"
+
+
+@functools.lru_cache(maxsize=1)
+def _node_runner_source() -> str:
+    # Comment lines are not sent: they are for readers of noderunner.py, not for the node.
+    text = Path(__file__).with_name("noderunner.py").read_text()
+    return "\n".join(l for l in text.splitlines() if not l.lstrip().startswith("#")) + "\n"
 
 
 def command_groups(commands) -> list[list[ProbeCommand]]:

@@ -1,5 +1,8 @@
 """preflight.probe: the generated probe script, really run with ``bash -c`` on this machine,
-and the reader of its output (framing, caps, timeouts, the hang breaker, forged records)."""
+and the reader of its output (framing, caps, timeouts, the hang breaker, forged records).
+
+Every test runs twice: with the python runner (preflight/noderunner.py, what a node with a
+python3 uses) and with the bash runner (a node without one); both must print the same records."""
 
 from __future__ import annotations
 
@@ -16,10 +19,22 @@ from preflight.probe import (
     DEFAULT_CAP,
     CommandOutput,
     ProbeCommand,
-    build_script,
     new_nonce,
     parse_probe_output,
 )
+from preflight.probe import build_script as _build_script
+
+RUNNER = "auto"
+
+
+@pytest.fixture(autouse=True, params=["auto", "bash"], ids=["python-runner", "bash-runner"])
+def runner(request, monkeypatch):
+    monkeypatch.setattr(f"{__name__}.RUNNER", request.param)
+    return request.param
+
+
+def build_script(*args, **kwargs):
+    return _build_script(*args, runner=RUNNER, **kwargs)
 
 
 def run_script(commands, *, timeout=2, cap=DEFAULT_CAP, prefix="", env=None, cwd=None, nonce=None):

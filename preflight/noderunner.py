@@ -1,0 +1,192 @@
+# The probe's command runner on the node, when the node has a python3 (almost every training node
+# does).  preflight.probe sends this file's text with the script and runs it as
+#     python3 -I -S -c <this file> NONCE READ TIMEOUT PLAN DEVS BASH
+# It prints exactly the records the bash runner of preflight.probe prints, but starts one process
+# per command (``bash -c``) instead of about ten (timeout, head and base64 for stdout and stderr),
+# which is most of the probe's cost on a node: see benchmarks/.  If python3 is missing, too old, or
+# this runner fails, the script falls back to the bash runner.
+#
+# Runs on the node's own interpreter: Python 3.6 syntax and standard library only, no third-party
+# imports, nothing written to disk.  Each command runs in a session of its own, so a timeout (or this
+# runner being stopped) kills the command and every child it started.
+import base64
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+_live = set()  # process groups of commands running now
+_live_lock = threading.Lock()
+
+
+def _kill_group(pid, sig):
+    try:
+        os.killpg(pid, sig)
+    except OSError:
+        pass
+
+
+def _stop(signum, frame):
+    # The SSH channel went away or the run was stopped: no command outlives the runner.
+    with _live_lock:
+        for pid in list(_live):
+            _kill_group(pid, signal.SIGKILL)
+    os._exit(128 + signum)
+
+
+def run_command(bash, command, env, timeout, read):
+    """(stdout, stderr, rc, ms) of ``bash -c command``: stdin closed, each stream kept up to
+    ``read`` bytes (the pipe is closed then, as ``head -c`` does), killed with its whole process
+    group after ``timeout`` seconds: rc 124, or 137 if it needed SIGKILL (GNU timeout's codes)."""
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    try:
+        proc = subprocess.Popen([bash, "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, start_new_session=True, close_fds=True)
+    except OSError as exc:
+        return b"", ("preflight runner: cannot start bash: %s\n" % exc).encode(), 127, 0
+    with _live_lock:
+        _live.add(proc.pid)
+    kept = {proc.stdout: [], proc.stderr: []}
+    size = {proc.stdout: 0, proc.stderr: 0}
+    timed_out = killed = False
+    sel = selectors.DefaultSelector()
+    try:
+        for f in kept:
+            sel.register(f, selectors.EVENT_READ)
+        # Read until both streams end, are full, or the deadline passes (a background child
+        # holding a pipe open cannot keep the runner past it).
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = proc.poll() is None
+                break
+            for key, _ in sel.select(min(left, 1.0)):
+                f = key.fileobj
+                chunk = os.read(f.fileno(), 65536)
+                if chunk:
+                    room = read - size[f]
+                    kept[f].append(chunk[:room])
+                    size[f] += min(len(chunk), room)
+                if not chunk or size[f] >= read:
+                    sel.unregister(f)
+                    f.close()
+        try:
+            proc.wait(max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        if timed_out:
+            _kill_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(2)
+            except subprocess.TimeoutExpired:
+                killed = True
+                _kill_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+        # Children left behind by a command that finished (``cmd &``) go with its group.
+        _kill_group(proc.pid, signal.SIGKILL)
+    finally:
+        sel.close()
+        for f in kept:
+            if not f.closed:
+                f.close()
+        if proc.returncode is None:
+            _kill_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+        with _live_lock:
+            _live.discard(proc.pid)
+    rc = proc.returncode
+    if killed:
+        rc = 137
+    elif timed_out:
+        rc = 124
+    elif rc < 0:
+        rc = 128 - rc  # killed by a signal, as a shell reports it
+    ms = int((time.monotonic() - t0) * 1000)
+    return b"".join(kept[proc.stdout]), b"".join(kept[proc.stderr]), rc, ms
+
+
+class Group:
+    """Commands that run one after another; ``out`` gets their records."""
+
+    def __init__(self, commands, out, flush):
+        self.commands, self.out, self.flush = commands, out, flush
+
+    def run(self, ctx):
+        try:
+            self._run(ctx)
+        except Exception as exc:  # noqa: BLE001 - the script then runs the bash runner instead
+            ctx.failed.append("%s: %s" % (type(exc).__name__, exc))
+
+    def _run(self, ctx):
+        for name, tool, command, per_device in self.commands:
+            for dev in (ctx.devs if per_device else [None]):
+                env = ctx.env
+                if dev is not None:
+                    env = dict(env, PF_DEV=dev)
+                    name_here = "%s/%s" % (name, dev)
+                else:
+                    name_here = name
+                self.one(ctx, name_here, tool or name, command, env)
+
+    def one(self, ctx, name, tool, command, env):
+        nonce = ctx.nonce
+        why = ctx.hung.get(tool)
+        if why:
+            self.write(b"%s S %s %s\n" % (nonce, name.encode(), why.encode()))
+            return
+        self.write(b"%s B %s\n" % (nonce, name.encode()))
+        out, err, rc, ms = run_command(ctx.bash, command, env, ctx.timeout, ctx.read)
+        self.write(b"%s O %s\n%s R %d %d\n%s E %s\n" % (nonce, base64.b64encode(out), nonce, rc, ms,
+                                                       nonce, base64.b64encode(err)))
+        # One hung tool costs one timeout, not one per NPU: later calls of it are skipped.
+        if rc in (124, 137) and ms >= ctx.timeout * 1000 - 500:
+            ctx.hung[tool] = "%s timed out earlier on this host (%s)" % (tool, name)
+
+    def write(self, data):
+        self.out.append(data) if isinstance(self.out, list) else self.out.write(data)
+        if self.flush:
+            self.out.flush()
+
+
+class Context:
+    def __init__(self, nonce, read, timeout, devs, bash):
+        self.nonce, self.read, self.timeout, self.devs, self.bash = nonce, read, timeout, devs, bash
+        self.env = dict(os.environ)
+        self.hung = {}
+        self.failed = []
+
+
+def main(argv):
+    if sys.version_info < (3, 6):
+        return 3  # the script falls back to the bash runner
+    nonce, read, timeout, plan, devs, bash = argv[1:7]
+    for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stop)
+    ctx = Context(nonce.encode(), int(read), int(timeout), devs.split(), bash)
+    groups = json.loads(plan)
+    out = sys.stdout.buffer
+    # The first group streams its records as they come (they survive a later hang or the host
+    # deadline); the others run beside it and are printed whole after it, in order.
+    later = [Group(g, [], False) for g in groups[1:]]
+    threads = [threading.Thread(target=g.run, args=(ctx,), daemon=True) for g in later]
+    for t in threads:
+        t.start()
+    if groups:
+        Group(groups[0], out, True).run(ctx)
+    for t, g in zip(threads, later):
+        t.join()
+        out.write(b"".join(g.out))
+        out.flush()
+    if ctx.failed:
+        sys.stderr.write("preflight runner failed (%s); running the bash runner\n" % "; ".join(ctx.failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,154 @@
+"""preflight.noderunner: the probe's python runner on a node.  Its records are covered with the
+bash runner's in test_probe.py; here: that it is the one that runs, that the script falls back
+to bash when it cannot, and its process handling (codes, groups killed, nothing left behind)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from preflight import noderunner
+from preflight.probe import ProbeCommand, build_script, new_nonce, parse_probe_output
+
+from .test_probe import _can_unshare_mount
+
+BASH = "/bin/bash"
+
+
+def _probe(script: str, **kw):
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, timeout=60, stdin=subprocess.DEVNULL, **kw)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_the_python_runner_runs_the_commands_when_the_node_has_python3():
+    nonce = new_nonce()
+    cmds = [ProbeCommand("parent", "cat /proc/$PPID/comm")]
+    auto = parse_probe_output(_probe(build_script(cmds, nonce, 5)).stdout, nonce)
+    bash = parse_probe_output(_probe(build_script(cmds, nonce, 5, runner="bash")).stdout, nonce)
+    assert auto.complete and bash.complete
+    assert auto.outputs["parent"].stdout.startswith("python3")
+    assert bash.outputs["parent"].stdout == "timeout\n"  # GNU timeout starts each command there
+
+
+def test_unknown_runner_is_refused():
+    with pytest.raises(ValueError, match="runner"):
+        build_script([], new_nonce(), 5, runner="perl")
+
+
+@pytest.mark.skipif(not _can_unshare_mount(), reason="needs root and unshare -m")
+@pytest.mark.parametrize("broken", ["/bin/false", "/nonexistent"], ids=["runner-fails", "no-python3"])
+def test_a_node_whose_python3_fails_or_is_missing_gets_the_bash_runner(broken):
+    nonce = new_nonce()
+    script = build_script([ProbeCommand("a", "echo a; cat /proc/$PPID/comm"),
+                           ProbeCommand("d", 'echo "d$PF_DEV"', tool="t", per_device=True)], nonce, 5)
+    # A private mount namespace where python3 is /bin/false (or not there at all) and off PATH.
+    hide = f"mount --bind {'/bin/false' if broken == '/bin/false' else '/dev/null'} /usr/bin/python3"
+    setup = f'{hide} && PATH=/usr/bin:/bin exec /bin/bash -c "$0"'
+    if not os.path.exists("/usr/bin/python3"):
+        pytest.skip("this machine has no /usr/bin/python3 to hide")
+    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", setup, script],
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    probe = parse_probe_output(proc.stdout, nonce)
+    assert probe.complete
+    assert probe.outputs["a"].stdout == "a\ntimeout\n" and probe.outputs["a"].rc == 0
+
+
+# ------------------------------------------------------------------------- run_command
+
+
+def test_stdout_stderr_and_exit_code():
+    out, err, rc, ms = noderunner.run_command(BASH, "echo out; echo err >&2; exit 7", dict(os.environ), 5, 100)
+    assert (out, err, rc) == (b"out\n", b"err\n", 7) and 0 <= ms < 5000
+
+
+def test_streams_are_cut_at_the_read_size_and_the_writer_stops():
+    out, err, rc, _ = noderunner.run_command(BASH, "yes | head -c 10000000; yes >&2", dict(os.environ), 10, 1000)
+    assert out == b"y\n" * 500 and err == b"y\n" * 500
+    assert rc == 141  # SIGPIPE, as with `| head -c`
+
+
+def test_timeout_kills_the_whole_process_group_with_124():
+    t0 = time.monotonic()
+    out, _, rc, ms = noderunner.run_command(BASH, "sleep 60 & sleep 60; echo never", dict(os.environ), 1, 100)
+    assert rc == 124 and out == b"" and 900 <= ms < 3000
+    assert time.monotonic() - t0 < 3
+    assert _gone("60")
+
+
+def test_a_command_that_ignores_sigterm_is_killed_with_137():
+    out, _, rc, ms = noderunner.run_command(BASH, "trap '' TERM; echo started; sleep 61", dict(os.environ), 1, 100)
+    assert rc == 137 and out == b"started\n" and ms >= 2900
+    assert _gone("61")
+
+
+def test_killed_by_a_signal_reads_as_the_shell_would():
+    assert noderunner.run_command(BASH, "kill -9 $$", dict(os.environ), 5, 100)[2] == 137
+
+
+def test_background_child_holding_the_pipe_is_bounded_and_removed():
+    t0 = time.monotonic()
+    out, _, rc, _ = noderunner.run_command(BASH, "sleep 62 & echo hi", dict(os.environ), 1, 100)
+    assert out == b"hi\n" and rc == 0
+    assert time.monotonic() - t0 < 2.5
+    assert _gone("62")
+
+
+def test_no_stdin():
+    out, _, rc, _ = noderunner.run_command(BASH, "cat; echo done", dict(os.environ), 5, 100)
+    assert (out, rc) == (b"done\n", 0)
+
+
+def test_bash_that_cannot_start_is_a_record_not_a_crash():
+    out, err, rc, _ = noderunner.run_command("/nonexistent/bash", "true", dict(os.environ), 5, 100)
+    assert rc == 127 and b"cannot start" in err
+
+
+def test_stopping_the_runner_leaves_no_command_behind():
+    nonce = new_nonce()
+    plan = '[[["slow", "", "echo started; sleep 63", false]]]'
+    src = open(noderunner.__file__).read()
+    p = subprocess.Popen([sys.executable, "-I", "-S", "-c", src, nonce, "101", "30", plan, "", BASH],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stdout.readline()
+    assert line.startswith(nonce.encode() + b" B slow")
+    deadline = time.monotonic() + 10
+    while not _sleepers("63") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _sleepers("63")
+    p.send_signal(signal.SIGHUP)  # what a closed SSH session sends
+    p.wait(10)
+    assert _gone("63")
+
+
+def _gone(arg: str) -> bool:
+    """No `sleep <arg>` left within a few seconds (a killed process takes a moment to go)."""
+    deadline = time.monotonic() + 5
+    while _sleepers(arg):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _sleepers(arg: str) -> list[int]:
+    """Our own `sleep <arg>` processes still alive (zombies excluded)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if cmd[:2] == [b"sleep", arg.encode()] and state != "Z":
+            found.append(int(pid))
+    return found
