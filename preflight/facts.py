@@ -69,8 +69,10 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
     FactSpec("hccn.ip", '"$PF_HCCN" -i "$PF_DEV" -ip -g', hccn.parse_ip, tool="hccn_tool", per_device=True,
              ok_rc=(0, 1), display="hccn_tool -i {dev} -ip -g"),
     FactSpec("net.resolve",
-             'for n in $PF_HOSTNAMES; do a=$(getent hosts "$n" 2>/dev/null | head -1 | cut -d" " -f1); '
-             'echo "$n ${a:--}"; done', crossnode.parse_resolve, display="getent hosts <each inventory name>"),
+             # One getent for every name (not one per name: that is N processes on each of N nodes).
+             # Without a name, getent would list the whole hosts database instead.
+             'for n in $PF_HOSTNAMES; do echo "query $n"; done; [ -z "$PF_HOSTNAMES" ] || getent hosts $PF_HOSTNAMES 2>/dev/null; '
+             'true', crossnode.parse_resolve, display="getent hosts <every inventory name>"),
     # Phase two (preflight.activeprobe): probes between nodes, built from phase one's facts.
     FactSpec("tcp.ray", "", crossnode.parse_tcp_probes, phase=2,
              display="TCP connects to the Ray head's ports"),

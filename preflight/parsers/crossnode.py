@@ -134,12 +134,38 @@ def parse_ping_matrix(text: str) -> PingMatrix:
 
 
 def parse_resolve(text: str) -> dict[str, str | None]:
-    """``<name> <address or ->`` per inventory name, from ``getent hosts``."""
-    names: dict[str, str | None] = {}
+    """Each queried inventory name -> its first address (None: does not resolve).
+
+    The probe prints ``query <name>`` per name, then ``getent hosts <all names>``, which prints
+    ``<address> <canonical name> [aliases]`` for each name found, in query order, and nothing for
+    a name not found.  A line belongs to the name it lists (or whose address it is, for a name
+    that is an address); a line listing no queried name (a DNS alias) belongs to the name in turn.
+    The older ``<name> <address or ->`` form (saved facts files) is read too."""
+    queries: list[str] = []
+    found: list[tuple[str, set[str]]] = []
+    legacy: dict[str, str | None] = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) >= 2:
-            names[parts[0]] = None if parts[1] == "-" else parts[1]
-    if not names and text.strip():
-        raise ParseError("unreadable name resolution records")
+        if len(parts) == 2 and parts[0] == "query":
+            queries.append(parts[1])
+        elif len(parts) >= 2:
+            found.append((parts[0], {p.lower() for p in parts}))
+            legacy[parts[0]] = None if parts[1] == "-" else parts[1]
+    if not queries:
+        if not legacy and text.strip():
+            raise ParseError("unreadable name resolution records")
+        return legacy
+    positions: dict[str, list[int]] = {}
+    for i, name in enumerate(queries):
+        positions.setdefault(name.lower(), []).append(i)
+    # The last query each line could answer (-1: none, a DNS alias).
+    last_claim = [max((i for k in keys for i in positions.get(k, ())), default=-1) for _, keys in found]
+    names: dict[str, str | None] = {}
+    j = 0
+    for i, name in enumerate(queries):
+        if j < len(found) and (name.lower() in found[j][1] or last_claim[j] < i):
+            names[name] = found[j][0]
+            j += 1
+        else:
+            names[name] = None
     return names

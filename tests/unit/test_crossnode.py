@@ -42,6 +42,43 @@ def test_ping_modes():
 
 # -- record parsers ----------------------------------------------------------------------------
 
+def test_resolve_one_getent_for_every_name():
+    text = ("query node-01\nquery node-02\nquery node-03\nquery Node-04\nquery 10.0.0.9\n"
+            "10.0.0.1      node-01.cluster node-01\n"  # canonical name first, the inventory name an alias
+            "10.0.0.4      node-04\n"                   # node-02 and node-03 did not resolve; case is ignored
+            "10.0.0.9      gateway\n")                  # a name that is an address: getent prints its reverse
+    assert parse_resolve(text) == {"node-01": "10.0.0.1", "node-02": None, "node-03": None, "Node-04": "10.0.0.4",
+                                   "10.0.0.9": "10.0.0.9"}
+
+
+def test_resolve_a_dns_alias_answer_belongs_to_the_name_in_turn():
+    text = "query a\nquery b\n10.0.0.1 real-a.example\n10.0.0.2 b\n"
+    assert parse_resolve(text) == {"a": "10.0.0.1", "b": "10.0.0.2"}
+    assert parse_resolve("query a\nquery b\n") == {"a": None, "b": None}
+
+
+def test_resolve_reads_the_older_per_name_records():
+    assert parse_resolve("node-01 10.0.0.1\nnode-02 -\n") == {"node-01": "10.0.0.1", "node-02": None}
+    assert parse_resolve("") == {}
+    with pytest.raises(ParseError):
+        parse_resolve("garbage\n")
+
+
+def test_resolve_command_on_this_machine():
+    import subprocess
+
+    from preflight.facts import FACTS
+
+    spec = FACTS["net.resolve"]
+    env = {"PATH": "/usr/bin:/bin", "PF_HOSTNAMES": "localhost no-such-host.invalid"}
+    text = subprocess.run(["bash", "-c", spec.command], capture_output=True, text=True, env=env, timeout=30).stdout
+    answers = spec.parse(text)
+    assert answers["no-such-host.invalid"] is None and answers["localhost"] in ("127.0.0.1", "::1")
+    env["PF_HOSTNAMES"] = ""  # no names: nothing, not the whole hosts database
+    assert spec.parse(subprocess.run(["bash", "-c", spec.command], capture_output=True, text=True, env=env,
+                                     timeout=30).stdout) == {}
+
+
 def test_record_parsers():
     probes = parse_tcp_probes("open 10.0.0.1 6379 temporary\ntimeout 10.0.0.1 8265 existing no answer within 3s\n")
     assert [(p.state, p.port, p.listener) for p in probes] == [("open", 6379, "temporary"),
