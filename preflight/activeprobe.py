@@ -77,15 +77,26 @@ pf_connect() {
 }
 """
 
+# Up to LAUNCHER_PARALLEL ssh at a time from the launcher (pdsh's own default fan-out is 32): one
+# line per target, each written whole, so lines from parallel jobs never mix.
+LAUNCHER_PARALLEL = 16
 _LAUNCHER_SSH = r"""
-t=$1; shift
-for target in "$@"; do
-  name=${target%%=*}; rest=${target#*=}; addr=${rest%%:*}; port=${rest##*:}
+t=$1; n=$2; shift 2
+pf_one() {
+  local name=${1%%=*} rest=${1#*=} addr port err rc
+  addr=${rest%:*}; port=${rest##*:}
   err=$(timeout $((t + 2)) ssh -n -o BatchMode=yes -o ConnectTimeout="$t" -o StrictHostKeyChecking=yes \
         -o UpdateHostKeys=no -o LogLevel=ERROR -p "$port" "$addr" true 2>&1 </dev/null); rc=$?
   if [ $rc = 0 ]; then echo "ok $name $addr:$port"
   else echo "fail $name $addr:$port rc=$rc $(printf '%s' "$err" | tr '\n' ' ' | cut -c1-240)"; fi
+}
+running=0
+for target in "$@"; do
+  if [ "$running" -ge "$n" ]; then wait -n 2>/dev/null || wait; running=$((running - 1)); fi
+  pf_one "$target" &
+  running=$((running + 1))
 done
+wait
 """
 
 # Writes one marker per path, reports, waits for stdin to close, then removes them.
@@ -317,13 +328,15 @@ class PhaseTwo:
             if not targets:
                 return None
             timeout = int(self.settings.connect_timeout)
-            command = ("bash -c " + shlex.quote(_LAUNCHER_SSH) + " preflight " + str(timeout) + " "
+            command = ("bash -c " + shlex.quote(_LAUNCHER_SSH) + f" preflight {timeout} {LAUNCHER_PARALLEL} "
                        + " ".join(shlex.quote(t) for t in targets))
-            out = self.run(launcher, command, (timeout + 3) * len(targets) + 5)
+            rounds = -(-len(targets) // LAUNCHER_PARALLEL)
+            out = self.run(launcher, command, (timeout + 3) * rounds + 5)
             self.cluster.facts[launcher.name].raw["ssh.launcher"] = out
             return out
 
-        self._each(launchers, work, deadline=(self.settings.connect_timeout + 3) * len(others) + 15)
+        rounds = -(-len(others) // LAUNCHER_PARALLEL)
+        self._each(launchers, work, deadline=(self.settings.connect_timeout + 3) * rounds + 15)
 
     def clock(self) -> None:
         def work(host):
