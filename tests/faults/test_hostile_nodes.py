@@ -218,7 +218,10 @@ def test_ctrl_c_while_gathering_writes_partial_reports(sim, tmp_path):
         proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", "--inventory", str(inv), "--report-dir", str(tmp_path / "reports"),
              "-p", "no:cacheprovider", "--command-timeout", "8"],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # A test run started in the background of a script inherits SIGINT ignored (POSIX), and
+            # Python then installs no KeyboardInterrupt handler: give the child Ctrl-C back.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         seen = []
         reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")), daemon=True)
         reader.start()
