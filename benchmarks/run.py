@@ -9,9 +9,9 @@ fakes, each in a process of its own (CPU and peak RSS from wait4):
 
 * full      ``preflight --inventory INV`` (every built-in node check, phases one and two, all reports)
 * floor     connect + ``true`` on every host, same pool and fan-out (benchmarks/arms.py floor)
-* percheck  the same phase-one commands, one exec each over one reused connection, host after
-            host, as a testinfra-style suite would (benchmarks/arms.py percheck); serial, so run on
-            a sample of hosts and scaled linearly to N
+* percheck  the same phase-one commands, one exec each (the bare command) over one reused
+            connection, host after host, as a testinfra-style suite would (benchmarks/arms.py
+            percheck); serial, so run on a sample of hosts and scaled linearly to N
 
 Writes benchmarks/results/bench-<time>.md and .json and prints the table.
 """
@@ -206,13 +206,14 @@ def main(argv=None) -> int:
           "- wall / controller CPU / peak RSS: the whole `preflight --inventory` process (pytest, gather, checks, "
           "three reports). Controller CPU includes its children.",
           "- vs floor: full wall ÷ wall of connect + `true` on the same hosts, same SSH layer, same fan-out.",
-          "- vs per-check: the same phase-one commands, one exec each over a reused connection, host after host; "
+          "- vs per-check: the same phase-one commands, one exec each (the bare command, as testinfra's "
+          "`host.run` sends it) over a reused connection, host after host; "
           f"measured on {args.sample} host(s) and scaled linearly to N (the arm is serial).",
           "- box CPU: every core of this machine during the full run: all simulated nodes' sshd, bash and "
           "fakes plus the controller. All nodes share these cores; on a real cluster each node has its own.",
           "- Fakes: npu-smi/hccn_tool are bash scripts printing the bytes the Python fakes printed "
           "(captured once per run), in all three arms; other commands are the real ones (ip, getent, python3 "
-          "for importlib.metadata, ...).",
+          "for importlib.metadata, ...). The probe runs them with the node's python3 (preflight/noderunner.py).",
           "- loopback rows: N addresses of one simulated node (198.19.0.0/22 local in its namespace) served by "
           "4 sshd on ports 2201-2204; they share one filesystem and host key."]
     (out / f"bench-{stamp}.md").write_text("\n".join(md) + "\n")
