@@ -36,6 +36,11 @@ def _option_taken(parser, name: str) -> bool:
     return any(name in opt.names() for group in groups if group is not None for opt in group.options)
 
 
+# Above this many hosts preflight.html lists only the results that need attention (measured:
+# pytest-html's page takes ~24 s to open with 9 000 rows, 300 hosts; see benchmarks/controller.py).
+HTML_ALL_ROWS_MAX_HOSTS = 64
+
+
 def pytest_addoption(parser, pluginmanager):
     group = parser.getgroup("preflight", "ascend-preflight (Ascend NPU cluster preflight checks)")
     names = ["--preflight-inventory"]
@@ -67,6 +72,10 @@ def pytest_addoption(parser, pluginmanager):
                          "its rows extend or replace the shipped ones (repeatable)")
     group.addoption("--preflight-strict", dest="preflight_strict", action="store_true",
                     help="failed warning-severity checks fail the run too (pytest's --strict does the same)")
+    group.addoption("--html-all-rows", dest="preflight_html_all_rows", action="store_true",
+                    help=f"keep passed and skipped rows in preflight.html also above {HTML_ALL_ROWS_MAX_HOSTS} hosts "
+                         f"(they are left out there: a browser takes minutes over tens of thousands of rows; "
+                         f"matrix.html and preflight.json always have every result)")
     group.addoption("--job", dest="preflight_jobs", action="append", default=[], metavar="FILE",
                     help="also check a job: a MindSpeed launch script, a verl command line/script or a ROLL "
                          "YAML (repeatable)")
@@ -110,7 +119,8 @@ def pytest_configure(config):
             config.option.self_contained_html = True
         from .report.html import HtmlHooks
 
-        config.pluginmanager.register(HtmlHooks(run), "preflight-html")
+        brief = len(run.hosts) > HTML_ALL_ROWS_MAX_HOSTS and not config.getoption("preflight_html_all_rows")
+        config.pluginmanager.register(HtmlHooks(run, brief=brief), "preflight-html")
 
 
 class _WorkerResults:

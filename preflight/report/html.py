@@ -12,8 +12,10 @@ _COLUMNS = (("host", "Host"), ("check", "Check"), ("severity", "Severity"), ("pr
 
 
 class HtmlHooks:
-    def __init__(self, run):
+    def __init__(self, run, brief: bool = False):
         self.run = run
+        self.brief = brief  # leave passed and skipped rows out (fleet size)
+        self.left_out = 0
 
     def pytest_html_report_title(self, report):
         report.title = f"ascend-preflight: {self.run.inventory_path}"
@@ -25,8 +27,17 @@ class HtmlHooks:
 
     def pytest_html_results_table_row(self, report, cells):
         props = dict(report.user_properties)
+        if self.brief and report.when == "call" and props.get("preflight_outcome") in ("passed", "skipped"):
+            self.left_out += 1
+            del cells[:]  # pytest-html 4 drops a row whose cells were all removed
+            return
         for offset, (key, _) in enumerate(_COLUMNS):
             cells.insert(2 + offset, f'<td class="col-{key}">{text(props.get(key, ""))}</td>')
 
     def pytest_html_results_summary(self, prefix, summary, postfix, session):
+        if self.brief:
+            prefix.append(f'<p class="preflight-brief"><strong>{len(self.run.hosts)} hosts: the table below lists '
+                          f'only the results that need attention; {self.left_out} passed or skipped rows are left out '
+                          f'(and not in its counters). Every result is in matrix.html and preflight.json; '
+                          f'<code>--html-all-rows</code> keeps them all here.</strong></p>')
         prefix.append(fragment(self.run.document(session.exitstatus)))

@@ -375,3 +375,43 @@ def test_unreachable_host_is_one_clear_failure_and_its_checks_are_errors(pyteste
     P().feed(matrix)
     assert "down" in classes["dead"] and "fail" in classes["dead"]
     assert "down" not in classes["localhost"]
+
+
+# ------------------------------------------------------------------------------ fleet-size HTML
+
+
+def _html_rows(path) -> list[str]:
+    """The Preflight column of pytest-html 4's table (its rows live in a JSON blob in the page)."""
+    import html as _html
+    import re
+
+    text = path.read_text(encoding="utf-8")
+    blob = json.loads(_html.unescape(re.search(r'data-jsonblob="([^"]*)"', text).group(1)))
+    return [re.sub(r"<[^>]+>", "", run["resultsTableRow"][5]) for runs in blob["tests"].values() for run in runs]
+
+
+def test_above_64_hosts_preflight_html_keeps_only_what_needs_attention(pytester, inv):
+    from preflight.plugin import HTML_ALL_ROWS_MAX_HOSTS
+
+    assert run(pytester, "--inventory", "inv.yaml", "--facts-out", "one.json", "--report-dir", "r0").ret == 1
+    one = load(pytester.path / "one.json")
+    n = HTML_ALL_ROWS_MAX_HOSTS + 1
+    inv_hosts = [dict(one["inventory"]["hosts"][0], name=f"host-{i:03d}") for i in range(n)]
+    hosts = [dict(one["hosts"][0], host=f"host-{i:03d}") for i in range(n)]
+    (pytester.path / "many.json").write_text(json.dumps(dict(one, hosts=hosts, inventory={"hosts": inv_hosts})))
+    (pytester.path / "inv.yaml").unlink()
+
+    brief = run(pytester, "--facts-in", "many.json", "--report-dir", "brief")
+    full = run(pytester, "--facts-in", "many.json", "--report-dir", "full", "--html-all-rows")
+    assert brief.ret == full.ret == 1, output(brief)
+    brief_rows, full_rows = _html_rows(pytester.path / "brief" / "preflight.html"), \
+        _html_rows(pytester.path / "full" / "preflight.html")
+    assert {"passed", "skipped", "failed", "error", "warning"} <= set(full_rows)
+    assert set(brief_rows) == {"failed", "error", "warning"}
+    assert sorted(brief_rows) == sorted(r for r in full_rows if r not in ("passed", "skipped"))
+    left_out = len(full_rows) - len(brief_rows)
+    page = (pytester.path / "brief" / "preflight.html").read_text(encoding="utf-8")
+    assert f"{n} hosts: the table below lists only the results that need attention; {left_out} passed" in page
+    # The other reports keep every result.
+    assert load(pytester.path / "brief" / "preflight.json")["results"] == \
+        load(pytester.path / "full" / "preflight.json")["results"]
