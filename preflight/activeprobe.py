@@ -439,21 +439,27 @@ def _reachable(cluster, host) -> bool:
     return facts is not None and facts.reachable
 
 
-def run_phase_two(active: set[str], cluster, gatherer, settings, options=None) -> None:
+def run_phase_two(active: set[str], cluster, gatherer, settings, options=None, timings=None) -> None:
+    """The cross-node probes for the ``active`` phase-two facts; ``timings`` gets each step's seconds."""
     phase = PhaseTwo(cluster, gatherer, settings, options)
+    timings = {} if timings is None else timings
     steps = [("tcp.ray", phase.ray), ("tcp.rendezvous", phase.rendezvous), ("tcp.hccl", phase.hccl_ports),
              ("ssh.launcher", phase.launcher_ssh), ("clock.offset", phase.clock),
              ("storage.shared", phase.shared_storage)]
     for name, step in steps:
         if name in active:
+            t0 = time.monotonic()
             step()
+            timings[name] = time.monotonic() - t0
     if "hccn.ping" in active:
+        t0 = time.monotonic()
         mode = (options or {}).get("ping", "ring")
         if mode == "none":
             for _, facts in cluster.reachable():
                 facts.raw["hccn.ping"] = CommandOutput(stdout="schedule none\n", stderr="", rc=0)
         else:
             phase.device_ping(mode)
+        timings["hccn.ping"] = time.monotonic() - t0
 
 
 # -- plans: pure functions of the inventory and phase one's facts -----------------------------

@@ -27,6 +27,7 @@ the line and the key -- never a traceback.
 from __future__ import annotations
 
 import difflib
+import functools
 import ipaddress
 import os
 import re
@@ -448,7 +449,7 @@ class Host:
         if not isinstance(self.groups, tuple):
             object.__setattr__(self, "groups", tuple(self.groups))
 
-    @property
+    @functools.cached_property  # asked for every host by every per-host check (fleet size: N x N)
     def roles(self) -> frozenset[str]:
         """{"head", "worker"} that the host's groups name, plus "launcher" when vars["launcher"] is true."""
         roles = {"head", "worker"} & set(self.groups)

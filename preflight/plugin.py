@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -36,9 +38,11 @@ def _option_taken(parser, name: str) -> bool:
     return any(name in opt.names() for group in groups if group is not None for opt in group.options)
 
 
-# Above this many hosts preflight.html lists only the results that need attention (measured:
-# pytest-html's page takes ~24 s to open with 9 000 rows, 300 hosts; see benchmarks/controller.py).
-HTML_ALL_ROWS_MAX_HOSTS = 64
+# Above this many hosts the reports take their fleet form (measured with benchmarks/controller.py):
+# preflight.html lists only the results that need attention (pytest-html's page took 24 s to open
+# with 300 hosts' rows, 72 s with 1000), and pytest's failure sections use --tb=line (its default
+# layout scans every report once per failure: 13 of 31 CPU-seconds at 300 hosts).
+FLEET_HOSTS = 64
 
 
 def pytest_addoption(parser, pluginmanager):
@@ -73,7 +77,7 @@ def pytest_addoption(parser, pluginmanager):
     group.addoption("--preflight-strict", dest="preflight_strict", action="store_true",
                     help="failed warning-severity checks fail the run too (pytest's --strict does the same)")
     group.addoption("--html-all-rows", dest="preflight_html_all_rows", action="store_true",
-                    help=f"keep passed and skipped rows in preflight.html also above {HTML_ALL_ROWS_MAX_HOSTS} hosts "
+                    help=f"keep passed and skipped rows in preflight.html also above {FLEET_HOSTS} hosts "
                          f"(they are left out there: a browser takes minutes over tens of thousands of rows; "
                          f"matrix.html and preflight.json always have every result)")
     group.addoption("--job", dest="preflight_jobs", action="append", default=[], metavar="FILE",
@@ -105,6 +109,9 @@ def pytest_configure(config):
     if not run.is_xdist_worker:
         config.pluginmanager.register(_WorkerResults(run), "preflight-worker-results")
 
+    if len(run.hosts) > FLEET_HOSTS and config.option.tbstyle == "auto":
+        config.option.tbstyle = "line"
+
     # The built-in checks always run; path arguments add the user's own check modules.
     checks = str(builtin_checks_dir())
     if config.args_source == pytest.Config.ArgsSource.ARGS:
@@ -119,7 +126,7 @@ def pytest_configure(config):
             config.option.self_contained_html = True
         from .report.html import HtmlHooks
 
-        brief = len(run.hosts) > HTML_ALL_ROWS_MAX_HOSTS and not config.getoption("preflight_html_all_rows")
+        brief = len(run.hosts) > FLEET_HOSTS and not config.getoption("preflight_html_all_rows")
         config.pluginmanager.register(HtmlHooks(run, brief=brief), "preflight-html")
 
 
@@ -129,10 +136,22 @@ class _WorkerResults:
 
     def __init__(self, run):
         self.run = run
+        self.share: str | None = None  # private folder where the first worker leaves the facts
 
     def pytest_runtest_logreport(self, report):
         if any(key in ("preflight_results", "preflight_hosts") for key, _ in report.user_properties):
             self.run.receive(report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node):
+        """pytest-xdist hook: every worker gets the same private folder, so one gathers for all."""
+        if self.share is None:
+            self.share = tempfile.mkdtemp(prefix="preflight-xdist-")  # 0700: facts may hold secrets
+        node.workerinput["preflight_share"] = self.share
+
+    def pytest_unconfigure(self, config):
+        if self.share is not None:
+            shutil.rmtree(self.share, ignore_errors=True)
 
 
 def _run(config) -> PreflightRun | None:

@@ -69,6 +69,15 @@ class ResultStore:
         with self._lock:
             return list(self._results)
 
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._results)
+
+    def since(self, start: int) -> list[Result]:
+        """Results added after the first ``start`` (what one check just recorded)."""
+        with self._lock:
+            return self._results[start:]
+
     def for_node(self, nodeid: str) -> list[Result]:
         return [r for r in self.all() if r.nodeid == nodeid]
 

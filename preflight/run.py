@@ -81,6 +81,7 @@ class PreflightRun:
         self.run_id = f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%dT%H%M%SZ}-{os.getpid()}"
         self.run_dir = os.path.join(report_dir, "runs", self.run_id)
         self.interrupted = False
+        self.timings: dict[str, float] = {}  # seconds per gathering step, for preflight.json
         self.is_xdist_worker = hasattr(config, "workerinput")
         self._hosts_sent = False
         self.facts_in = facts_in
@@ -92,6 +93,7 @@ class PreflightRun:
         self._t0 = time.monotonic()
         self.gather_s = 0.0
         self.gatherer: Gatherer | None = None
+        self._cluster: Cluster | None = None
         self.item_outcomes: dict[str, str] = {}
         self.jobs: list = []  # --job files (preflight.job.Job)
         self.job_local = False  # --job-local: read the job's model and paths on this machine
@@ -128,6 +130,37 @@ class PreflightRun:
 
     # -- gathering --------------------------------------------------------------------
     def gather(self, needs) -> None:
+        share = self.config.workerinput.get("preflight_share") if self.is_xdist_worker else None
+        if share and self.hosts and not self.facts_in:
+            self._gather_once_for_all_workers(share, needs)
+        else:
+            self._gather(needs)
+
+    def _gather_once_for_all_workers(self, share: str, needs) -> None:
+        """pytest-xdist: the first worker gathers (phases one and two) and leaves the facts in the
+        controller's private folder; the others wait for it and read them.  Every worker collects
+        the same checks, so they need the same facts; each node sees one probe, not one per worker."""
+        import fcntl
+
+        path = os.path.join(share, "facts.json")
+        with open(os.path.join(share, "gather.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as fh:
+                    doc = json.load(fh)
+                self.facts = {d["host"]: HostFacts.from_json(d) for d in doc["hosts"]}
+                self.timings, self.gather_s = doc["timings"], doc["gather_s"]
+                return
+            self._gather(needs)
+            if self.interrupted:
+                return
+            tmp = path + ".tmp"
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
+                json.dump({"hosts": [f.raw_json() for f in self.facts.values()], "timings": self.timings,
+                           "gather_s": self.gather_s}, fh)
+            os.replace(tmp, path)
+
+    def _gather(self, needs) -> None:
         t0 = time.monotonic()
         if self.jobs and self.job_local:
             from .job.facts import local_hostfacts
@@ -154,11 +187,12 @@ class PreflightRun:
                 self.gather_s = time.monotonic() - t0
                 raise
             reporter.done(self.facts)
+            self.timings["phase_one"] = time.monotonic() - t0
             active = {s.name for s in specs if s.phase == 2}
             if active:
                 with self._phase_two_turn():
                     run_phase_two(active, self.cluster(), self.gatherer, self.settings,
-                                  {"ping": self.config.getoption("preflight_ping", "ring")})
+                                  {"ping": self.config.getoption("preflight_ping", "ring")}, timings=self.timings)
             if self.facts_out:
                 _save_facts(self.facts_out, self.hosts, self.inventory_path, self.facts)
         self.gather_s = time.monotonic() - t0
@@ -185,7 +219,10 @@ class PreflightRun:
         return self.facts.get(name)
 
     def cluster(self) -> Cluster:
-        return Cluster(self.hosts, self.facts, tuple(self.jobs))
+        # One Cluster per set of facts: checks ask for it once per host (fleet size: N x N otherwise).
+        if self._cluster is None or self._cluster.facts is not self.facts:
+            self._cluster = Cluster(self.hosts, self.facts, tuple(self.jobs))
+        return self._cluster
 
     def job_facts(self):
         """What job checks read: this machine (--job-local), or every reachable node."""
@@ -202,10 +239,10 @@ class PreflightRun:
 
         Under pytest-xdist a worker also puts them on the report (the controller, which
         writes the reports, sees only what comes back in test reports)."""
-        before = len(self.store.all())
+        before = len(self.store)
         self._shape_report(item, info, host, report, call, verdict)
         if self.is_xdist_worker:
-            added = self.store.all()[before:]
+            added = self.store.since(before)
             if added:
                 report.user_properties.append(("preflight_results", json.dumps([r.to_json() for r in added])))
             if not self._hosts_sent:
@@ -311,6 +348,7 @@ class PreflightRun:
             "interrupted": self.interrupted,
             "duration_s": round(time.monotonic() - self._t0, 3),
             "gather_s": round(self.gather_s, 3),
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
             "ready": self.ready(),
             "strict": self.strict,
             "exit_code": int(exitstatus) if exitstatus is not None else None,

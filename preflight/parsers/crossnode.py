@@ -4,6 +4,7 @@ The record formats are fixed by preflight.activeprobe."""
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 
 from . import ParseError
@@ -144,12 +145,13 @@ def parse_resolve(text: str) -> dict[str, str | None]:
     queries: list[str] = []
     found: list[tuple[str, set[str]]] = []
     legacy: dict[str, str | None] = {}
+    # Every node lists every name: interned, the N x N answers share one string per name/address.
     for line in text.splitlines():
-        parts = line.split()
+        parts = [sys.intern(p) for p in line.split()]
         if len(parts) == 2 and parts[0] == "query":
             queries.append(parts[1])
         elif len(parts) >= 2:
-            found.append((parts[0], {p.lower() for p in parts}))
+            found.append((parts[0], tuple(p.lower() for p in parts)))
             legacy[parts[0]] = None if parts[1] == "-" else parts[1]
     if not queries:
         if not legacy and text.strip():

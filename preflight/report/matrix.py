@@ -89,13 +89,17 @@ def cells(document: dict) -> tuple[list[str], list[str], dict]:
         if r["host"] is None:
             grid.setdefault(("(cluster)", r["check"]), []).append(r)
             outliers = set(r.get("outliers") or [])
+            # One copy per result shared by every host cell it spreads to, not one per host: a
+            # per-name cluster check (cluster.hostnames) spreads N results over N hosts.
+            agreed, lost = {**r, "outcome": "passed"}, {**r, "outcome": "error"}
+            spreads = r["outcome"] in ("passed", "failed", "warning")
             for name in hosts:
                 if name in outliers:
                     grid.setdefault((name, r["check"]), []).append(r)
-                elif name not in down and r["outcome"] in ("passed", "failed", "warning"):
-                    grid.setdefault((name, r["check"]), []).append({**r, "outcome": "passed"})
                 elif name in down:
-                    grid.setdefault((name, r["check"]), []).append({**r, "outcome": "error"})
+                    grid.setdefault((name, r["check"]), []).append(lost)
+                elif spreads:
+                    grid.setdefault((name, r["check"]), []).append(agreed)
     out = {}
     for (host, check), rs in grid.items():
         outcome = worst(x["outcome"] for x in rs)
