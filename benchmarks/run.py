@@ -121,7 +121,7 @@ def bench_size(n: int, fanout: int, sample: int, scratch: Path) -> dict:
                    summary=doc["summary"], connections_per_host=conns / n, sessions_per_host=sessions / n,
                    html_mb=(rep / "preflight.html").stat().st_size / 2**20,
                    matrix_mb=(rep / "matrix.html").stat().st_size / 2**20,
-                   phase_one_s=_phase_one_s(full["stdout"]))
+                   phase_one_s=_phase_one_s(full["stdout"]), timings=doc.get("timings", {}))
 
         floor = measure([sys.executable, "-m", "benchmarks.arms", "floor", str(inv), str(fanout)],
                         scratch / f"floor{n}.log")

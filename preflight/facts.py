@@ -230,6 +230,13 @@ class HostFacts:
             "parsed": parsed,
         }
 
+    def raw_json(self) -> dict:
+        """What :meth:`from_json` needs, unredacted: for handing facts to another process of the
+        same run (pytest-xdist workers), never for a file a user keeps."""
+        return {"host": self.host, "address": self.address, "reachable": self.reachable, "error": self.error,
+                "error_kind": self.error_kind, "gather_s": self.gather_s, "command_timeout": self.command_timeout,
+                "raw": {k: v.to_json() for k, v in self.raw.items()}}
+
     @classmethod
     def from_json(cls, data: dict) -> "HostFacts":
         return cls(host=data["host"], address=data.get("address", ""), reachable=data.get("reachable", True),

@@ -127,6 +127,7 @@ class Gatherer:
     def close(self) -> None:
         for transport in self.transports.values():
             _close_quietly(transport)
+        self.transports = {}
         self.ssh.close()
 
 

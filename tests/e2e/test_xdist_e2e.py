@@ -1,5 +1,8 @@
-"""Under pytest-xdist (-n 2) the checker gives the same results as a serial run, and the
-controller writes the reports."""
+"""Under pytest-xdist (-n 2) the checker gives the same results as a serial run, the nodes are
+probed once (one worker gathers for all), and the controller writes the reports."""
+
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -12,12 +15,21 @@ def results(doc):
     return sorted((r["check"], r["host"], r["subject"], r["outcome"]) for r in doc["results"])
 
 
+def _logins(sim) -> dict[str, int]:
+    return {n.name: n.sshd_log.read_text(errors="replace").count("Accepted publickey") for n in sim.nodes}
+
+
 def test_xdist_run_matches_serial_run(sim, tmp_path):
     groups = {"min_nofile": sim.default_nofile}
     inv = sim.write_inventory(tmp_path / "hosts.yaml", head=groups, worker=groups)
     with sim.node("node-02").set_npu(3, link="DOWN"):
+        before = _logins(sim)
         serial_proc, serial = run_preflight(inv, tmp_path / "serial")
+        middle = _logins(sim)
         xdist_proc, parallel = run_preflight(inv, tmp_path / "xdist", "-n", "2")
+        after = _logins(sim)
+    # The same SSH logins on every node as the serial run: the second worker did not probe again.
+    assert {n: after[n] - middle[n] for n in after} == {n: middle[n] - before[n] for n in middle}
     assert "2 workers" in xdist_proc.stdout or "created: 2/2 workers" in xdist_proc.stdout, xdist_proc.stdout[-1500:]
     assert results(parallel) == results(serial)
     assert ("hccl.link_up", "node-02", "npu3", "failed") in problems(parallel)
@@ -26,3 +38,5 @@ def test_xdist_run_matches_serial_run(sim, tmp_path):
     assert xdist_proc.returncode == serial_proc.returncode == 1
     # One set of reports, written by the controller.
     assert len(list((tmp_path / "xdist" / "reports" / "runs").iterdir())) == 1
+    # The facts the first worker left for the others (secrets included) are gone with the run.
+    assert not list(Path(tempfile.gettempdir()).glob("preflight-xdist-*"))

@@ -391,11 +391,11 @@ def _html_rows(path) -> list[str]:
 
 
 def test_above_64_hosts_preflight_html_keeps_only_what_needs_attention(pytester, inv):
-    from preflight.plugin import HTML_ALL_ROWS_MAX_HOSTS
+    from preflight.plugin import FLEET_HOSTS
 
     assert run(pytester, "--inventory", "inv.yaml", "--facts-out", "one.json", "--report-dir", "r0").ret == 1
     one = load(pytester.path / "one.json")
-    n = HTML_ALL_ROWS_MAX_HOSTS + 1
+    n = FLEET_HOSTS + 1
     inv_hosts = [dict(one["inventory"]["hosts"][0], name=f"host-{i:03d}") for i in range(n)]
     hosts = [dict(one["hosts"][0], host=f"host-{i:03d}") for i in range(n)]
     (pytester.path / "many.json").write_text(json.dumps(dict(one, hosts=hosts, inventory={"hosts": inv_hosts})))
