@@ -1,0 +1,148 @@
+"""The controller alone at fleet size: N hosts' facts replayed with ``--facts-in``.
+
+    python -m benchmarks.controller --hosts 1000 [--browser chromium]
+
+Two simulated nodes (real sshd, as in the e2e tests) are probed once with ``--facts-out``; their
+facts are then copied to N hosts, each with its own name, address, device IPs and a name-resolution
+view of all N names (N² entries, as a real run holds), and ``preflight --facts-in`` runs every
+built-in check on them and writes the three reports.  That isolates what the controller pays per
+host (pytest items, checks, reports, memory) from the nodes, which on this machine share its cores.
+Phase-two records (TCP probes, launcher SSH, pings) are the two nodes' own, copied.
+
+With ``--browser``, the HTML reports are loaded by that headless browser (``--dump-dom``: parse,
+scripts, layout) and timed, minus the browser's start-up on an empty page.
+
+Writes benchmarks/results/controller-<time>.md and .json.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime as _dt
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.run import RESULTS, machine, measure
+
+_IP = re.compile(r"\b(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\b")
+
+
+def capture(scratch: Path) -> dict:
+    from benchmarks.fleet import namespaced
+
+    cluster = namespaced(2)
+    try:
+        out = scratch / "captured.json"
+        m = measure([sys.executable, "-m", "preflight.cli", "--inventory", str(cluster.inventory_path),
+                     "--report-dir", str(scratch / "capture"), "--facts-out", str(out), "-q"], scratch / "capture.log")
+        if not out.exists():
+            raise RuntimeError(f"capture failed (rc {m['rc']}): see {scratch / 'capture.log'}")
+        return json.loads(out.read_text())
+    finally:
+        cluster.close()
+
+
+def replicate(doc: dict, n: int) -> dict:
+    """N hosts from the first captured one: names node-00001..., addresses 10.a.b.c, device IPs
+    29.a.b.c (distinct per host and NPU), and every node resolving every name to its address."""
+    src_inv = doc["inventory"]["hosts"][0]
+    src = doc["hosts"][0]
+    names = [f"node-{i:05d}" for i in range(1, n + 1)]
+    address = {name: f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}" for i, name in enumerate(names, 1)}
+    resolve = "".join(f"query {name}\n" for name in names) + "".join(f"{address[x]}  {x}\n" for x in names)
+    hosts, inv = [], []
+    for i, name in enumerate(names, 1):
+        h = copy.deepcopy(src_inv)
+        h.update(name=name, address=address[name], groups=["head"] if i == 1 else ["worker"])
+        inv.append(h)
+        facts = {"host": name, "address": address[name], "reachable": True, "error": None,
+                 "error_kind": src.get("error_kind"), "gather_s": src.get("gather_s", 0.0),
+                 "command_timeout": src.get("command_timeout", 10.0), "raw": {}}
+        for key, out in src["raw"].items():
+            out = dict(out)
+            if key.startswith("hccn.ip/"):
+                dev = int(key.split("/")[1])
+                out["stdout"] = _IP.sub(lambda m, d=dev: f"29.{i // 256 % 256}.{i % 256}.{d}", out["stdout"], count=1)
+            elif key == "net.resolve":
+                out["stdout"] = resolve
+            facts["raw"][key] = out
+        hosts.append(facts)
+    return {"schema": 1, "tool": doc["tool"], "inventory": {"path": "replicated", "hosts": inv}, "hosts": hosts}
+
+
+def browser_load(browser: str, page: Path, blank: Path) -> float:
+    def once(p: Path) -> float:
+        t0 = time.monotonic()
+        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", p.as_uri()],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600, check=True)
+        return time.monotonic() - t0
+
+    once(blank)  # warm the disk cache
+    return min(once(page) for _ in range(2)) - min(once(blank) for _ in range(2))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hosts", default="1000", help="comma-separated sizes")
+    ap.add_argument("--browser", default=None, help="a headless-capable browser to time the HTML reports with")
+    ap.add_argument("--out", default=str(RESULTS))
+    args = ap.parse_args(argv)
+    sizes = [int(s) for s in args.hosts.split(",")]
+    info = machine()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="preflight-ctl-") as tmp:
+        scratch = Path(tmp)
+        captured = capture(scratch)
+        blank = scratch / "blank.html"
+        blank.write_text("<!doctype html><title>blank</title>")
+        for n in sizes:
+            facts = scratch / f"facts{n}.json"
+            facts.write_text(json.dumps(replicate(captured, n)))
+            reports = scratch / f"reports{n}"
+            m = measure([sys.executable, "-m", "preflight.cli", "--facts-in", str(facts), "--report-dir", str(reports),
+                         "-q", "-p", "no:randomly"], scratch / f"run{n}.log")
+            doc = json.loads((reports / "preflight.json").read_text())
+            run_dir = reports / "runs" / doc["run_id"]
+            row = {"hosts": n, "wall_s": m["wall_s"], "cpu_s": m["cpu_s"], "rss_mb": m["rss_mb"], "rc": m["rc"],
+                   "results": len(doc["results"]), "summary": doc["summary"],
+                   "facts_file_mb": facts.stat().st_size / 2**20,
+                   "html_mb": (run_dir / "preflight.html").stat().st_size / 2**20,
+                   "matrix_mb": (run_dir / "matrix.html").stat().st_size / 2**20,
+                   "json_mb": (run_dir / "preflight.json").stat().st_size / 2**20}
+            if args.browser:
+                row["html_load_s"] = browser_load(args.browser, run_dir / "preflight.html", blank)
+                row["matrix_load_s"] = browser_load(args.browser, run_dir / "matrix.html", blank)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"controller-{stamp}.json").write_text(json.dumps({"machine": info, "rows": rows}, indent=1) + "\n")
+    head = ("| hosts | results | wall s | CPU s | peak RSS MB | facts file MB | preflight.html MB | matrix.html MB "
+            "| preflight.json MB |" + (" preflight.html load s | matrix.html load s |" if args.browser else ""))
+    lines = [f"# Controller at fleet size ({stamp}; python -m benchmarks.controller --hosts {args.hosts}"
+             + (f" --browser {args.browser}" if args.browser else "") + ")", "",
+             f"Machine: {info['cores']} cores, {info['memory_gib']} GiB RAM, {info['cpu']}; Python {info['python']}.",
+             "", head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        cells = [r["hosts"], r["results"], f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}", f"{r['rss_mb']:.0f}",
+                 f"{r['facts_file_mb']:.0f}", f"{r['html_mb']:.1f}", f"{r['matrix_mb']:.1f}", f"{r['json_mb']:.1f}"]
+        if args.browser:
+            cells += [f"{r['html_load_s']:.1f}", f"{r['matrix_load_s']:.1f}"]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    lines += ["", "- One `preflight --facts-in` process per row: pytest collection, every built-in check, the three "
+              "reports. No SSH: the gathering side is measured by benchmarks.run.",
+              "- Load: headless browser `--dump-dom` of the file, minus the same on an empty page." if args.browser
+              else "- HTML load not timed (no --browser)."]
+    (out / f"controller-{stamp}.md").write_text("\n".join(lines) + "\n")
+    print(f"written: {out}/controller-{stamp}.md and .json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
