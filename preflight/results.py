@@ -8,7 +8,7 @@ Outcomes are the ones of the preflight.json contract (DESIGN.md, schema 1):
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 OUTCOMES = ("passed", "failed", "warning", "error", "skipped")
 SEVERITIES = ("error", "warning")
@@ -45,9 +45,13 @@ class Result:
             raise ValueError(f"unknown severity {self.severity!r}")
 
     def to_json(self) -> dict:
-        data = asdict(self)
+        # Every field is a plain value: a shallow copy (asdict deep-copies, ~90 000 times a fleet run).
+        data = {f: getattr(self, f) for f in _FIELDS}
         data["outliers"] = list(self.outliers)
         return data
+
+
+_FIELDS = tuple(f.name for f in fields(Result))
 
 
 class ResultStore:
