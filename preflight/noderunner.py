@@ -38,6 +38,16 @@ def _stop(signum, frame):
     os._exit(128 + signum)
 
 
+def _write(out, data):
+    try:
+        out.write(data)
+        out.flush()
+    except OSError:
+        # The SSH channel is gone (the controller's deadline, a lost connection): the commands
+        # still running have no one to report to and no timeout but ours, so they go now.
+        _stop(signal.SIGPIPE, None)
+
+
 def run_command(bash, command, env, timeout, read):
     """(stdout, stderr, rc, ms) of ``bash -c command``: stdin closed, each stream kept up to
     ``read`` bytes (the pipe is closed then, as ``head -c`` does), killed with its whole process
@@ -111,10 +121,10 @@ def run_command(bash, command, env, timeout, read):
 
 
 class Group:
-    """Commands that run one after another; ``out`` gets their records."""
+    """Commands that run one after another; ``out`` (a stream, or a list that buffers) gets their records."""
 
-    def __init__(self, commands, out, flush):
-        self.commands, self.out, self.flush = commands, out, flush
+    def __init__(self, commands, out):
+        self.commands, self.out = commands, out
 
     def run(self, ctx):
         try:
@@ -148,9 +158,10 @@ class Group:
             ctx.hung[tool] = "%s timed out earlier on this host (%s)" % (tool, name)
 
     def write(self, data):
-        self.out.append(data) if isinstance(self.out, list) else self.out.write(data)
-        if self.flush:
-            self.out.flush()
+        if isinstance(self.out, list):
+            self.out.append(data)
+            return
+        _write(self.out, data)
 
 
 class Context:
@@ -172,16 +183,15 @@ def main(argv):
     out = sys.stdout.buffer
     # The first group streams its records as they come (they survive a later hang or the host
     # deadline); the others run beside it and are printed whole after it, in order.
-    later = [Group(g, [], False) for g in groups[1:]]
+    later = [Group(g, []) for g in groups[1:]]
     threads = [threading.Thread(target=g.run, args=(ctx,), daemon=True) for g in later]
     for t in threads:
         t.start()
     if groups:
-        Group(groups[0], out, True).run(ctx)
+        Group(groups[0], out).run(ctx)
     for t, g in zip(threads, later):
         t.join()
-        out.write(b"".join(g.out))
-        out.flush()
+        _write(out, b"".join(g.out))
     if ctx.failed:
         sys.stderr.write("preflight runner failed (%s); running the bash runner\n" % "; ".join(ctx.failed))
         return 1

@@ -152,3 +152,21 @@ def _sleepers(arg: str) -> list[int]:
         if cmd[:2] == [b"sleep", arg.encode()] and state != "Z":
             found.append(int(pid))
     return found
+
+
+def test_losing_the_channel_stops_every_running_command():
+    """The controller's deadline closes the channel: the runner's next write fails, and the commands
+    still running (here a slow one in a parallel group) are killed, not left without a timeout."""
+    nonce = new_nonce()
+    plan = '[[["first", "", "echo first; sleep 1", false]], [["slow", "t", "sleep 64", false]]]'
+    src = open(noderunner.__file__).read()
+    p = subprocess.Popen([sys.executable, "-I", "-S", "-c", src, nonce, "101", "30", plan, "", BASH],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline().startswith(nonce.encode() + b" B first")
+    deadline = time.monotonic() + 10
+    while not _sleepers("64") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _sleepers("64")
+    p.stdout.close()  # the channel goes away; "first" ends after 1 s and its record cannot be written
+    assert p.wait(10) == 128 + signal.SIGPIPE
+    assert _gone("64")
