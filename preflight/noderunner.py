@@ -20,7 +20,7 @@ import threading
 import time
 
 _live = set()  # process groups of commands running now
-_live_lock = threading.Lock()
+_live_lock = threading.RLock()  # re-entrant: _stop may run as a signal handler while its thread holds it
 
 
 def _kill_group(pid, sig):
