@@ -3,6 +3,7 @@ bash runner's in test_probe.py; here: that it is the one that runs, that the scr
 to bash when it cannot, and its process handling (codes, groups killed, nothing left behind)."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 from preflight import noderunner
 from preflight.probe import ProbeCommand, build_script, new_nonce, parse_probe_output
 
+from .test_local_transport import marker, processes_with
 from .test_probe import _can_unshare_mount
 
 BASH = "/bin/bash"
@@ -75,16 +77,18 @@ def test_streams_are_cut_at_the_read_size_and_the_writer_stops():
 
 def test_timeout_kills_the_whole_process_group_with_124():
     t0 = time.monotonic()
-    out, _, rc, ms = noderunner.run_command(BASH, "sleep 60 & sleep 60; echo never", dict(os.environ), 1, 100)
+    m = marker()
+    out, _, rc, ms = noderunner.run_command(BASH, f"sleep {m} & sleep {m}; echo never", dict(os.environ), 1, 100)
     assert rc == 124 and out == b"" and 900 <= ms < 3000
     assert time.monotonic() - t0 < 3
-    assert _gone("60")
+    assert _gone(m)
 
 
 def test_a_command_that_ignores_sigterm_is_killed_with_137():
-    out, _, rc, ms = noderunner.run_command(BASH, "trap '' TERM; echo started; sleep 61", dict(os.environ), 1, 100)
+    m = marker()
+    out, _, rc, ms = noderunner.run_command(BASH, f"trap '' TERM; echo started; sleep {m}", dict(os.environ), 1, 100)
     assert rc == 137 and out == b"started\n" and ms >= 2900
-    assert _gone("61")
+    assert _gone(m)
 
 
 def test_killed_by_a_signal_reads_as_the_shell_would():
@@ -93,10 +97,11 @@ def test_killed_by_a_signal_reads_as_the_shell_would():
 
 def test_background_child_holding_the_pipe_is_bounded_and_removed():
     t0 = time.monotonic()
-    out, _, rc, _ = noderunner.run_command(BASH, "sleep 62 & echo hi", dict(os.environ), 1, 100)
+    m = marker()
+    out, _, rc, _ = noderunner.run_command(BASH, f"sleep {m} & echo hi", dict(os.environ), 1, 100)
     assert out == b"hi\n" and rc == 0
     assert time.monotonic() - t0 < 2.5
-    assert _gone("62")
+    assert _gone(m)
 
 
 def test_no_stdin():
@@ -111,62 +116,46 @@ def test_bash_that_cannot_start_is_a_record_not_a_crash():
 
 def test_stopping_the_runner_leaves_no_command_behind():
     nonce = new_nonce()
-    plan = '[[["slow", "", "echo started; sleep 63", false]]]'
+    m = marker()
+    plan = json.dumps([[["slow", "", f"echo started; sleep {m}", False]]])
     src = open(noderunner.__file__).read()
     p = subprocess.Popen([sys.executable, "-I", "-S", "-c", src, nonce, "101", "30", plan, "", BASH],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     line = p.stdout.readline()
     assert line.startswith(nonce.encode() + b" B slow")
     deadline = time.monotonic() + 10
-    while not _sleepers("63") and time.monotonic() < deadline:
+    while not processes_with(m) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _sleepers("63")
+    assert processes_with(m)
     p.send_signal(signal.SIGHUP)  # what a closed SSH session sends
     p.wait(10)
-    assert _gone("63")
+    assert _gone(m)
 
 
-def _gone(arg: str) -> bool:
-    """No `sleep <arg>` left within a few seconds (a killed process takes a moment to go)."""
+def _gone(text: str) -> bool:
+    """No process with ``text`` in its command line within a few seconds (a kill takes a moment)."""
     deadline = time.monotonic() + 5
-    while _sleepers(arg):
+    while processes_with(text):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
     return True
 
 
-def _sleepers(arg: str) -> list[int]:
-    """Our own `sleep <arg>` processes still alive (zombies excluded)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmd = fh.read().split(b"\0")
-            with open(f"/proc/{pid}/stat") as fh:
-                state = fh.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if cmd[:2] == [b"sleep", arg.encode()] and state != "Z":
-            found.append(int(pid))
-    return found
-
-
 def test_losing_the_channel_stops_every_running_command():
     """The controller's deadline closes the channel: the runner's next write fails, and the commands
     still running (here a slow one in a parallel group) are killed, not left without a timeout."""
     nonce = new_nonce()
-    plan = '[[["first", "", "echo first; sleep 1", false]], [["slow", "t", "sleep 64", false]]]'
+    m = marker()
+    plan = json.dumps([[["first", "", "echo first; sleep 1", False]], [["slow", "t", f"sleep {m}", False]]])
     src = open(noderunner.__file__).read()
     p = subprocess.Popen([sys.executable, "-I", "-S", "-c", src, nonce, "101", "30", plan, "", BASH],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert p.stdout.readline().startswith(nonce.encode() + b" B first")
     deadline = time.monotonic() + 10
-    while not _sleepers("64") and time.monotonic() < deadline:
+    while not processes_with(m) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _sleepers("64")
+    assert processes_with(m)
     p.stdout.close()  # the channel goes away; "first" ends after 1 s and its record cannot be written
     assert p.wait(10) == 128 + signal.SIGPIPE
-    assert _gone("64")
+    assert _gone(m)
