@@ -440,8 +440,17 @@ def _exception_message(call) -> str:
     return str(msg if msg is not None else value)
 
 
-def render_failures(results: list[Result]) -> str:
+# One check can find hundreds of problems at fleet size (a ping matrix, a name on every node):
+# pytest's report of that item (terminal, preflight.html) shows the first ones; every result is
+# in preflight.json and matrix.html.
+MAX_FINDINGS_SHOWN = 20
+
+
+def render_failures(results: list[Result], limit: int = MAX_FINDINGS_SHOWN) -> str:
     lines = []
+    if len(results) > limit:
+        lines.append(f"{len(results)} findings; the first {limit} follow, all are in preflight.json and matrix.html")
+        results = results[:limit]
     for r in results:
         label = {"failed": "FAILED", "warning": "WARNING", "error": "ERROR"}.get(r.outcome, r.outcome.upper())
         lines.append(f"{label} [{r.check}] {r.message}")

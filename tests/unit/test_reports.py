@@ -367,3 +367,19 @@ def test_write_json_round_trips_schema_1_keys(doc, tmp_path):
     for r in data["results"]:
         assert {"check", "host", "subject", "outcome", "severity", "message", "remedy", "reference"} <= set(r)
         assert r["outcome"] in ("passed", "failed", "warning", "error", "skipped")
+
+
+def test_pytest_report_of_one_check_shows_its_first_findings_only():
+    from preflight.results import Result
+    from preflight.run import MAX_FINDINGS_SHOWN, render_failures
+
+    many = [Result(check="hccl.ping", host=None, subject=f"node-{i:04d}", outcome="failed", severity="error",
+                   message=f"node-{i:04d} npu0 -> peer: 0 of 3 replies", remedy="fix the link", reference="FAQ")
+            for i in range(MAX_FINDINGS_SHOWN + 5)]
+    text = render_failures(many)
+    assert text.splitlines()[0] == (f"{MAX_FINDINGS_SHOWN + 5} findings; the first {MAX_FINDINGS_SHOWN} follow, "
+                                    f"all are in preflight.json and matrix.html")
+    assert text.count("FAILED [hccl.ping]") == MAX_FINDINGS_SHOWN
+    assert f"node-{MAX_FINDINGS_SHOWN - 1:04d}" in text and f"node-{MAX_FINDINGS_SHOWN:04d}" not in text
+    few = render_failures(many[:3])
+    assert few.count("FAILED [hccl.ping]") == 3 and "findings;" not in few
