@@ -139,12 +139,24 @@ def fragment(document: dict) -> str:
                 continue
             outcome, rs = grid[(host, check)]
             sym, label, cls = STYLE[outcome]
-            tip = "\n".join(_describe(r) for r in rs if r["outcome"] != "passed") or label
-            parts.append(f'<td class="{cls}" title="{text(tip)}">{sym}</td>')
+            parts.append(f'<td class="{cls}" title="{text(_tip(rs) or label)}">{sym}</td>')
         parts.append("</tr>")
     parts.append("</tbody></table>")
     parts.append(findings(document))
     return "".join(parts)
+
+
+# A cell's tooltip names what went wrong there; a fleet-wide finding (one device IP on 1000 nodes)
+# is in every outlier's cell, so the tooltip keeps it short: the full text is in "What to fix".
+TIP_FINDINGS, TIP_CHARS = 3, 300
+
+
+def _tip(rs) -> str:
+    bad = [r for r in rs if r["outcome"] != "passed"]
+    lines = [d if len(d) <= TIP_CHARS else d[:TIP_CHARS - 1] + "…" for d in map(_describe, bad[:TIP_FINDINGS])]
+    if len(bad) > TIP_FINDINGS:
+        lines.append(f"… and {len(bad) - TIP_FINDINGS} more below")
+    return "\n".join(lines)
 
 
 _ORDER = {"failed": 0, "warning": 1, "error": 2}

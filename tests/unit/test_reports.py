@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 from html.parser import HTMLParser
 
 import pytest
@@ -383,3 +385,26 @@ def test_pytest_report_of_one_check_shows_its_first_findings_only():
     assert f"node-{MAX_FINDINGS_SHOWN - 1:04d}" in text and f"node-{MAX_FINDINGS_SHOWN:04d}" not in text
     few = render_failures(many[:3])
     assert few.count("FAILED [hccl.ping]") == 3 and "findings;" not in few
+
+
+def test_a_fleet_wide_finding_keeps_each_cell_tooltip_short():
+    from preflight.report.matrix import TIP_CHARS, TIP_FINDINGS, cells, fragment
+
+    hosts = [{"name": f"node-{i:04d}", "reachable": True} for i in range(50)]
+    names = ", ".join(h["name"] for h in hosts)
+    results = [{"check": "cluster.device_ip_unique", "host": None, "subject": f"29.0.0.{d}", "outcome": "failed",
+                "severity": "error", "message": f"29.0.0.{d} is the device IP of npu{d} on {names}",
+                "remedy": "give each NPU its own address", "reference": "FAQ",
+                "outliers": [h["name"] for h in hosts]} for d in range(8)]
+    doc = {"hosts": hosts, "results": results, "ready": False}
+    _, _, grid = cells(doc)
+    assert grid[("node-0007", "cluster.device_ip_unique")][0] == "failed"
+    page = fragment(doc)
+    tips = re.findall(r'<td class="fail" title="([^"]*)"', page)
+    assert len(tips) == 51  # 50 hosts and the (cluster) row
+    for tip in tips:
+        lines = tip.split("\n")
+        assert len(lines) == TIP_FINDINGS + 1 and lines[-1] == f"… and {8 - TIP_FINDINGS} more below"
+        assert all(len(html.unescape(line)) <= TIP_CHARS for line in lines)
+    # The full messages are in "What to fix", once each.
+    assert page.count(html.escape(results[7]["message"], quote=False)) == 1
