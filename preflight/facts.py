@@ -223,19 +223,17 @@ class HostFacts:
                     parsed[name] = _jsonable(value)
                 except FactUnavailable as exc:
                     parsed[name] = {"unavailable": str(exc)}
-        return {
-            "host": self.host, "address": self.address, "reachable": self.reachable, "error": self.error,
-            "error_kind": self.error_kind, "gather_s": round(self.gather_s, 3), "command_timeout": self.command_timeout,
-            "raw": {k: _redacted(k, v).to_json() for k, v in self.raw.items()},
-            "parsed": parsed,
-        }
+        data = self.raw_json(redact=True)
+        data["gather_s"] = round(self.gather_s, 3)
+        data["parsed"] = parsed
+        return data
 
-    def raw_json(self) -> dict:
-        """What :meth:`from_json` needs, unredacted: for handing facts to another process of the
-        same run (pytest-xdist workers), never for a file a user keeps."""
+    def raw_json(self, redact: bool = False) -> dict:
+        """What :meth:`from_json` needs.  Unredacted only for handing facts to another process of
+        the same run (pytest-xdist workers), never for a file a user keeps."""
         return {"host": self.host, "address": self.address, "reachable": self.reachable, "error": self.error,
                 "error_kind": self.error_kind, "gather_s": self.gather_s, "command_timeout": self.command_timeout,
-                "raw": {k: v.to_json() for k, v in self.raw.items()}}
+                "raw": {k: (_redacted(k, v) if redact else v).to_json() for k, v in self.raw.items()}}
 
     @classmethod
     def from_json(cls, data: dict) -> "HostFacts":

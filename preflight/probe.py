@@ -3,8 +3,8 @@
 The commands are run by the node's python3 (:mod:`preflight.noderunner`, one process per
 command) or, on a node without one, by the bash runner below (``timeout``, ``head -c`` and
 ``base64`` around each command); both print the same records.  Every command runs under its
-own timeout, with stdin closed, its stdout and stderr capped and base64-encoded, so any bytes a node prints come back intact
-and cannot be confused with the framing.  Framing lines start with a random nonce, so
+own timeout, with stdin closed, its stdout and stderr capped and base64-encoded, so any bytes
+a node prints come back intact and cannot be confused with the framing.  Framing lines start with a random nonce, so
 login banners or ``echo`` lines in ``~/.bashrc`` around the script are ignored, and no
 remote output can forge a record.  The script writes nothing on the node.
 
@@ -138,7 +138,7 @@ def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP,
         bash_runner.append(f"pf_g{i}() {{\n" + "\n".join(call(c) for c in group) + "\n}")
         # Process substitution needs /dev/fd; without it (a bare /dev) the group runs after the first.
         bash_runner.append(f'pf_o{i}=; [ -e /dev/fd/0 ] && '
-                      f'exec {{pf_o{i}}}< <(pf_b=$(pf_g{i} 3>&1); printf \'%s\\n\' "$pf_b")')
+                           f'exec {{pf_o{i}}}< <(pf_b=$(pf_g{i} 3>&1); printf \'%s\\n\' "$pf_b")')
     bash_runner.extend(call(c) for c in (groups[0] if groups else ()))
     for i in range(1, len(groups)):
         bash_runner.append(f'if [ -n "$pf_o{i}" ]; then cat <&"$pf_o{i}"; exec {{pf_o{i}}}<&-; else pf_g{i}; fi')

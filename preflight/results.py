@@ -82,9 +82,6 @@ class ResultStore:
         with self._lock:
             return self._results[start:]
 
-    def for_node(self, nodeid: str) -> list[Result]:
-        return [r for r in self.all() if r.nodeid == nodeid]
-
     def counts(self) -> dict[str, int]:
         counts = dict.fromkeys(OUTCOMES, 0)
         for r in self.all():

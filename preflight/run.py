@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import os
@@ -190,33 +189,14 @@ class PreflightRun:
             self.timings["phase_one"] = time.monotonic() - t0
             active = {s.name for s in specs if s.phase == 2}
             if active:
-                with self._phase_two_turn():
-                    run_phase_two(active, self.cluster(), self.gatherer, self.settings,
-                                  {"ping": self.config.getoption("preflight_ping", "ring")}, timings=self.timings)
+                run_phase_two(active, self.cluster(), self.gatherer, self.settings,
+                              {"ping": self.config.getoption("preflight_ping", "ring")}, timings=self.timings)
             # Checks never touch a node: the connections go now, not at the end of the session (at
             # fleet size they are most of the controller's memory: ~0.6 MB each, measured).
             self.gatherer.close()
             if self.facts_out:
                 _save_facts(self.facts_out, self.hosts, self.inventory_path, self.facts)
         self.gather_s = time.monotonic() - t0
-
-    @contextlib.contextmanager
-    def _phase_two_turn(self):
-        """pytest-xdist workers each gather; their cross-node probes take turns, so two workers
-        never hold temporary listeners on the same port or ping the same NPU at once."""
-        if not self.is_xdist_worker:
-            yield
-            return
-        import fcntl
-        import tempfile
-
-        uid = str(self.config.workerinput.get("testrunuid", "run"))
-        with open(os.path.join(tempfile.gettempdir(), f"preflight-phase2-{uid}.lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def facts_for(self, name: str) -> HostFacts | None:
         return self.facts.get(name)

@@ -142,21 +142,16 @@ def parse_resolve(text: str) -> dict[str, str | None]:
     a name not found.  A line belongs to the name it lists (or whose address it is, for a name
     that is an address); a line listing no queried name (a DNS alias) belongs to the name in turn.
     The older ``<name> <address or ->`` form (saved facts files) is read too."""
-    queries: list[str] = []
-    found: list[tuple[str, set[str]]] = []
-    legacy: dict[str, str | None] = {}
+    rows = [line.split() for line in text.splitlines()]
     # Every node lists every name: interned, the N x N answers share one string per name/address.
-    for line in text.splitlines():
-        parts = [sys.intern(p) for p in line.split()]
-        if len(parts) == 2 and parts[0] == "query":
-            queries.append(parts[1])
-        elif len(parts) >= 2:
-            found.append((parts[0], tuple(p.lower() for p in parts)))
-            legacy[parts[0]] = None if parts[1] == "-" else parts[1]
-    if not queries:
+    queries = [sys.intern(r[1]) for r in rows if len(r) == 2 and r[0] == "query"]
+    answers = [r for r in rows if len(r) >= 2 and r[0] != "query"]
+    if not queries:  # the older form
+        legacy = {r[0]: None if r[1] == "-" else r[1] for r in answers}
         if not legacy and text.strip():
             raise ParseError("unreadable name resolution records")
         return legacy
+    found = [(sys.intern(r[0]), {p.lower() for p in r}) for r in answers]
     positions: dict[str, list[int]] = {}
     for i, name in enumerate(queries):
         positions.setdefault(name.lower(), []).append(i)
