@@ -2,8 +2,9 @@
 # does).  preflight.probe sends this file's text with the script and runs it as
 #     python3 -I -S -c <this file> NONCE READ TIMEOUT PLAN DEVS BASH
 # It prints exactly the records the bash runner of preflight.probe prints, but starts one process
-# per command (``bash -c``) instead of about ten (timeout, head and base64 for stdout and stderr),
-# which is most of the probe's cost on a node: see benchmarks/.  If python3 is missing, too old, or
+# per command (``bash -c``, or the program itself for a simple command) instead of about ten
+# (timeout, head and base64 for stdout and stderr), which is most of the probe's cost on a node:
+# see benchmarks/.  If python3 is missing, too old, or
 # this runner fails, the script falls back to the bash runner.
 #
 # Runs on the node's own interpreter: Python 3.6 syntax and standard library only, no third-party
@@ -12,6 +13,7 @@
 import base64
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -48,15 +50,49 @@ def _write(out, data):
         _stop(signal.SIGPIPE, None)
 
 
+_LITERAL = re.compile(r"^[A-Za-z0-9_./:,+@%-]+$")
+_QUOTED_VAR = re.compile(r'^"\$(PF_[A-Z][A-Z0-9_]*)"$')
+
+
+def simple_argv(command, env):
+    """The argv bash would run for ``command`` when it is one simple command of literal words
+    and quoted ``"$PF_*"`` values naming a program by absolute path (``"$PF_HCCN" -i "$PF_DEV"
+    -link -g``), else None.  Such a command is started directly: the same process bash -c
+    would exec, one bash start-up less (most of the probe's commands are of this form)."""
+    words = command.strip().split(" ")
+    argv = []
+    for word in words:
+        m = _QUOTED_VAR.match(word)
+        if m:
+            argv.append(env.get(m.group(1), ""))
+        elif _LITERAL.match(word) and not (not argv and "=" in word):
+            argv.append(word)
+        else:
+            return None
+    # A name without a slash may be a builtin or an (exported) function: only bash knows.
+    if not argv or not argv[0].startswith("/"):
+        return None
+    return argv
+
+
 def run_command(bash, command, env, timeout, read):
     """(stdout, stderr, rc, ms) of ``bash -c command``: stdin closed, each stream kept up to
     ``read`` bytes (the pipe is closed then, as ``head -c`` does), killed with its whole process
     group after ``timeout`` seconds: rc 124, or 137 if it needed SIGKILL (GNU timeout's codes)."""
     t0 = time.monotonic()
     deadline = t0 + timeout
+    argv = simple_argv(command, env)
+    proc = None
+    if argv is not None:
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=env, start_new_session=True, close_fds=True)
+        except OSError:
+            proc = None  # not executable, missing, no #! line: bash says so in its own words
     try:
-        proc = subprocess.Popen([bash, "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, start_new_session=True, close_fds=True)
+        if proc is None:
+            proc = subprocess.Popen([bash, "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=env, start_new_session=True, close_fds=True)
     except OSError as exc:
         return b"", ("preflight runner: cannot start bash: %s\n" % exc).encode(), 127, 0
     with _live_lock:

@@ -114,6 +114,69 @@ def test_bash_that_cannot_start_is_a_record_not_a_crash():
     assert rc == 127 and b"cannot start" in err
 
 
+# ------------------------------------------------------------------------- simple commands
+
+TOOL = {"PF_HCCN": "/usr/local/Ascend/driver/tools/hccn_tool", "PF_DEV": "3"}
+
+
+@pytest.mark.parametrize("command, argv", [
+    ('"$PF_HCCN" -i "$PF_DEV" -link -g', ["/usr/local/Ascend/driver/tools/hccn_tool", "-i", "3", "-link", "-g"]),
+    ('"$PF_HCCN" -i "$PF_DEV" -ping -g address 10.0.0.2',
+     ["/usr/local/Ascend/driver/tools/hccn_tool", "-i", "3", "-ping", "-g", "address", "10.0.0.2"]),
+    ('/bin/true "$PF_UNSET"', ["/bin/true", ""]),  # an unset quoted value is an empty word, as in bash
+])
+def test_a_simple_command_is_the_argv_bash_would_exec(command, argv):
+    assert noderunner.simple_argv(command, TOOL) == argv
+
+
+@pytest.mark.parametrize("command", [
+    "env -0",                        # found on PATH: could be a builtin or an exported function
+    '"$PF_NPUSMI" info',             # unset: the empty name is not an absolute path
+    "/bin/echo $PF_DEV",             # unquoted: bash would split it
+    "/bin/echo *",                   # a glob
+    "/bin/echo a  b",                # two spaces: an empty word here, none in bash
+    "A=1 /bin/env",                  # an assignment
+    "/bin/echo a; /bin/echo b",      # a list
+    "/bin/echo a | /bin/cat",        # a pipeline
+    "/bin/echo ~",                   # tilde expansion
+    "/bin/echo 'a'",                 # quotes other than "$PF_*"
+    '/bin/echo "$HOME"',             # only the probe's own values
+    "/bin/echo a\n/bin/echo b",
+])
+def test_anything_else_goes_to_bash(command):
+    assert noderunner.simple_argv(command, dict(TOOL, PF_NPUSMI="")) is None
+
+
+def test_a_simple_command_starts_without_bash_and_gets_the_same_answer(tmp_path):
+    tool = tmp_path / "tool"
+    tool.write_text("#!/bin/sh\necho \"$1 $2\"; echo $PPID; echo err >&2; exit 3\n")
+    tool.chmod(0o755)
+    env = dict(os.environ, PF_TOOL=str(tool), PF_DEV="5")
+    out, err, rc, _ = noderunner.run_command(BASH, '"$PF_TOOL" -i "$PF_DEV"', env, 5, 1000)
+    assert (out.decode().splitlines()[0], err, rc) == ("-i 5", b"err\n", 3)
+    assert out.decode().splitlines()[1] == str(os.getpid())  # started by the runner itself, not by a bash
+
+
+@pytest.mark.parametrize("mode, body, rc, words", [
+    (0o644, "#!/bin/sh\necho hi\n", 126, b"Permission denied"),   # no execute bit: bash's own words
+    (0o755, "echo no shebang line\n", 0, b""),                    # bash runs it as a script
+])
+def test_a_simple_command_that_cannot_be_started_directly_is_left_to_bash(tmp_path, mode, body, rc, words):
+    tool = tmp_path / "tool"
+    tool.write_text(body)
+    tool.chmod(mode)
+    env = dict(os.environ, PF_TOOL=str(tool))
+    out, err, got, _ = noderunner.run_command(BASH, '"$PF_TOOL" -x', env, 5, 1000)
+    assert got == rc and words in err
+    assert out == (b"no shebang line\n" if rc == 0 else b"")
+
+
+def test_a_missing_tool_reads_as_bash_says_it():
+    env = dict(os.environ, PF_TOOL="/nonexistent/hccn_tool")
+    _, err, rc, _ = noderunner.run_command(BASH, '"$PF_TOOL" -x', env, 5, 1000)
+    assert rc == 127 and b"No such file or directory" in err
+
+
 def test_stopping_the_runner_leaves_no_command_behind():
     nonce = new_nonce()
     m = marker()
