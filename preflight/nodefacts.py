@@ -18,7 +18,9 @@ from .parsers import versions as v
 # dropped by the parser via readlink -f.
 ASCEND_FILES = r"""
 f() { [ -f "$2" ] && [ -r "$2" ] || return 0; printf '@@F\t%s\t%s\n' "$1" "$2"; head -c 65536 -- "$2"; printf '\n@@E\n'; }
-l() { [ -e "$2" ] || return 0; printf '@@L\t%s\t%s\t%s\n' "$1" "$2" "$(readlink -f -- "$2")"; }
+# Links are resolved together at the end: one readlink for all, not one process each.
+lk=(); lp=()
+l() { [ -e "$2" ] || return 0; lk+=("$1"); lp+=("$2"); }
 A=/usr/local/Ascend
 f driver "$A/driver/version.info"
 f firmware "$A/firmware/version.info"
@@ -36,32 +38,71 @@ for r in "$ASCEND_HOME_PATH" "$ASCEND_TOOLKIT_HOME" "$A/ascend-toolkit/latest" "
   for i in "$r"/*-linux/ascend_toolkit_install.info "$r"/*-linux/ascend_nnae_install.info "$r"/ascend_nnae_install.info; do f "install_info:$r" "$i"; done
   f "toolkit_version:$r" "$r/toolkit/version.info"
   f "kernels:$r" "$r/opp_kernel/version.info"
-  for k in "$r"/opp/built-in/op_impl/ai_core/tbe/kernel/*/; do [ -d "$k" ] && printf '@@K\t%s\t%s\n' "$r" "$(basename "$k")"; done
+  for k in "$r"/opp/built-in/op_impl/ai_core/tbe/kernel/*/; do [ -d "$k" ] && { k=${k%/}; printf '@@K\t%s\t%s\n' "$r" "${k##*/}"; }; done
 done
 for r in "${ATB_HOME_PATH:+$ATB_HOME_PATH/../..}" "$A/nnal/atb/latest"; do [ -n "$r" ] && f atb "$r/version.info"; done
 for s in "$A"/nnal/atb/latest/atb/cxx_abi_*/lib/libatb.so "${ATB_HOME_PATH:+$ATB_HOME_PATH/lib/libatb.so}"; do [ -n "$s" ] && l libatb "$s"; done
+real=()
+# NUL-separated, so any path survives; a path readlink could not resolve would shift the rest,
+# so then each is resolved alone.
+[ ${#lp[@]} -gt 0 ] && mapfile -d '' -t real < <(readlink -f -z -- "${lp[@]}" 2>/dev/null)
+for i in "${!lp[@]}"; do
+  [ ${#real[@]} = ${#lp[@]} ] && t=${real[$i]} || t=$(readlink -f -- "${lp[$i]}")
+  printf '@@L\t%s\t%s\t%s\n' "${lk[$i]}" "${lp[$i]}" "$t"
+done
 printf '@@DONE\n'
 """
 
 # The interpreter a job would use ("$PF_PYTHON": python3 on the session PATH, or the inventory's
-# `python`), asked through importlib.metadata; modules are located with find_spec (nothing
-# imported but importlib itself, so no NPU is touched and it stays fast).
+# `python`).  Installed distributions are read off their metadata folders on sys.path, as
+# importlib.metadata finds them, by folder name: the packaging spec names them
+# ``<name>-<version>.dist-info`` (``.egg-info`` for setuptools, ``-pyX.Y`` after), with '-' escaped
+# in both parts, so the name splits at the first '-'.  Only a folder not named so has its
+# METADATA/PKG-INFO header read.  importlib.metadata itself costs ~40 ms of imports and an email
+# parse of every METADATA (~0.5 s on a node with hundreds of packages).  Modules are located with
+# find_spec (nothing imported but importlib itself, so no NPU is touched).
 PYTHON_STACK = r"""
 timeout -k 1 8 "$PF_PYTHON" - <<'PF_PY'
 import json, os, sys
 out = {"executable": sys.executable, "version": "%d.%d.%d" % sys.version_info[:3], "packages": {},
        "modules": {}, "path": [p for p in sys.path if p], "build_info": {}}
-try:
-    import importlib.metadata as md
-    for d in md.distributions():
+def header(folder):
+    for leaf in ("METADATA", "PKG-INFO"):
         try:
-            name = d.metadata["Name"]
-        except Exception:
-            name = None
-        if name and name.lower() not in {k.lower() for k in out["packages"]}:
-            out["packages"][name] = d.version
+            with open(os.path.join(folder, leaf), encoding="utf-8", errors="replace") as fh:
+                got = {}
+                for line in fh:
+                    if not line.strip():
+                        break
+                    key, sep, val = line.partition(":")
+                    if sep and key in ("Name", "Version") and key not in got:
+                        got[key] = val.strip()
+                return got.get("Name"), got.get("Version")
+        except OSError:
+            pass
+    return None, None
+try:
+    seen = set()
+    for base in sys.path:
+        try:
+            entries = sorted(os.listdir(base or "."))
+        except OSError:
+            continue
+        for entry in entries:
+            stem, dot, kind = entry.rpartition(".")
+            if kind not in ("dist-info", "egg-info"):
+                continue
+            parts = stem.split("-")
+            if parts[1:] and parts[0] and parts[1]:
+                name, version = parts[0], parts[1]
+            else:
+                name, version = header(os.path.join(base or ".", entry))
+            key = "-".join(filter(None, name.replace("_", "-").replace(".", "-").lower().split("-"))) if name else ""
+            if key and version and key not in seen:
+                seen.add(key)
+                out["packages"][name] = version
 except Exception as exc:
-    out["error"] = "importlib.metadata: %s" % exc
+    out["error"] = "package scan: %s" % exc
 import importlib.util
 wanted = ["acl", "torch", "torch_npu", "vllm_ascend", "megatron", "mindspeed", "triton", "ray"]
 wanted += [m for m in os.environ.get("PF_MODULES", "").split(",") if m]

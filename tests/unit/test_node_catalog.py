@@ -581,3 +581,100 @@ def test_unreadable_python_is_an_error_not_a_pass():
     facts = facts_of(python_dot_stack=out("", rc=127))
     with pytest.raises(FactUnavailable, match="not found"):
         facts.get("python.stack")
+
+
+def _stack_probe(python: str, cwd, pythonpath: str = "") -> dict:
+    import subprocess
+
+    from preflight.nodefacts import PYTHON_STACK
+
+    env = {"PF_PYTHON": python, "PATH": "/usr/bin:/bin"}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    proc = subprocess.run(["bash", "-c", PYTHON_STACK], env=env, cwd=cwd, capture_output=True, text=True, timeout=30)
+    return json.loads(proc.stdout.split("@@PY ", 1)[1])
+
+
+def _importlib_metadata(python: str, cwd, pythonpath: str = "") -> dict:
+    """normalised name -> version as importlib.metadata sees it (the first one on sys.path wins)."""
+    import subprocess
+    import sys
+
+    code = ("import importlib.metadata as md, json, re\nd = {}\nfor x in md.distributions():\n"
+            "    n = x.metadata['Name']\n    if n: d.setdefault(re.sub(r'[-_.]+', '-', n).lower(), x.version)\n"
+            "print(json.dumps(d))")
+    env = {"PATH": "/usr/bin:/bin", **({"PYTHONPATH": pythonpath} if pythonpath else {})}
+    out = subprocess.run([python or sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
+                         timeout=30)
+    return json.loads(out.stdout)
+
+
+def test_the_package_scan_sees_what_importlib_metadata_sees_on_this_interpreter(tmp_path):
+    import sys
+
+    doc = _stack_probe(sys.executable, tmp_path)
+    assert "error" not in doc
+    mine = {pv.norm_dist(k): v for k, v in doc["packages"].items()}
+    assert mine == _importlib_metadata(sys.executable, tmp_path) and "pytest" in mine
+
+
+def test_the_package_scan_reads_folder_names_and_headers_first_on_path_wins(tmp_path):
+    import sys
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for d in (first, second):
+        d.mkdir()
+
+    def dist(where, folder, name, version, leaf="METADATA"):
+        (where / folder).mkdir()
+        (where / folder / leaf).write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nbody\n")
+
+    dist(first, "torch_npu-2.6.0.post1.dist-info", "torch-npu", "2.6.0.post1")
+    dist(first, "PyYAML-6.0.2.dist-info", "PyYAML", "6.0.2")
+    dist(first, "megatron_core-0.12.1-py3.10.egg-info", "megatron-core", "0.12.1", leaf="PKG-INFO")
+    dist(first, "oddly.dist-info", "Odd.Pkg", "3.0")          # not named by the spec: its header says
+    dist(second, "torch_npu-2.1.0.dist-info", "torch_npu", "2.1.0")  # shadowed by the first on sys.path
+    (first / "not-a-dist.txt").write_text("x")
+    path = f"{first}:{second}"
+    doc = _stack_probe(sys.executable, tmp_path, path)
+    mine = {pv.norm_dist(k): v for k, v in doc["packages"].items()}
+    assert {k: mine[k] for k in ("torch-npu", "pyyaml", "megatron-core", "odd-pkg")} == {
+        "torch-npu": "2.6.0.post1", "pyyaml": "6.0.2", "megatron-core": "0.12.1", "odd-pkg": "3.0"}
+    assert mine == _importlib_metadata(sys.executable, tmp_path, path)
+
+
+def test_ascend_files_probe_resolves_every_link_and_names_kernel_dirs(tmp_path):
+    """The probe command itself, on a small tree standing in for /usr/local/Ascend."""
+    import subprocess
+
+    from preflight.nodefacts import ASCEND_FILES
+
+    a = tmp_path / "Ascend"
+    real_drv = tmp_path / "drivers" / "25.0"
+    (real_drv / "lib64").mkdir(parents=True)
+    (real_drv / "version.info").write_text("Version=25.0.rc1.1\n")
+    (a / "driver").parent.mkdir(parents=True)
+    (a / "driver").symlink_to(real_drv)
+    toolkit = a / "ascend-toolkit" / "8.2.RC1"
+    for soc in ("ascend910b", "ascend910_93"):
+        (toolkit / "opp/built-in/op_impl/ai_core/tbe/kernel" / soc).mkdir(parents=True)
+    (toolkit / "toolkit").mkdir()
+    (toolkit / "toolkit" / "version.info").write_text("Version=8.2.RC1\n")
+    (a / "ascend-toolkit" / "latest").symlink_to(toolkit)
+    odd = tmp_path / "with space"
+    odd.mkdir()
+    (a / "add-ons").symlink_to(odd)
+    command = ASCEND_FILES.replace("A=/usr/local/Ascend", f"A={a}")
+    assert command != ASCEND_FILES
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin"})
+    links = [line.split("\t")[1:] for line in proc.stdout.splitlines() if line.startswith("@@L")]
+    assert [str(a / "driver"), str(real_drv)] in [l[1:] for l in links if l[0] == "driver_dir"]
+    assert ["path", str(a / "add-ons"), str(odd)] in links
+    assert ["path", str(a / "driver" / "lib64"), str(real_drv / "lib64")] in links
+    assert ["root", str(a / "ascend-toolkit" / "latest"), str(toolkit)] in links
+    files = pv.parse_ascend_files(proc.stdout)
+    assert files.paths[str(a / "driver" / "version.info")] == str(real_drv / "version.info")
+    kernels = {tuple(line.split("\t")[1:]) for line in proc.stdout.splitlines() if line.startswith("@@K")}
+    latest = str(a / "ascend-toolkit" / "latest")
+    assert {soc for root, soc in kernels if root == latest} == {"ascend910b", "ascend910_93"}
