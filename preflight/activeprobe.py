@@ -63,7 +63,7 @@ _CONNECT = r"""
 pf_connect() {
   local a=$1 p=$2 l=$3 t=$4 err rc
   err=$(timeout "$t" bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$a" "$p" 2>&1 </dev/null); rc=$?
-  err=$(printf '%s' "$err" | tr '\n' ' ' | cut -c1-200)
+  err=${err//$'\n'/ }; err=${err:0:200}  # expansions, not tr|cut: two processes less per target
   case $rc in
     0) echo "open $a $p $l" ;;
     124|137) echo "timeout $a $p $l no answer within ${t}s" ;;
@@ -88,7 +88,7 @@ pf_one() {
   err=$(timeout $((t + 2)) ssh -n -o BatchMode=yes -o ConnectTimeout="$t" -o StrictHostKeyChecking=yes \
         -o UpdateHostKeys=no -o LogLevel=ERROR -p "$port" "$addr" true 2>&1 </dev/null); rc=$?
   if [ $rc = 0 ]; then echo "ok $name $addr:$port"
-  else echo "fail $name $addr:$port rc=$rc $(printf '%s' "$err" | tr '\n' ' ' | cut -c1-240)"; fi
+  else err=${err//$'\n'/ }; echo "fail $name $addr:$port rc=$rc ${err:0:240}"; fi
 }
 running=0
 for target in "$@"; do
@@ -137,7 +137,7 @@ for pair in "$@"; do
   d=${pair%%=*}; ip=${pair#*=}
   if [ -n "$hung" ]; then echo "$d $ip skipped hccn_tool -ping hung earlier (npu$hung)"; continue; fi
   out=$(timeout 10 "$PF_HCCN" -i "$d" -ping -g address "$ip" 2>&1 </dev/null); rc=$?
-  s=$(printf '%s' "$out" | grep -Eo '[0-9]+ packets transmitted, [0-9]+ received' | head -1)
+  s=; [[ $out =~ [0-9]+\ packets\ transmitted,\ [0-9]+\ received ]] && s=${BASH_REMATCH[0]}
   echo "$d $ip rc=$rc ${s:-no summary}"
   case $rc in 124|137) hung=$d ;; esac
 done
@@ -166,14 +166,14 @@ class PhaseTwo:
         self.options = options or {}
 
     # -- building blocks ----------------------------------------------------------------
-    def _each(self, hosts, work, deadline=None):
+    def _each(self, hosts, work, deadline=None, key=lambda h: h.name, on_timeout=None):
         def abandon(host, elapsed):
             return CommandOutput(stdout="", stderr="", rc=None,
                                  skipped=f"no answer from {host.name} within {elapsed:.0f}s")
 
         limit = deadline or (self.settings.command_timeout + self.settings.connect_timeout + 10)
-        return run_bounded(hosts, work, workers=self.settings.fanout, deadline=limit, on_timeout=abandon,
-                           key=lambda h: h.name)
+        return run_bounded(hosts, work, workers=self.settings.fanout, deadline=limit,
+                           on_timeout=on_timeout or abandon, key=key)
 
     def run(self, host, command: str, timeout: float) -> CommandOutput:
         """Run one command; what a login banner printed before it is cut off at a nonce line."""
@@ -299,8 +299,15 @@ class PhaseTwo:
             return
         listenings = {}
         try:
-            for host, _, ports in ring:
+            # Every host listens: started together (one after another, at ~0.1 s each, this was
+            # most of phase two at 100 hosts).
+            def start(entry):
+                host, _, ports = entry
                 listenings[host.name] = self.listen(host, ports)
+                return listenings[host.name]
+
+            self._each(ring, start, key=lambda e: e[0].name,
+                       on_timeout=lambda e, _: listenings.setdefault(e[0].name, Listening(dict.fromkeys(e[2], "none"))))
 
             def work(pair):
                 (src, _, _), (dst, _, ports) = pair
@@ -313,8 +320,9 @@ class PhaseTwo:
                         deadline=CONNECT_TIMEOUT * 4 + self.settings.command_timeout + 10,
                         on_timeout=lambda p, e: None)
         finally:
-            for listening in listenings.values():
-                listening.close()
+            # Together too: closing one waits for its listener to exit (a round trip or more).
+            self._each(list(listenings.items()), lambda entry: entry[1].close(), key=lambda entry: entry[0],
+                       on_timeout=lambda entry, _: None)
 
     def launcher_ssh(self) -> None:
         launchers = [h for h in launcher_hosts(self.cluster) if _reachable(self.cluster, h)]
@@ -440,26 +448,59 @@ def _reachable(cluster, host) -> bool:
 
 
 def run_phase_two(active: set[str], cluster, gatherer, settings, options=None, timings=None) -> None:
-    """The cross-node probes for the ``active`` phase-two facts; ``timings`` gets each step's seconds."""
+    """The cross-node probes for the ``active`` phase-two facts; ``timings`` gets each step's seconds.
+
+    The clock goes first and alone (its offsets are read off round-trip times, which load
+    inflates).  The other steps then run at once, in lanes: steps that open listeners share one
+    lane, so no two of our listeners compete for a port on one host."""
     phase = PhaseTwo(cluster, gatherer, settings, options)
     timings = {} if timings is None else timings
-    steps = [("tcp.ray", phase.ray), ("tcp.rendezvous", phase.rendezvous), ("tcp.hccl", phase.hccl_ports),
-             ("ssh.launcher", phase.launcher_ssh), ("clock.offset", phase.clock),
-             ("storage.shared", phase.shared_storage)]
-    for name, step in steps:
-        if name in active:
-            t0 = time.monotonic()
-            step()
-            timings[name] = time.monotonic() - t0
-    if "hccn.ping" in active:
-        t0 = time.monotonic()
-        mode = (options or {}).get("ping", "ring")
+    mode = (options or {}).get("ping", "ring")
+
+    def ping():
         if mode == "none":
             for _, facts in cluster.reachable():
                 facts.raw["hccn.ping"] = CommandOutput(stdout="schedule none\n", stderr="", rc=0)
         else:
             phase.device_ping(mode)
-        timings["hccn.ping"] = time.monotonic() - t0
+
+    def lane(steps):
+        for name, step in steps:
+            if name in active:
+                t0 = time.monotonic()
+                step()
+                timings[name] = time.monotonic() - t0
+
+    t0 = time.monotonic()
+    lane([("clock.offset", phase.clock)])
+    lanes = [[("tcp.ray", phase.ray), ("tcp.rendezvous", phase.rendezvous), ("tcp.hccl", phase.hccl_ports)],
+             [("ssh.launcher", phase.launcher_ssh)], [("hccn.ping", ping)], [("storage.shared", phase.shared_storage)]]
+    _run_lanes([(lambda steps=steps: lane(steps)) for steps in lanes if any(n in active for n, _ in steps)])
+    timings["phase_two"] = time.monotonic() - t0
+
+
+def _run_lanes(lanes) -> None:
+    """Run each callable in a thread of its own and wait for all; an exception in one is raised
+    here once all are done.  The wait wakes up often, so Ctrl-C is not held up by it."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def guarded(fn):
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(fn,), daemon=True, name="preflight-phase-two")
+               for fn in lanes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)
+    if errors:
+        raise errors[0]
 
 
 # -- plans: pure functions of the inventory and phase one's facts -----------------------------
