@@ -9,7 +9,7 @@ that the check reports as an ``error`` result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from .parsers import ParseError
@@ -153,6 +153,15 @@ class HostFacts:
     raw: dict[str, CommandOutput] = field(default_factory=dict)
     command_timeout: float | None = None
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    # Compact: an output's text is dropped once parsed (its parsed value is cached), so
+    # raw_json() no longer has it.  The run sets this after saving the facts it must keep.
+    compact: bool = field(default=False, repr=False)
+
+    def release(self) -> None:
+        """Drop the outputs and parsed facts; reachability, error and timing stay (what the
+        reports read once every check has run)."""
+        self.raw = {}
+        self._cache = {}
 
     def _parse(self, key: str, spec: FactSpec, dev: int | None):
         shown = (spec.display or spec.command).format(dev=dev)
@@ -172,6 +181,9 @@ class HostFacts:
                 got += f" (cut at {len(out.stdout.encode('utf-8', 'replace')) // 1024} KiB: the tool printed more)"
             why = str(exc) if isinstance(exc, ParseError) else f"{type(exc).__name__}: {exc}"
             raise FactUnavailable(f"unreadable output of `{shown}`: {why}{got}") from None
+        finally:
+            if self.compact:
+                self.raw[key] = replace(out, stdout="")
 
     def get(self, name: str):
         """The parsed value of a host-level fact, or :class:`FactUnavailable`."""

@@ -280,6 +280,7 @@ def verdict(request):
 
 
 _VERDICT_KEY = pytest.StashKey[Verdict]()
+_NO_KEYWORDS: dict = {}
 
 
 # ----------------------------------------------------------------- outcomes
@@ -294,6 +295,18 @@ def pytest_runtest_makereport(item, call):
         return report
     host = item.callspec.params.get("host") if hasattr(item, "callspec") else None
     run.shape_report(item, info, host, report, call, item.stash.get(_VERDICT_KEY, None))
+    if report.passed and len(run.hosts) > FLEET_HOSTS:
+        # pytest keeps every report to the end (three per item, 105 000 at 1000 hosts), each with a
+        # copy of the item's keywords (~30 MB there). Nothing reads a passed report's keywords
+        # (the terminal folds skips by them; -k selects on items), so at fleet size they share one.
+        report.keywords = _NO_KEYWORDS
+    if call.when == "teardown":
+        # The verdict lives on in the run's results; items stay until the session ends (1000 hosts:
+        # 35 000 of them), so it does not stay on the item too.
+        try:
+            del item.stash[_VERDICT_KEY]
+        except KeyError:
+            pass
     return report
 
 

@@ -97,6 +97,7 @@ class PreflightRun:
         self.jobs: list = []  # --job files (preflight.job.Job)
         self.job_local = False  # --job-local: read the job's model and paths on this machine
         self.local_job_facts: HostFacts | None = None
+        self.final_document: dict | None = None  # what finish() wrote, for preflight.html's summary
 
     # -- construction -----------------------------------------------------------------
     @classmethod
@@ -134,6 +135,10 @@ class PreflightRun:
             self._gather_once_for_all_workers(share, needs)
         else:
             self._gather(needs)
+        # Saved where they had to go (--facts-out, the xdist share): from here on an output is
+        # needed only until it is parsed (at 1000 hosts they are ~40 MB).
+        for facts in self.facts.values():
+            facts.compact = True
 
     def _gather_once_for_all_workers(self, share: str, needs) -> None:
         """pytest-xdist: the first worker gathers (phases one and two) and leaves the facts in the
@@ -230,7 +235,7 @@ class PreflightRun:
                 report.user_properties.append(("preflight_results", json.dumps([r.to_json() for r in added])))
             if not self._hosts_sent:
                 self._hosts_sent = True
-                report.user_properties.append(("preflight_hosts", json.dumps(self.document()["hosts"])))
+                report.user_properties.append(("preflight_hosts", json.dumps(self.hosts_json())))
 
     def receive(self, report) -> None:
         """xdist controller: take the results and host states a worker put on a report."""
@@ -311,7 +316,7 @@ class PreflightRun:
                 return False
         return True
 
-    def document(self, exitstatus=None) -> dict:
+    def hosts_json(self) -> list[dict]:
         hosts = []
         for h in self.hosts:
             f = self.facts.get(h.name)
@@ -321,6 +326,12 @@ class PreflightRun:
                 "gather_s": round(f.gather_s, 3) if f else None,
                 "groups": list(h.groups),
             })
+        return hosts
+
+    def document(self, exitstatus=None) -> dict:
+        """preflight.json's content; ``results`` are Result objects, which write_json (and every
+        report) reads as their JSON form."""
+        hosts = self.hosts_json()
         results = self.store.all()
         return {
             "schema": 1,
@@ -337,7 +348,7 @@ class PreflightRun:
             "exit_code": int(exitstatus) if exitstatus is not None else None,
             "summary": self.store.counts(),
             "hosts": hosts,
-            "results": [r.to_json() for r in results],
+            "results": results,
         }
 
     def finish(self, session, exitstatus) -> None:
@@ -356,6 +367,12 @@ class PreflightRun:
         doc = self.document(exitstatus)
         write_json(os.path.join(self.run_dir, "preflight.json"), doc)
         write_matrix(os.path.join(self.run_dir, "matrix.html"), doc)
+        # pytest-html's page comes next and shows the same document: built once, not twice (at
+        # 1000 hosts it is ~50 MB). Every check has run, so the gathered outputs and their parsed
+        # forms (~100 MB there) go before that page is rendered.
+        self.final_document = doc
+        for facts in self.facts.values():
+            facts.release()
 
     def point_latest(self) -> None:
         """report_dir/{preflight.json, matrix.html, preflight.html, latest} -> this run's files."""

@@ -40,4 +40,6 @@ class HtmlHooks:
                           f'only the results that need attention; {self.left_out} passed or skipped rows are left out '
                           f'(and not in its counters). Every result is in matrix.html and preflight.json; '
                           f'<code>--html-all-rows</code> keeps them all here.</strong></p>')
-        prefix.append(fragment(self.run.document(session.exitstatus)))
+        doc = self.run.final_document or self.run.document(session.exitstatus)
+        self.run.final_document = None
+        prefix.append(fragment(doc))

@@ -91,7 +91,8 @@ def cells(document: dict) -> tuple[list[str], list[str], dict]:
             outliers = set(r.get("outliers") or [])
             # One copy per result shared by every host cell it spreads to, not one per host: a
             # per-name cluster check (cluster.hostnames) spreads N results over N hosts.
-            agreed, lost = {**r, "outcome": "passed"}, {**r, "outcome": "error"}
+            plain = r.to_json() if hasattr(r, "to_json") else r  # a Result of this run, or a dict from a file
+            agreed, lost = {**plain, "outcome": "passed"}, {**plain, "outcome": "error"}
             spreads = r["outcome"] in ("passed", "failed", "warning")
             for name in hosts:
                 if name in outliers:
