@@ -10,11 +10,12 @@
 
 :func:`cache_fakes` replaces the Python fakes (npu-smi, hccn_tool: ~50-80 ms of interpreter
 start-up per call on a small box) with bash scripts that print the same bytes, captured once from
-the Python fakes; the probe is unchanged.
+the Python fakes, and HCCN pings by one healthy reply replayed per address; the probe is unchanged.
 """
 from __future__ import annotations
 
 import ipaddress
+import re
 import shlex
 import subprocess
 import time
@@ -62,17 +63,39 @@ def cache_fakes(nodes: list[SimNode], probe) -> int:
                            stdin=subprocess.DEVNULL)
         scripts[prog].append("%s) printf '%%s' %s; printf '%%s' %s >&2; exit %d;;" % (
             shlex.quote(" ".join(args)), _bash_literal(p.stdout), _bash_literal(p.stderr), p.returncode))
+    # Pings (phase two) differ per node pair, so they are not in the warm-up's calls: one healthy
+    # reply is captured and replayed with the device and the address of each call.
+    ping_ip = "203.0.113.77"
+    p = subprocess.run(first._nsenter() + ["/usr/local/Ascend/driver/tools/hccn_tool", "-i", "0", "-ping", "-g",
+                                           "address", ping_ip], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    if p.returncode == 0:
+        scripts["hccn_tool"].append(
+            "'-i '[0-9]*' -ping -g address '*) [ $# = 6 ] || exec /usr/bin/python3 -IS /usr/local/Ascend/.hccn_tool.py "
+            "\"$@\"; o=%s; o=${o//%s/$6}; printf '%%s' \"${o/device 0 /device $2 }\"; exit 0;;" % (
+                _bash_literal(p.stdout), ping_ip))
+    # Each node's device IPs are its own (the captured outputs carry the first node's), so the fleet
+    # is as healthy as the Python fakes make it: no duplicate device IPs across nodes.
+    first_ips = [(n["ip"], n["id"]) for n in first.state.get("npus") or [] if n.get("ip")]
     for prog, cases in scripts.items():
         text = ("#!/bin/bash\n# benchmark: outputs of the Python fake, captured once (benchmarks/fleet.py)\n"
                 'case "$*" in\n' + "\n".join(cases) +
                 "\n*) exec /usr/bin/python3 -IS /usr/local/Ascend/.%s.py \"$@\";;\nesac\n" % prog)
         for node in nodes:
+            mapping = {}
+            for ip, npu_id in first_ips:
+                try:
+                    mapping[ip] = node.npu(npu_id).get("ip") or ip
+                except KeyError:
+                    pass
+            # One pass, whole addresses only: 29.1.0.1 must not rewrite 29.1.0.10.
+            own = re.sub(r"(?<![0-9.])(%s)(?![0-9])" % "|".join(re.escape(ip) for ip in mapping),
+                         lambda m: mapping[m.group(1)], text) if mapping else text
             dst = node.tool_path(prog)
             # keep the Python fake beside it for arguments we did not capture
             (node.ascend_dir / (".%s.py" % prog)).write_bytes(dst.read_bytes()) if not (
                 node.ascend_dir / (".%s.py" % prog)).exists() else None
             tmp = dst.with_name("." + dst.name + ".tmp")
-            tmp.write_text(text)
+            tmp.write_text(own)
             tmp.chmod(0o755)
             tmp.replace(dst)
     return len(calls)

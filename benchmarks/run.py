@@ -212,8 +212,9 @@ def main(argv=None) -> int:
           "- box CPU: every core of this machine during the full run: all simulated nodes' sshd, bash and "
           "fakes plus the controller. All nodes share these cores; on a real cluster each node has its own.",
           "- Fakes: npu-smi/hccn_tool are bash scripts printing the bytes the Python fakes printed "
-          "(captured once per run), in all three arms; other commands are the real ones (ip, getent, python3 "
-          "for importlib.metadata, ...). The probe runs them with the node's python3 (preflight/noderunner.py).",
+          "(captured once per run; each node's own device IPs; HCCN pings replay one healthy reply), in all "
+          "three arms; other commands are the real ones (ip, getent, python3, ssh, ...). The probe runs "
+          "them with the node's python3 (preflight/noderunner.py).",
           "- loopback rows: N addresses of one simulated node (198.19.0.0/22 local in its namespace) served by "
           "4 sshd on ports 2201-2204; they share one filesystem and host key."]
     (out / f"bench-{stamp}.md").write_text("\n".join(md) + "\n")
