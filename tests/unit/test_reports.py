@@ -408,3 +408,20 @@ def test_a_fleet_wide_finding_keeps_each_cell_tooltip_short():
         assert all(len(html.unescape(line)) <= TIP_CHARS for line in lines)
     # The full messages are in "What to fix", once each.
     assert page.count(html.escape(results[7]["message"], quote=False)) == 1
+
+
+def test_a_document_of_result_objects_writes_and_renders_as_its_json_form(doc, tmp_path):
+    """PreflightRun.document() carries the run's Result objects (no dict copy of every result);
+    preflight.json, matrix.html and the fragment come out as from the same results as dicts."""
+    from preflight.results import Result
+
+    as_objects = dict(doc, results=[Result(**{**r, "outliers": tuple(r.get("outliers") or ())})
+                                    for r in doc["results"]])
+    write_json(str(tmp_path / "dicts.json"), doc)
+    write_json(str(tmp_path / "objects.json"), as_objects)
+    assert json.loads((tmp_path / "objects.json").read_text()) == json.loads((tmp_path / "dicts.json").read_text())
+    assert page(as_objects) == page(doc) and fragment(as_objects) == fragment(doc)
+    first = as_objects["results"][0]
+    assert first["check"] == first.get("check") == "cluster.reachable" and first.get("nope", 7) == 7
+    with pytest.raises(KeyError):
+        first["nope"]
