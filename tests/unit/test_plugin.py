@@ -393,7 +393,21 @@ def _html_rows(path) -> list[str]:
 def test_above_64_hosts_preflight_html_keeps_only_what_needs_attention(pytester, inv):
     from preflight.plugin import FLEET_HOSTS
 
-    assert run(pytester, "--inventory", "inv.yaml", "--facts-out", "one.json", "--report-dir", "r0").ret == 1
+    # Records the keywords of every passed report (pytest keeps them all to the end of the session).
+    pytester.makepyfile(kwprobe="""
+        import json
+        seen = []
+        def pytest_runtest_logreport(report):
+            if report.passed and report.when == "call":
+                seen.append(sorted(report.keywords))
+        def pytest_unconfigure(config):
+            with open("keywords.json", "w") as fh:
+                json.dump(seen, fh)
+    """)
+    assert run(pytester, "--inventory", "inv.yaml", "--facts-out", "one.json", "--report-dir", "r0",
+               "-p", "kwprobe").ret == 1
+    few = load(pytester.path / "keywords.json")
+    assert few and all(few), "below fleet size a passed report keeps its item's keywords"
     one = load(pytester.path / "one.json")
     n = FLEET_HOSTS + 1
     inv_hosts = [dict(one["inventory"]["hosts"][0], name=f"host-{i:03d}") for i in range(n)]
@@ -401,7 +415,9 @@ def test_above_64_hosts_preflight_html_keeps_only_what_needs_attention(pytester,
     (pytester.path / "many.json").write_text(json.dumps(dict(one, hosts=hosts, inventory={"hosts": inv_hosts})))
     (pytester.path / "inv.yaml").unlink()
 
-    brief = run(pytester, "--facts-in", "many.json", "--report-dir", "brief")
+    brief = run(pytester, "--facts-in", "many.json", "--report-dir", "brief", "-p", "kwprobe")
+    many = load(pytester.path / "keywords.json")
+    assert len(many) > n and not any(many), "above it, passed reports share one empty keywords dict"
     full = run(pytester, "--facts-in", "many.json", "--report-dir", "full", "--html-all-rows")
     assert brief.ret == full.ret == 1, output(brief)
     brief_rows, full_rows = _html_rows(pytester.path / "brief" / "preflight.html"), \
