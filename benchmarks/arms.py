@@ -17,7 +17,7 @@ import sys
 import time
 
 from preflight.facts import resolve
-from preflight.gather import Gatherer, GatherSettings, _quote
+from preflight.gather import Gatherer, GatherSettings
 from preflight.inventory import load_inventory
 from preflight.probe import ProbeCommand
 from preflight.run import probe_params
@@ -84,7 +84,8 @@ def percheck(inventory: str, sample: int) -> dict:
         for cmd in commands:
             for dev in (devs if cmd.per_device else [None]):
                 body = prefix + (f"export PF_DEV={int(dev)}; " if dev is not None else "") + cmd.command
-                r = t.run("bash -c " + _quote(body), 30, 8 << 20)
+                # As host.run sends it: the login shell (bash here) runs it, no second shell.
+                r = t.run(body, 30, 8 << 20)
                 execs += 1
                 ok += r.exit_code is not None
     wall = time.monotonic() - t0

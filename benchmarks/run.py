@@ -35,17 +35,27 @@ RESULTS = ROOT / "benchmarks" / "results"
 NAMESPACED_MAX = 100
 
 
-def _box_cpu() -> float:
-    """CPU seconds the whole machine spent busy so far (all cores), from /proc/stat."""
+def _proc_stat() -> list[int]:
     with open("/proc/stat") as fh:
-        f = [int(x) for x in fh.readline().split()[1:]]
-    idle = f[3] + f[4]
-    return (sum(f[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+        return [int(x) for x in fh.readline().split()[1:]]
+
+
+def _box_cpu() -> float:
+    """CPU seconds the whole machine spent busy so far (all cores), from /proc/stat: user, nice,
+    system, irq, softirq; not idle, iowait or steal (time the hypervisor gave to other guests)."""
+    f = _proc_stat()
+    return (f[0] + f[1] + f[2] + f[5] + f[6]) / os.sysconf("SC_CLK_TCK")
+
+
+def _steal() -> float:
+    """CPU seconds other guests of this machine's host took from it so far (a noisy neighbour)."""
+    f = _proc_stat()
+    return (f[7] if len(f) > 7 else 0) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(cmd: list[str], log: Path) -> dict:
     """Run ``cmd``; wall, its own CPU (user+sys, children included) and peak RSS."""
-    box0, t0 = _box_cpu(), time.monotonic()
+    box0, steal0, t0 = _box_cpu(), _steal(), time.monotonic()
     with open(log, "wb") as err:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, cwd=ROOT)
         out = p.stdout.read()
@@ -53,7 +63,8 @@ def measure(cmd: list[str], log: Path) -> dict:
         p.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - t0
     return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024,
-            "box_cpu_s": _box_cpu() - box0, "rc": p.returncode, "stdout": out.decode(errors="replace")}
+            "box_cpu_s": _box_cpu() - box0, "steal_s": _steal() - steal0, "rc": p.returncode,
+            "stdout": out.decode(errors="replace")}
 
 
 def _log_size(paths) -> dict:
@@ -116,7 +127,8 @@ def bench_size(n: int, fanout: int, sample: int, scratch: Path) -> dict:
         doc = json.loads((scratch / f"full{n}" / "preflight.json").read_text())
         rep = scratch / f"full{n}" / "runs" / doc["run_id"]
         row.update(full_wall_s=full["wall_s"], full_cpu_s=full["cpu_s"], full_rss_mb=full["rss_mb"],
-                   full_box_cpu_s=full["box_cpu_s"], full_rc=full["rc"], gather_s=doc["gather_s"],
+                   full_box_cpu_s=full["box_cpu_s"], full_steal_s=full["steal_s"], full_rc=full["rc"],
+                   gather_s=doc["gather_s"],
                    reachable=sum(h["reachable"] for h in doc["hosts"]), results=len(doc["results"]),
                    summary=doc["summary"], connections_per_host=conns / n, sessions_per_host=sessions / n,
                    html_mb=(rep / "preflight.html").stat().st_size / 2**20,
@@ -160,7 +172,7 @@ COLUMNS = [("N", "n", "{}"), ("nodes", "kind", "{}"), ("wall s", "full_wall_s", 
            ("SSH conns/host", "connections_per_host", "{:.2f}"), ("sessions/host", "sessions_per_host", "{:.2f}"),
            ("floor wall s", "floor_wall_s", "{:.1f}"), ("vs floor", "vs_floor", "{:.1f}×"),
            ("per-check wall s (est.)", "percheck_est_wall_s", "{:.0f}"), ("vs per-check", "vs_percheck", "{:.1f}×"),
-           ("box CPU s (all nodes + controller)", "full_box_cpu_s", "{:.0f}"),
+           ("box CPU s (all nodes + controller)", "full_box_cpu_s", "{:.0f}"), ("steal s", "full_steal_s", "{:.0f}"),
            ("phase one s", "phase_one_s", "{:.1f}"), ("gather s (1+2)", "gather_s", "{:.1f}"), ("HTML MB", "html_mb", "{:.1f}")]
 
 
@@ -211,6 +223,8 @@ def main(argv=None) -> int:
           f"measured on {args.sample} host(s) and scaled linearly to N (the arm is serial).",
           "- box CPU: every core of this machine during the full run: all simulated nodes' sshd, bash and "
           "fakes plus the controller. All nodes share these cores; on a real cluster each node has its own.",
+          "- steal: CPU time the hypervisor gave to other guests during the full run (not counted in box CPU); "
+          "when it is high, this machine was shared and every time in the row is inflated.",
           "- Fakes: npu-smi/hccn_tool are bash scripts printing the bytes the Python fakes printed "
           "(captured once per run; each node's own device IPs; HCCN pings replay one healthy reply), in all "
           "three arms; other commands are the real ones (ip, getent, python3, ssh, ...). The probe runs "
