@@ -368,8 +368,8 @@ class PreflightRun:
         write_json(os.path.join(self.run_dir, "preflight.json"), doc)
         write_matrix(os.path.join(self.run_dir, "matrix.html"), doc)
         # pytest-html's page comes next and shows the same document: built once, not twice (at
-        # 1000 hosts it is ~50 MB). Every check has run, so the gathered outputs and their parsed
-        # forms (~100 MB there) go before that page is rendered.
+        # 1000 hosts it was ~50 MB). Every check has run, so the gathered outputs and their parsed
+        # forms go before that page is rendered.
         self.final_document = doc
         for facts in self.facts.values():
             facts.release()
