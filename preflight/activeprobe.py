@@ -301,13 +301,18 @@ class PhaseTwo:
         try:
             # Every host listens: started together (one after another, at ~0.1 s each, this was
             # most of phase two at 100 hosts).
+            # Each listener is recorded as soon as it is up, so the `finally` below closes it even
+            # if the run is stopped meanwhile.
             def start(entry):
                 host, _, ports = entry
                 listenings[host.name] = self.listen(host, ports)
                 return listenings[host.name]
 
-            self._each(ring, start, key=lambda e: e[0].name,
-                       on_timeout=lambda e, _: listenings.setdefault(e[0].name, Listening(dict.fromkeys(e[2], "none"))))
+            def no_listener(entry, _elapsed):
+                host, _, ports = entry
+                return listenings.setdefault(host.name, Listening(dict.fromkeys(ports, "none")))
+
+            self._each(ring, start, key=lambda entry: entry[0].name, on_timeout=no_listener)
 
             def work(pair):
                 (src, _, _), (dst, _, ports) = pair
