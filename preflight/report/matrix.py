@@ -11,6 +11,7 @@ import html
 import os
 import re
 
+from ..hostlist import fold
 from ..results import worst
 
 # outcome -> (symbol, label, css class); symbols differ as well as colours.
@@ -167,7 +168,9 @@ def findings(document: dict) -> str:
     """Failures first, then warnings, then what could not be evaluated, each with its remedy.
 
     The checks of an unreachable host are not listed one by one: its reachability failure
-    says how many were not evaluated."""
+    says how many were not evaluated.  One finding on many hosts (``ulimit -n`` at 1024 on
+    the whole fleet) is one item naming them as a node set, not one item per host: the
+    operator reads each distinct problem once, and a host whose finding differs stands out."""
     down = {h["name"] for h in document.get("hosts", []) if not h.get("reachable")}
     results = document.get("results", [])
     unevaluated: dict[str, int] = {}
@@ -181,27 +184,45 @@ def findings(document: dict) -> str:
         shown.append(r)
     if not shown:
         return ""
-    shown.sort(key=lambda r: _ORDER[r["outcome"]])
-    parts = ['<h3>What to fix</h3><ol class="pf-findings">']
+    # (outcome, check, subject, message without its host, remedy, reference) -> hosts, in first-seen order
+    groups: dict[tuple, list[str | None]] = {}
     for r in shown:
-        where = " ".join(p for p in (r.get("host") or "cluster", r.get("subject")) if p)
-        message = r["message"]
-        for prefix in (f"{where}: ", f"{r.get('host')}: ", f"{r.get('subject')}: "):
-            if message.startswith(prefix):
-                message = message[len(prefix):]
-                break
-        if r.get("host") in unevaluated and r["check"] == "cluster.reachable":
-            message += f" ({unevaluated[r['host']]} other checks not evaluated)"
-        item = [f'<li><b>{text(r["outcome"].upper())}</b> <code>{text(r["check"])}</code> '
+        host, subject = r.get("host"), r.get("subject")
+        message = _without_where(r["message"], host, subject)
+        if host in unevaluated and r["check"] == "cluster.reachable":
+            message += f" ({unevaluated[host]} other checks not evaluated)"
+        remedy = r.get("remedy") if r["outcome"] != "error" else None
+        key = (r["outcome"], r["check"], subject, message, remedy or None, r.get("reference") or None)
+        groups.setdefault(key, []).append(host)
+    parts = ['<h3>What to fix</h3><ol class="pf-findings">']
+    for (outcome, check, subject, message, remedy, reference), hosts in sorted(
+            groups.items(), key=lambda kv: _ORDER[kv[0][0]]):
+        named = list(dict.fromkeys(h for h in hosts if h is not None))
+        on = fold(named) if named else "cluster"
+        if len(named) > 1:
+            on += f" ({len(named)} hosts)"
+        if None in hosts and named:  # the same text from a cluster-wide result too (rare)
+            on = "cluster, " + on
+        where = " ".join(p for p in (on, subject) if p)
+        item = [f'<li><b>{text(outcome.upper())}</b> <code>{text(check)}</code> '
                 f'on <b>{text(where)}</b>: {text(message)}']
-        if r.get("remedy") and r["outcome"] != "error":
-            item.append(f"<br>Remedy: {text(r['remedy'])}")
-        if r.get("reference"):
-            item.append(f"<br><i>Source: {text(r['reference'])}</i>")
+        if remedy:
+            item.append(f"<br>Remedy: {text(remedy)}")
+        if reference:
+            item.append(f"<br><i>Source: {text(reference)}</i>")
         item.append("</li>")
         parts.append("".join(item))
     parts.append("</ol>")
     return "".join(parts)
+
+
+def _without_where(message: str, host, subject) -> str:
+    """The message without the "<host> <subject>: " it starts with (the item names where)."""
+    where = " ".join(p for p in (host or "cluster", subject) if p)
+    for prefix in (f"{where}: ", f"{host}: ", f"{subject}: "):
+        if message.startswith(prefix):
+            return message[len(prefix):]
+    return message
 
 
 def page(document: dict) -> str:

@@ -425,3 +425,29 @@ def test_a_document_of_result_objects_writes_and_renders_as_its_json_form(doc, t
     assert first["check"] == first.get("check") == "cluster.reachable" and first.get("nope", 7) == 7
     with pytest.raises(KeyError):
         first["nope"]
+
+
+def test_one_finding_on_many_hosts_is_one_item_naming_them_as_a_node_set():
+    hosts = [{"name": f"node-{i:04d}", "reachable": True} for i in range(50)]
+    limit = "ulimit -n soft 1024, hard 1024; expected both at least 65536"
+    results = [result("limits.nofile", h["name"], "failed", f"{h['name']}: {limit}", remedy="raise nofile")
+               for h in hosts if h["name"] != "node-0007"]
+    # node-0007's limit differs: its own item, so the odd one out stands out.
+    results.append(result("limits.nofile", "node-0007", "failed", "node-0007: ulimit -n soft 4096, hard 4096; "
+                          "expected both at least 65536", remedy="raise nofile"))
+    # Same text on every NPU of two hosts: grouped per NPU, the subject kept.
+    results += [result("hccl.tls_switch", h, "failed", f"{h} npu{d}: TLS on", subject=f"npu{d}", remedy="tls off")
+                for h in ("node-0001", "node-0002") for d in (0, 1)]
+    results.append(result("hccl.link_up", "node-0003", "error", "node-0003 npu1: hccn_tool timed out",
+                          subject="npu1", remedy="not for an error"))
+    p = Page()
+    p.feed(page({"hosts": hosts, "results": results, "ready": False}))
+    p.close()
+    assert p.findings == [
+        f"FAILED limits.nofile on node-[0000-0006,0008-0049] (49 hosts): {limit}Remedy: raise nofileSource: FAQ item",
+        "FAILED limits.nofile on node-0007: ulimit -n soft 4096, hard 4096; expected both at least 65536"
+        "Remedy: raise nofileSource: FAQ item",
+        "FAILED hccl.tls_switch on node-[0001-0002] (2 hosts) npu0: TLS onRemedy: tls offSource: FAQ item",
+        "FAILED hccl.tls_switch on node-[0001-0002] (2 hosts) npu1: TLS onRemedy: tls offSource: FAQ item",
+        "ERROR hccl.link_up on node-0003 npu1: hccn_tool timed outSource: FAQ item",
+    ]
