@@ -431,3 +431,23 @@ def test_above_64_hosts_preflight_html_keeps_only_what_needs_attention(pytester,
     # The other reports keep every result.
     assert load(pytester.path / "brief" / "preflight.json")["results"] == \
         load(pytester.path / "full" / "preflight.json")["results"]
+
+
+def test_reports_share_their_property_pairs(pytester, inv):
+    # Every report of a run carries (check, host, severity, outcome) pairs; equal pairs are one tuple,
+    # so 100 000 reports at 1000 hosts do not hold 400 000 tuples.
+    pytester.makepyfile(propprobe="""
+        import json
+        ids = {}
+        def pytest_runtest_logreport(report):
+            for pair in report.user_properties:
+                if pair[0] in ("check", "host", "severity", "preflight_outcome"):
+                    ids.setdefault(repr(pair), set()).add(id(pair))
+        def pytest_unconfigure(config):
+            with open("props.json", "w") as fh:
+                json.dump({k: len(v) for k, v in ids.items()}, fh)
+    """)
+    assert run(pytester, "--inventory", "inv.yaml", "--report-dir", "r", "-p", "propprobe").ret == 1
+    props = load(pytester.path / "props.json")
+    assert "('host', 'localhost')" in props and len(props) > 20
+    assert set(props.values()) == {1}, props
