@@ -212,8 +212,14 @@ def test_device_ip_unique(cluster, verdict):
     dupes = {a: o for a, o in owners.items() if len({h for h, _ in o}) > 1}
     for address, where in sorted(dupes.items()):
         hosts = tuple(sorted({h for h, _ in where}))
+        # Per NPU, its hosts as a node set: a copied hccn.conf puts one address on npu0 of every node,
+        # and "node-[0001-1000] npu0" reads better than a thousand pairs.
+        by_npu: dict[str, list[str]] = {}
+        for h, n in where:
+            by_npu.setdefault(n, []).append(h)
+        on = ", ".join(f"{fold(hs)} {n}" for n, hs in by_npu.items())
         verdict.failed(address, outliers=hosts, where=address,
-                       observed=f"device IP {address} on {', '.join(f'{h} {n}' for h, n in where)}",
+                       observed=f"device IP {address} on {on}",
                        expected="each device IP on one NPU of one node")
     if not dupes and owners:
         verdict.passed(message=f"{len(owners)} device IPs, all distinct")

@@ -482,7 +482,18 @@ def test_device_ip_unique_across_nodes():
     [r] = bad(run(hccl.test_device_ip_unique, cluster=cluster_of(
         (hosts[0], make_facts("node-01", raw=node_raw())), (hosts[1], make_facts("node-02", raw=node_raw(**other))))))
     assert r.outliers == ("node-01", "node-02") and "29.1.112.10" in r.message
-    explained(r, "node-01 npu0", "node-02 npu0")
+    explained(r, "device IP 29.1.112.10 on node-[01-02] npu0")
+    # A copied hccn.conf on a fleet: one address per NPU on every node, each named once as a node set.
+    fleet = [(make_host(f"node-{i:04d}"), make_facts(f"node-{i:04d}", raw=node_raw())) for i in range(1, 1001)]
+    results = bad(run(hccl.test_device_ip_unique, cluster=cluster_of(*fleet)))
+    assert len(results) == 8 and all(len(r.outliers) == 1000 for r in results)
+    assert "device IP 29.1.112.10 on node-[0001-1000] npu0;" in results[0].message, results[0].message
+    assert all(len(r.message) < 400 for r in results), results[0].message
+    # NPUs that differ are listed one by one.
+    other["hccn_dot_ip__5"] = out("ipaddr:29.1.112.10\n")
+    [r] = bad(run(hccl.test_device_ip_unique, cluster=cluster_of(
+        (hosts[0], make_facts("node-01", raw=node_raw())), (hosts[1], make_facts("node-02", raw=node_raw(**other))))))
+    assert "device IP 29.1.112.10 on node-[01-02] npu0, node-02 npu5" in r.message
 
 
 def test_port_range():
