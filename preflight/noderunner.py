@@ -32,11 +32,28 @@ def _kill_group(pid, sig):
         pass
 
 
+def _children():
+    # Every process this runner started, recorded or not: a signal that lands between a command's
+    # start and its entry in _live would otherwise leave that command running.
+    pids = set()
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open("/proc/self/task/%s/children" % task) as fh:
+                pids.update(int(p) for p in fh.read().split())
+    except (OSError, ValueError):
+        pass
+    return pids
+
+
 def _stop(signum, frame):
     # The SSH channel went away or the run was stopped: no command outlives the runner.
     with _live_lock:
-        for pid in list(_live):
+        for pid in _live | _children():
             _kill_group(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)  # not yet the leader of its own session
+            except OSError:
+                pass
     os._exit(128 + signum)
 
 

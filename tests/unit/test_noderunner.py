@@ -195,6 +195,21 @@ def test_stopping_the_runner_leaves_no_command_behind():
     assert _gone(m)
 
 
+def test_a_command_stopped_before_it_is_recorded_goes_too():
+    """The window the test above can hit only by chance: the runner is stopped after a command
+    started but before it was recorded as running. The runner's children are killed all the same."""
+    m = marker()
+    src = open(noderunner.__file__).read().replace('if __name__ == "__main__":', "if False:")
+    script = src + (
+        "\nimport signal, subprocess, time\n"
+        f"p = subprocess.Popen(['sleep', '{m}'], start_new_session=True)\n"
+        "assert not _live\n"
+        "_stop(signal.SIGHUP, None)\n")
+    p = subprocess.run([sys.executable, "-I", "-S", "-c", script], capture_output=True, timeout=30)
+    assert p.returncode == 128 + signal.SIGHUP, p.stderr
+    assert _gone(m)
+
+
 def _gone(text: str) -> bool:
     """No process with ``text`` in its command line within a few seconds (a kill takes a moment)."""
     deadline = time.monotonic() + 5
