@@ -9,6 +9,7 @@ that the check reports as an ``error`` result.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -140,6 +141,51 @@ def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: 
     return None
 
 
+class SharedOutputs:
+    """The outputs several hosts of one run printed alike: each text kept once and parsed once.
+
+    A fleet is meant to be uniform, so most of its outputs repeat: the same ``hccn_tool -link``
+    on every NPU, the same CANN file list, and the same ``getent hosts`` answer for every
+    inventory name on every node (N names on N nodes: at 1000 hosts ~40 MB of text, and ~25 MB
+    of parsed dictionaries, held once per host).  Parsers are pure functions of the text and
+    checks only read facts, so one parsed value serves every host that printed that text.
+
+    While gathering, :meth:`keep` remembers every text; :meth:`close_intake` then forgets the
+    texts seen once (a text printed by one host is dropped once parsed, as before)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # probes finish on the gathering pool's threads
+        self._seen: dict[str, str] | None = {}
+        self._repeated: set[str] = set()
+        self._parsed: dict[tuple[str, str], Any] = {}
+
+    def keep(self, outputs: dict[str, CommandOutput]) -> dict[str, CommandOutput]:
+        """One host's outputs, each stdout replaced by the run's first equal text."""
+        with self._lock:
+            if self._seen is None:
+                return outputs
+            for out in outputs.values():
+                if out.stdout:
+                    first = self._seen.get(out.stdout)
+                    if first is None:
+                        self._seen[out.stdout] = out.stdout
+                    else:
+                        self._repeated.add(first)
+                        out.stdout = first
+        return outputs
+
+    def close_intake(self) -> None:
+        self._seen = None
+
+    def parse(self, spec: "FactSpec", text: str):
+        if text not in self._repeated:
+            return spec.parse(text)
+        key = (spec.name, text)
+        if key not in self._parsed:
+            self._parsed[key] = spec.parse(text)  # a parse error is not kept: each host says it
+        return self._parsed[key]
+
+
 @dataclass
 class HostFacts:
     """Everything gathered from one host: raw outputs, and parsed facts on demand."""
@@ -156,6 +202,7 @@ class HostFacts:
     # Compact: an output's text is dropped once parsed (its parsed value is cached), so
     # raw_json() no longer has it.  The run sets this after saving the facts it must keep.
     compact: bool = field(default=False, repr=False)
+    shared: SharedOutputs | None = field(default=None, repr=False, compare=False)
 
     def release(self) -> None:
         """Drop the outputs and parsed facts; reachability, error and timing stay (what the
@@ -173,7 +220,7 @@ class HostFacts:
         if why:
             raise FactUnavailable(why)
         try:
-            return spec.parse(out.stdout)
+            return self.shared.parse(spec, out.stdout) if self.shared else spec.parse(out.stdout)
         except Exception as exc:  # noqa: BLE001 - garbage from a node must never stop the run
             sample = _first_line(out.stdout)
             got = f"; output starts {sample!r}" if sample else "; output was empty"
@@ -248,12 +295,13 @@ class HostFacts:
                 "raw": {k: (_redacted(k, v) if redact else v).to_json() for k, v in self.raw.items()}}
 
     @classmethod
-    def from_json(cls, data: dict) -> "HostFacts":
+    def from_json(cls, data: dict, shared: SharedOutputs | None = None) -> "HostFacts":
+        raw = {k: CommandOutput.from_json(v) for k, v in (data.get("raw") or {}).items()}
         return cls(host=data["host"], address=data.get("address", ""), reachable=data.get("reachable", True),
                    error=data.get("error"), error_kind=data.get("error_kind"),
                    gather_s=data.get("gather_s", 0.0),
                    command_timeout=data.get("command_timeout"),
-                   raw={k: CommandOutput.from_json(v) for k, v in (data.get("raw") or {}).items()})
+                   raw=shared.keep(raw) if shared else raw, shared=shared)
 
 
 _SECRET_WORDS = ("PASS", "SECRET", "TOKEN", "CREDENTIAL", "PRIVATE", "APIKEY", "API_KEY", "ACCESS_KEY")

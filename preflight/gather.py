@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .facts import FactSpec, HostFacts
+from .facts import FactSpec, HostFacts, SharedOutputs
 from .pool import run_bounded
 from .probe import DEFAULT_CAP, build_script, new_nonce, parse_probe_output
 from .transport import TransportError
@@ -36,8 +36,9 @@ Progress = Callable[[int, int, dict], None]  # (done, total, {host: seconds runn
 class Gatherer:
     """Owns the transports of one run, so phase two can reuse phase one's connections."""
 
-    def __init__(self, settings: GatherSettings):
+    def __init__(self, settings: GatherSettings, outputs: SharedOutputs | None = None):
         self.settings = settings
+        self.outputs = outputs  # the run's store of equal outputs (each kept and parsed once)
         self.ssh = SshContext(SshSettings(connect_timeout=settings.connect_timeout,
                                           accept_new_host_keys=settings.accept_new_host_keys))
         self.transports: dict[str, object] = {}
@@ -73,7 +74,8 @@ class Gatherer:
         budget = self.settings.output_cap * 4 + (1 << 20)
         result = transport.run("bash -c " + _quote(script), max(left - (time.monotonic() - started), 1.0), budget)
         probe = parse_probe_output(result.stdout, nonce, self.settings.output_cap)
-        facts = HostFacts(host=host.name, address=host.address, raw=probe.outputs,
+        raw = self.outputs.keep(probe.outputs) if self.outputs else probe.outputs
+        facts = HostFacts(host=host.name, address=host.address, raw=raw, shared=self.outputs,
                           command_timeout=self.settings.command_timeout)
         if result.ended == "lost" and not probe.complete:
             facts.error_kind = "lost"

@@ -13,7 +13,7 @@ import pytest
 
 from . import __version__
 from .activeprobe import run_phase_two
-from .facts import HostFacts, resolve
+from .facts import HostFacts, SharedOutputs, resolve
 from .gather import Gatherer, GatherSettings
 from .inventory import Host, Inventory, load_inventory
 from .results import Result, ResultStore, worst
@@ -87,6 +87,7 @@ class PreflightRun:
         self.facts_out = facts_out
         self.strict = strict
         self.facts: dict[str, HostFacts] = {}
+        self.outputs = SharedOutputs()  # outputs many hosts printed alike, kept and parsed once
         self.store = ResultStore()
         self.started_at = _dt.datetime.now(_dt.timezone.utc)
         self._t0 = time.monotonic()
@@ -142,6 +143,7 @@ class PreflightRun:
         # needed only until it is parsed (at 1000 hosts they are ~40 MB).
         for facts in self.facts.values():
             facts.compact = True
+        self.outputs.close_intake()
 
     def _gather_once_for_all_workers(self, share: str, needs) -> None:
         """pytest-xdist: the first worker gathers (phases one and two) and leaves the facts in the
@@ -155,7 +157,7 @@ class PreflightRun:
             if os.path.exists(path):
                 with open(path, encoding="utf-8") as fh:
                     doc = json.load(fh)
-                self.facts = {d["host"]: HostFacts.from_json(d) for d in doc["hosts"]}
+                self.facts = {d["host"]: HostFacts.from_json(d, self.outputs) for d in doc["hosts"]}
                 self.timings, self.gather_s = doc["timings"], doc["gather_s"]
                 return
             self._gather(needs)
@@ -175,13 +177,13 @@ class PreflightRun:
         if not self.hosts:
             pass  # --job --job-local without an inventory: nothing to gather from nodes
         elif self.facts_in:
-            self.facts = _load_facts(self.facts_in)
+            self.facts = _load_facts(self.facts_in, self.outputs)
             for h in self.hosts:
                 self.facts.setdefault(h.name, HostFacts(host=h.name, address=h.address, reachable=False,
                                                         error=f"not in {self.facts_in}"))
         else:
             specs = resolve(needs)
-            self.gatherer = Gatherer(self.settings)
+            self.gatherer = Gatherer(self.settings, self.outputs)
             reporter = _Progress(self.config, "gathering facts")
             try:
                 self.facts = self.gatherer.gather(self.hosts, [s for s in specs if s.phase == 1], reporter,
@@ -539,9 +541,9 @@ def _read_facts_file(path: str) -> dict:
     return doc
 
 
-def _load_facts(path: str) -> dict[str, HostFacts]:
+def _load_facts(path: str, outputs: SharedOutputs | None = None) -> dict[str, HostFacts]:
     doc = _read_facts_file(path)
-    return {d["host"]: HostFacts.from_json(d) for d in doc["hosts"]}
+    return {d["host"]: HostFacts.from_json(d, outputs) for d in doc["hosts"]}
 
 
 def _hosts_from_facts_file(path: str):
