@@ -390,9 +390,20 @@ def _html_rows(path) -> list[str]:
     return [re.sub(r"<[^>]+>", "", run["resultsTableRow"][5]) for runs in blob["tests"].values() for run in runs]
 
 
-def test_above_64_hosts_preflight_html_keeps_only_what_needs_attention(pytester, inv):
+def _fleet_facts(pytester, one_host: str, many: str) -> int:
+    """Write ``many``: the host of facts file ``one_host`` copied to one more host than FLEET_HOSTS."""
     from preflight.plugin import FLEET_HOSTS
 
+    one = load(pytester.path / one_host)
+    n = FLEET_HOSTS + 1
+    inv_hosts = [dict(one["inventory"]["hosts"][0], name=f"host-{i:03d}") for i in range(n)]
+    hosts = [dict(one["hosts"][0], host=f"host-{i:03d}") for i in range(n)]
+    (pytester.path / many).write_text(json.dumps(dict(one, hosts=hosts, inventory={"hosts": inv_hosts})))
+    (pytester.path / "inv.yaml").unlink(missing_ok=True)
+    return n
+
+
+def test_above_64_hosts_preflight_html_keeps_only_what_needs_attention(pytester, inv):
     # Records the keywords of every passed report (pytest keeps them all to the end of the session).
     pytester.makepyfile(kwprobe="""
         import json
@@ -408,12 +419,7 @@ def test_above_64_hosts_preflight_html_keeps_only_what_needs_attention(pytester,
                "-p", "kwprobe").ret == 1
     few = load(pytester.path / "keywords.json")
     assert few and all(few), "below fleet size a passed report keeps its item's keywords"
-    one = load(pytester.path / "one.json")
-    n = FLEET_HOSTS + 1
-    inv_hosts = [dict(one["inventory"]["hosts"][0], name=f"host-{i:03d}") for i in range(n)]
-    hosts = [dict(one["hosts"][0], host=f"host-{i:03d}") for i in range(n)]
-    (pytester.path / "many.json").write_text(json.dumps(dict(one, hosts=hosts, inventory={"hosts": inv_hosts})))
-    (pytester.path / "inv.yaml").unlink()
+    n = _fleet_facts(pytester, "one.json", "many.json")
 
     brief = run(pytester, "--facts-in", "many.json", "--report-dir", "brief", "-p", "kwprobe")
     many = load(pytester.path / "keywords.json")
@@ -451,3 +457,33 @@ def test_reports_share_their_property_pairs(pytester, inv):
     props = load(pytester.path / "props.json")
     assert "('host', 'localhost')" in props and len(props) > 20
     assert set(props.values()) == {1}, props
+
+
+def test_above_64_hosts_passed_setup_and_teardown_reports_are_let_go(pytester, inv):
+    # pytest would keep all three reports of every item to the end of the session (105 000 at
+    # 1000 hosts); at fleet size the passed setups and teardowns go once every plugin has seen them.
+    pytester.makepyfile(reportprobe="""
+        import gc, json, weakref
+        import pytest
+        watched = {"setup": [], "call": []}
+        def pytest_runtest_logreport(report):
+            if report.passed and report.when in watched:
+                watched[report.when].append(weakref.ref(report))
+        @pytest.hookimpl(trylast=True)
+        def pytest_sessionfinish(session):
+            gc.collect()
+            alive = {when: sum(r() is not None for r in refs) for when, refs in watched.items()}
+            with open("alive.json", "w") as fh:
+                json.dump({"seen": {w: len(r) for w, r in watched.items()}, "alive": alive}, fh)
+    """)
+    assert run(pytester, "--inventory", "inv.yaml", "--facts-out", "one.json", "--report-dir", "r0",
+               "-p", "reportprobe").ret == 1
+    few = load(pytester.path / "alive.json")
+    assert few["alive"] == few["seen"], "below fleet size pytest keeps them all, as always"
+    _fleet_facts(pytester, "one.json", "many.json")
+    result = run(pytester, "--facts-in", "many.json", "--report-dir", "r1", "-p", "reportprobe")
+    many = load(pytester.path / "alive.json")
+    assert many["seen"]["setup"] > 1000 and many["alive"]["setup"] == 0, many
+    assert many["alive"]["call"] == many["seen"]["call"], "call reports stay: the summary and pytest-html read them"
+    counts = result.parseoutcomes()  # a warning is a passed pytest report in a category of its own
+    assert counts["passed"] + counts.get("warned", 0) == many["seen"]["call"], "the summary still counts them"
