@@ -12,6 +12,7 @@ Record lines (one per line, nonce first)::
 
     <nonce> B <fact>          a command begins
     <nonce> O <base64>        its stdout
+    <nonce> Z <base64>        its stdout, zlib-deflated first (the python runner, long outputs)
     <nonce> R <rc> <ms>       its exit status and run time in milliseconds
     <nonce> E <base64>        its stderr
     <nonce> S <fact> <why>    a command that was not run (its tool hung earlier)
@@ -26,6 +27,7 @@ import json
 import re
 import secrets
 import shlex
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -218,6 +220,14 @@ def _b64(text: str) -> bytes:
         return b""
 
 
+def _inflate(data: bytes, cap: int) -> bytes:
+    """A Z record's stdout, never more than ``cap + 1`` bytes (enough to tell it was cut)."""
+    try:
+        return zlib.decompressobj().decompress(data, cap + 1)
+    except zlib.error:
+        return b"<a compressed output that does not inflate>"
+
+
 def parse_probe_output(data: bytes | str, nonce: str, cap: int = DEFAULT_CAP) -> ProbeOutput:
     """Read the records of one probe run; lines without the nonce are ignored."""
     if isinstance(data, bytes):
@@ -235,8 +245,8 @@ def parse_probe_output(data: bytes | str, nonce: str, cap: int = DEFAULT_CAP) ->
         if kind == "B":
             current = CommandOutput(stdout="", stderr="", rc=None)
             outputs[rest.strip()] = current
-        elif kind == "O" and current is not None:
-            raw = _b64(rest)
+        elif kind in ("O", "Z") and current is not None:
+            raw = _b64(rest) if kind == "O" else _inflate(_b64(rest), cap)
             current.truncated = len(raw) > cap
             current.stdout = raw[:cap].decode("utf-8", errors="replace")
         elif kind == "R" and current is not None:

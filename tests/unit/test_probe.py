@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import time
+import zlib
 
 import pytest
 
@@ -160,6 +161,44 @@ def test_output_over_the_cap_is_truncated_and_flagged():
     assert probe.outputs["small"].stdout == "s" * 999
     assert probe.outputs["small"].truncated is False
     assert probe.outputs["after"].stdout == "ok\n"
+
+
+def test_a_long_output_comes_back_exactly_and_compressed_from_the_python_runner(runner):
+    # `seq 1 30000`: 169 KB of text, as `getent hosts` for every inventory name prints at fleet size.
+    nonce, stream, probe, _ = run_script([ProbeCommand("long", "seq 1 30000"), ProbeCommand("short", "echo hi")])
+    expected = "".join(f"{i}\n" for i in range(1, 30001))
+    assert probe.outputs["long"].stdout == expected and probe.outputs["long"].truncated is False
+    assert probe.outputs["short"].stdout == "hi\n"
+    kinds = [line.split()[1] for line in stream.decode().splitlines() if line.startswith(nonce + " ")]
+    if runner == "auto":
+        assert kinds.count("Z") == 1  # only the long one is deflated (the short one and the device list: O)
+        assert len(stream) < len(expected) / 2  # base64 alone would be 4/3 of it
+    else:
+        assert "Z" not in kinds
+
+
+def _records(nonce: str, stdout_record: str) -> str:
+    return f"{nonce} B x\n{stdout_record}\n{nonce} R 0 5\n{nonce} E \n{nonce} B y\n{nonce} O {_b64(b'ok')}\n" \
+           f"{nonce} R 0 1\n{nonce} E \n{nonce} END\n"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_a_compressed_output_is_inflated_no_further_than_the_cap():
+    nonce = new_nonce()
+    bomb = zlib.compress(b"a" * (10 << 20), 9)  # 10 MiB of "a" in ~10 KB
+    probe = parse_probe_output(_records(nonce, f"{nonce} Z {_b64(bomb)}"), nonce, cap=1000)
+    assert probe.outputs["x"].stdout == "a" * 1000 and probe.outputs["x"].truncated is True
+    assert probe.outputs["y"].stdout == "ok" and probe.complete
+
+
+def test_a_compressed_record_that_does_not_inflate_is_unreadable_output_not_a_crash():
+    nonce = new_nonce()
+    probe = parse_probe_output(_records(nonce, f"{nonce} Z {_b64(b'not zlib at all')}"), nonce)
+    assert probe.outputs["x"].stdout == "<a compressed output that does not inflate>"
+    assert probe.outputs["x"].rc == 0 and probe.outputs["y"].stdout == "ok" and probe.complete
 
 
 def test_output_of_exactly_cap_bytes_is_not_flagged_truncated():
