@@ -49,7 +49,8 @@ def capture(scratch: Path) -> dict:
 
 def replicate(doc: dict, n: int) -> dict:
     """N hosts from the first captured one: names node-00001..., addresses 10.a.b.c, device IPs
-    29.a.b.c (distinct per host and NPU), and every node resolving every name to its address."""
+    29.a.b.c (distinct per host and NPU), every node resolving every name to its address, and the
+    outputs that differ between real nodes different on each (:func:`_own`)."""
     src_inv = doc["inventory"]["hosts"][0]
     src = doc["hosts"][0]
     names = [f"node-{i:05d}" for i in range(1, n + 1)]
@@ -70,9 +71,29 @@ def replicate(doc: dict, n: int) -> dict:
                 out["stdout"] = _IP.sub(lambda m, d=dev: f"29.{i // 256 % 256}.{i % 256}.{d}", out["stdout"], count=1)
             elif key == "net.resolve":
                 out["stdout"] = resolve
+            else:
+                out["stdout"] = _own(key, out["stdout"], i, src["address"], address[name])
             facts["raw"][key] = out
         hosts.append(facts)
     return {"schema": 1, "tool": doc["tool"], "inventory": {"path": "replicated", "hosts": inv}, "hosts": hosts}
+
+
+_NPU_ROW = re.compile(r"(\|\s+OK\s+\|\s+)(\d+\.\d)(\s+)(\d+)")
+_CLOCK = re.compile(r"(current time\s+:.* )(\d\d:\d\d:\d\d)")
+
+
+def _own(key: str, text: str, i: int, src_address: str, address: str) -> str:
+    """What differs from node to node on a real fleet, made to differ here too: the node's own address
+    (interfaces, SSH_CONNECTION), its NPUs' power and temperature, the time hccn_tool read the link
+    counters.  Equal outputs are kept and parsed once, so copies of one node would flatter memory."""
+    if key in ("net.interfaces", "session.env", "session.env_login"):
+        return text.replace(src_address, address)
+    if key == "npu_smi.info":
+        rows = iter(range(1 << 16))
+        return _NPU_ROW.sub(lambda m: f"{m[1]}{10 + (i * 7 + next(rows)) % 900 / 10:4.1f}{m[3]}{30 + i % 60}", text)
+    if key.startswith("hccn.link_stat/"):
+        return _CLOCK.sub(lambda m: f"{m[1]}{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}", text)
+    return text
 
 
 def browser_load(browser: str, page: Path, blank: Path) -> float:
