@@ -198,12 +198,13 @@ def findings(document: dict) -> str:
     for (outcome, check, subject, message, remedy, reference), hosts in sorted(
             groups.items(), key=lambda kv: _ORDER[kv[0][0]]):
         named = list(dict.fromkeys(h for h in hosts if h is not None))
-        on = fold(named) if named else "cluster"
-        if len(named) > 1:
-            on += f" ({len(named)} hosts)"
-        if None in hosts and named:  # the same text from a cluster-wide result too (rare)
-            on = "cluster, " + on
-        where = " ".join(p for p in (on, subject) if p)
+        if named:
+            on = fold(named) + (f" ({len(named)} hosts)" if len(named) > 1 else "")
+            if None in hosts:  # the same text from a cluster-wide result too (rare)
+                on = "the cluster and " + on
+            where = " ".join(p for p in (on, subject) if p)
+        else:  # a cluster-wide check: its subject (a node, an address, a port) or the cluster itself
+            where = f"{subject} (cluster-wide)" if subject else "the cluster"
         item = [f'<li><b>{text(outcome.upper())}</b> <code>{text(check)}</code> '
                 f'on <b>{text(where)}</b>: {text(message)}']
         if remedy:

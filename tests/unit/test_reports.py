@@ -317,7 +317,7 @@ def test_remedies_appear_in_the_findings_list(parsed):
     down = next(f for f in findings if "cluster.reachable" in f)
     assert "on node-03" in down and "(2 other checks not evaluated)" in down
     cluster = next(f for f in findings if "cluster.ifname_agree" in f)
-    assert "on cluster" in cluster
+    assert "on the cluster: HCCL_SOCKET_IFNAME differs on node-02" in cluster, cluster
     dev = next(f for f in findings if "davinci1" in f)
     assert dev.startswith("FAILED") and "on node-02 npu1" in dev and "Source: FAQ item" in dev
     assert not any("ulimit -n 65536" in f for f in findings)
@@ -451,3 +451,15 @@ def test_one_finding_on_many_hosts_is_one_item_naming_them_as_a_node_set():
         "FAILED hccl.tls_switch on node-[0001-0002] (2 hosts) npu1: TLS onRemedy: tls offSource: FAQ item",
         "ERROR hccl.link_up on node-0003 npu1: hccn_tool timed outSource: FAQ item",
     ]
+
+
+def test_a_cluster_wide_finding_names_its_subject_not_a_cluster_host():
+    from preflight.report.matrix import fragment
+
+    hosts = [{"name": f"node-0{i}", "reachable": True} for i in (1, 2, 3)]
+    results = [{"check": "cluster.tls_agree", "host": None, "subject": "node-03", "outcome": "failed",
+                "severity": "error", "message": "node-03: tls switch[1] (on) on node-03 npu5",
+                "remedy": "make the TLS switch the same", "reference": "FAQ", "outliers": ["node-03"]}]
+    page = fragment({"hosts": hosts, "results": results, "ready": False})
+    assert "on <b>node-03 (cluster-wide)</b>: tls switch[1] (on) on node-03 npu5" in page
+    assert "on <b>cluster" not in page
