@@ -223,19 +223,59 @@ def test_hostnames(cluster, verdict):
     if not views or not names:
         verdict.skipped(message="no name to compare")
         return
+    # One node with a broken /etc/hosts fails every name the same way: names failing alike are one
+    # finding naming them as a node set, not N findings (1000 at 1000 nodes) that differ by name only.
+    alike: dict[tuple, list[tuple[str, object]]] = {}
     for name in names:
-        answers = {node: view.get(name) or "does not resolve" for node, view in views.items()}
-        sides = split(answers, missing="does not resolve")
-        if sides.unanimous and sides.majority == "does not resolve":
-            verdict.failed(name, outliers=tuple(sorted(answers)), where=name,
-                           observed=f"{name} does not resolve on any node", expected="one address everywhere")
-        elif sides.unanimous:
+        answers = {node: view.get(name) or _UNRESOLVED for node, view in views.items()}
+        sides = split(answers, missing=_UNRESOLVED)
+        if sides.unanimous and sides.majority != _UNRESOLVED:
             verdict.passed(name, message=f"{name} -> {sides.majority} on all {len(answers)} nodes")
+            continue
+        if sides.unanimous:
+            how = "nowhere"
         else:
-            verdict.failed(name, outliers=sides.outliers, where=name,
-                           observed=sides.describe(lambda v, ns: f"on {fold(ns)}: {name} -> {v}")
-                           + f", while {fold(sides.agreeing)} resolve it to {sides.majority}",
-                           expected=f"{name} resolving to the same address on every node")
+            how = "unresolved" if set(sides.others) == {_UNRESOLVED} else "elsewhere"
+        alike.setdefault((how, sides.outliers or tuple(sorted(answers))), []).append((name, sides))
+    for (how, outliers), failing in alike.items():
+        if len(failing) == 1:
+            _one_name_failing(verdict, *failing[0], outliers)
+        else:
+            _names_failing_alike(verdict, how, [name for name, _ in failing], failing, outliers)
+
+
+_UNRESOLVED = "does not resolve"
+_EXAMPLES = 3
+
+
+def _one_name_failing(verdict, name, sides, outliers):
+    if sides.unanimous:
+        verdict.failed(name, outliers=outliers, where=name,
+                       observed=f"{name} does not resolve on any node", expected="one address everywhere")
+        return
+    verdict.failed(name, outliers=outliers, where=name,
+                   observed=sides.describe(lambda v, ns: f"on {fold(ns)}: {name} -> {v}")
+                   + f", while {fold(sides.agreeing)} resolve it to {sides.majority}",
+                   expected=f"{name} resolving to the same address on every node")
+
+
+def _names_failing_alike(verdict, how, names, failing, outliers):
+    subject = fold(names)
+    count = f"{len(names)} names"
+    if how == "nowhere":
+        verdict.failed(subject, outliers=outliers, where=f"{subject} ({count})",
+                       observed=f"none of the {count} resolves on any node", expected="one address everywhere")
+        return
+    examples = "; ".join(sides.describe(lambda v, ns, n=name: f"{n} -> {v} on {fold(ns)}")
+                         + f" but {sides.majority} elsewhere" for name, sides in failing[:_EXAMPLES])
+    more = f"; and {len(failing) - _EXAMPLES} more" if len(failing) > _EXAMPLES else ""
+    if how == "unresolved":
+        observed = f"none of the {count} resolves on {fold(outliers)}, while the other nodes resolve each of them"
+    else:
+        observed = f"on {fold(outliers)} the {count} resolve to other addresses than on the other nodes"
+    verdict.failed(subject, outliers=outliers, where=f"{subject} ({count})",
+                   observed=f"{observed} (e.g. {examples}{more})",
+                   expected="every name resolving to the same address on every node")
 
 
 @check("cluster.clock_skew", title="Node clocks agree", scope="cluster", severity="warning",

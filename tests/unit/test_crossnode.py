@@ -151,6 +151,59 @@ def test_hostnames_outlier_and_unresolvable():
         ("node-01", "failed", ("node-03",)), ("node-02", "failed", ("node-03",)), ("node-03", "passed", ())}
 
 
+def _resolving(n: int, broken: dict[str, dict[str, str]]):
+    """n nodes node-0001...; each resolves every name to 10.0.x.y unless ``broken[node][name]``
+    says otherwise ("-": does not resolve)."""
+    names = [f"node-{i:04d}" for i in range(1, n + 1)]
+    address = {name: f"10.0.{i // 256}.{i % 256}" for i, name in enumerate(names, 1)}
+    hosts = [make_host(name, address=address[name]) for name in names]
+    pairs = []
+    for h in hosts:
+        f = make_facts(h.name)
+        mine = broken.get(h.name, {})
+        f.raw["net.resolve"] = out("".join(f"{x} {mine.get(x, address[x])}\n" for x in names))
+        pairs.append((h, f))
+    return names, cluster_of(*pairs)
+
+
+def test_hostnames_one_node_without_entries_is_one_finding_at_fleet_size():
+    names, cl = _resolving(1000, {"node-0007": {x: "-" for x in [f"node-{i:04d}" for i in range(1, 1001)]}})
+    results = run_check(network.test_hostnames, cluster=cl)
+    [bad] = [r for r in results if r.outcome == "failed"]
+    assert bad.subject == "node-[0001-1000]" and bad.outliers == ("node-0007",)
+    assert bad.message.startswith("node-[0001-1000] (1000 names): none of the 1000 names resolves on node-0007, "
+                                  "while the other nodes resolve each of them (e.g. node-0001 -> does not resolve "
+                                  "on node-0007 but 10.0.0.1 elsewhere;"), bad.message
+    assert "and 997 more" in bad.message and len(bad.message) < 600
+    assert sum(r.outcome == "passed" for r in results) == 0
+
+
+def test_hostnames_group_names_failing_alike_and_keep_a_lone_one_as_before():
+    broken = {"node-0003": {"node-0001": "10.9.9.1", "node-0002": "10.9.9.2"}, "node-0004": {"node-0005": "-"}}
+    names, cl = _resolving(5, broken)
+    results = run_check(network.test_hostnames, cluster=cl)
+    failed = {r.subject: r for r in results if r.outcome == "failed"}
+    assert set(failed) == {"node-[0001-0002]", "node-0005"}
+    pair = failed["node-[0001-0002]"]
+    assert pair.outliers == ("node-0003",)
+    assert "on node-0003 the 2 names resolve to other addresses than on the other nodes" in pair.message
+    assert "node-0001 -> 10.9.9.1 on node-0003 but 10.0.0.1 elsewhere" in pair.message
+    assert "node-0002 -> 10.9.9.2 on node-0003 but 10.0.0.2 elsewhere" in pair.message
+    lone = failed["node-0005"]  # one name: the per-name message, as before
+    assert lone.outliers == ("node-0004",) and lone.message.startswith(
+        "node-0005: on node-0004: node-0005 -> does not resolve, while node-[0001-0003,0005] resolve it to 10.0.0.5")
+    assert {r.subject for r in results if r.outcome == "passed"} == {"node-0003", "node-0004"}
+
+
+def test_hostnames_that_resolve_nowhere_are_one_finding():
+    names, cl = _resolving(4, {n: {"node-0002": "-", "node-0003": "-"} for n in
+                               ("node-0001", "node-0002", "node-0003", "node-0004")})
+    results = run_check(network.test_hostnames, cluster=cl)
+    [bad] = [r for r in results if r.outcome == "failed"]
+    assert bad.subject == "node-[0002-0003]" and bad.outliers == tuple(names)
+    assert "none of the 2 names resolves on any node" in bad.message
+
+
 def test_clock_skew_bound_and_outlier():
     hosts, cl = _cluster({"node-01": {"clock.offset": "0.01 0.005"}, "node-02": {"clock.offset": "0.02 0.005"},
                           "node-03": {"clock.offset": "5.0 0.005"}})
