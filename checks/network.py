@@ -195,14 +195,27 @@ def test_launcher_ssh(host, facts, cluster, verdict):
     attempts = _probes(verdict, facts, "ssh.launcher", host.name)
     if attempts is None:
         return
+    # A launcher whose key is on no node fails every target with the same words: targets failing
+    # alike are one finding naming them as a node set, not one per node.
+    alike: dict[str, list] = {}
     for attempt in attempts:
         if attempt.ok:
             verdict.passed(attempt.name, message=f"ssh -o BatchMode=yes {attempt.address} true from {host.name} "
                                                  f"succeeded")
         else:
+            why = attempt.detail.replace(attempt.address, "<node>").replace(attempt.name, "<node>")
+            alike.setdefault(why, []).append(attempt)
+    for why, failing in alike.items():
+        if len(failing) == 1:
+            [attempt] = failing
             verdict.failed(attempt.name, observed=f"ssh -o BatchMode=yes {attempt.address} true from {host.name} "
                                                   f"failed ({attempt.detail})",
                            expected="a login without password or host-key prompt")
+            continue
+        targets = fold([a.name for a in failing])
+        verdict.failed(targets, observed=f"ssh -o BatchMode=yes <node> true from {host.name} failed for each of "
+                                         f"these {len(failing)} nodes ({why})",
+                       expected="a login without password or host-key prompt")
 
 
 # -- names and clocks ------------------------------------------------------------------------
@@ -263,7 +276,7 @@ def _names_failing_alike(verdict, how, names, failing, outliers):
     subject = fold(names)
     count = f"{len(names)} names"
     if how == "nowhere":
-        verdict.failed(subject, outliers=outliers, where=f"{subject} ({count})",
+        verdict.failed(subject, outliers=outliers, where=subject,
                        observed=f"none of the {count} resolves on any node", expected="one address everywhere")
         return
     examples = "; ".join(sides.describe(lambda v, ns, n=name: f"{n} -> {v} on {fold(ns)}")
@@ -273,7 +286,7 @@ def _names_failing_alike(verdict, how, names, failing, outliers):
         observed = f"none of the {count} resolves on {fold(outliers)}, while the other nodes resolve each of them"
     else:
         observed = f"on {fold(outliers)} the {count} resolve to other addresses than on the other nodes"
-    verdict.failed(subject, outliers=outliers, where=f"{subject} ({count})",
+    verdict.failed(subject, outliers=outliers, where=subject,
                    observed=f"{observed} (e.g. {examples}{more})",
                    expected="every name resolving to the same address on every node")
 

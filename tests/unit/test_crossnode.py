@@ -142,6 +142,22 @@ def test_launcher_ssh_only_on_launchers():
     assert skip.outcome == "skipped"
 
 
+def test_launcher_ssh_targets_failing_alike_are_one_finding():
+    records = ("ok node-02 10.0.0.2\n"
+               + "".join(f"fail node-{i:04d} 10.1.0.{i} rc=255 root@10.1.0.{i}: Permission denied (publickey).\n"
+                         for i in range(1, 41))
+               + "fail node-0099 10.1.0.99 rc=255 ssh: connect to host 10.1.0.99 port 22: Connection refused\n")
+    hosts, cl = _cluster({"node-01": {"ssh.launcher": records}})
+    results = run_check(network.test_launcher_ssh, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    failed = {r.subject: r.message for r in results if r.outcome == "failed"}
+    assert set(failed) == {"node-[0001-0040]", "node-0099"}
+    assert failed["node-[0001-0040]"].startswith(
+        "node-01 node-[0001-0040]: ssh -o BatchMode=yes <node> true from node-01 failed for each of these 40 nodes "
+        "(rc=255 root@<node>: Permission denied (publickey).)")
+    assert "10.1.0.99 port 22: Connection refused" in failed["node-0099"]  # alone: its own words, as before
+    assert [r.subject for r in results if r.outcome == "passed"] == ["node-02"]
+
+
 def test_hostnames_outlier_and_unresolvable():
     good = "node-01 10.0.0.1\nnode-02 10.0.0.2\nnode-03 10.0.0.3\n"
     hosts, cl = _cluster({"node-01": {"net.resolve": good}, "node-02": {"net.resolve": good},
@@ -171,7 +187,7 @@ def test_hostnames_one_node_without_entries_is_one_finding_at_fleet_size():
     results = run_check(network.test_hostnames, cluster=cl)
     [bad] = [r for r in results if r.outcome == "failed"]
     assert bad.subject == "node-[0001-1000]" and bad.outliers == ("node-0007",)
-    assert bad.message.startswith("node-[0001-1000] (1000 names): none of the 1000 names resolves on node-0007, "
+    assert bad.message.startswith("node-[0001-1000]: none of the 1000 names resolves on node-0007, "
                                   "while the other nodes resolve each of them (e.g. node-0001 -> does not resolve "
                                   "on node-0007 but 10.0.0.1 elsewhere;"), bad.message
     assert "and 997 more" in bad.message and len(bad.message) < 600
