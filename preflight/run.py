@@ -99,6 +99,7 @@ class PreflightRun:
         self.job_local = False  # --job-local: read the job's model and paths on this machine
         self.local_job_facts: HostFacts | None = None
         self.final_document: dict | None = None  # what finish() wrote, for preflight.html's summary
+        self.final_fragment: str | None = None  # its matrix and "What to fix", rendered once for both pages
         # The (name, value) pairs put on reports, one tuple each: three reports per item carry the
         # same few pairs, and at 1000 hosts that is 100 000 reports (about 20 MB of equal tuples).
         self._properties: dict[tuple[str, str], tuple[str, str]] = {}
@@ -363,7 +364,7 @@ class PreflightRun:
 
     def finish(self, session, exitstatus) -> None:
         from .report.json_report import write_json
-        from .report.matrix import write_matrix
+        from .report.matrix import fragment, write_matrix
 
         if self.is_xdist_worker:
             return  # the controller writes the reports from what the workers sent
@@ -376,10 +377,12 @@ class PreflightRun:
         os.makedirs(self.run_dir, exist_ok=True)
         doc = self.document(exitstatus)
         write_json(os.path.join(self.run_dir, "preflight.json"), doc)
-        write_matrix(os.path.join(self.run_dir, "matrix.html"), doc)
-        # pytest-html's page comes next and shows the same document: built once, not twice (at
-        # 1000 hosts it was ~50 MB). Every check has run, so the gathered outputs and their parsed
+        # pytest-html's page comes next and shows the same document and the same matrix: each is
+        # built once, not twice (at 1000 hosts the document was ~50 MB, and rendering the matrix
+        # briefly takes ~35 MB). Every check has run, so the gathered outputs and their parsed
         # forms go before that page is rendered.
+        self.final_fragment = fragment(doc)
+        write_matrix(os.path.join(self.run_dir, "matrix.html"), doc, self.final_fragment)
         self.final_document = doc
         for facts in self.facts.values():
             facts.release()

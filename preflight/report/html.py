@@ -40,6 +40,7 @@ class HtmlHooks:
                           f'only the results that need attention; {self.left_out} passed or skipped rows are left out '
                           f'(and not in its counters). Every result is in matrix.html and preflight.json; '
                           f'<code>--html-all-rows</code> keeps them all here.</strong></p>')
+        rendered, self.run.final_fragment = self.run.final_fragment, None
         doc = self.run.final_document or self.run.document(session.exitstatus)
         self.run.final_document = None
-        prefix.append(fragment(doc))
+        prefix.append(rendered if rendered is not None else fragment(doc))

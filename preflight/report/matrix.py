@@ -226,19 +226,20 @@ def _without_where(message: str, host, subject) -> str:
     return message
 
 
-def page(document: dict) -> str:
+def page(document: dict, body: str | None = None) -> str:
+    """matrix.html; ``body`` is :func:`fragment` of the same document when the caller has it."""
     tool = document.get("tool", {})
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
             f"<title>ascend-preflight: {text(document.get('inventory'))}</title></head><body>"
             f"<h1>ascend-preflight {text(tool.get('version'))}</h1>"
             f"<p>Inventory <code>{text(document.get('inventory'))}</code>, started "
             f"{text(document.get('started_at'))}, {text(document.get('duration_s'))} s.</p>"
-            f"{fragment(document)}</body></html>\n")
+            f"{fragment(document) if body is None else body}</body></html>\n")
 
 
-def write_matrix(path: str, document: dict) -> None:
+def write_matrix(path: str, document: dict, body: str | None = None) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(page(document))
+        fh.write(page(document, body))
     os.replace(tmp, path)

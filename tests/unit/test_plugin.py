@@ -487,3 +487,25 @@ def test_above_64_hosts_passed_setup_and_teardown_reports_are_let_go(pytester, i
     assert many["alive"]["call"] == many["seen"]["call"], "call reports stay: the summary and pytest-html read them"
     counts = result.parseoutcomes()  # a warning is a passed pytest report in a category of its own
     assert counts["passed"] + counts.get("warned", 0) == many["seen"]["call"], "the summary still counts them"
+
+
+def test_the_matrix_is_rendered_once_for_both_pages(pytester, inv):
+    pytester.makepyfile(fragprobe="""
+        import preflight.report.html as html_hooks
+        import preflight.report.matrix as matrix
+        calls = []
+        def pytest_configure(config):
+            original = matrix.fragment
+            def counting(doc):
+                calls.append(1)
+                return original(doc)
+            matrix.fragment = html_hooks.fragment = counting
+        def pytest_unconfigure(config):
+            with open("fragments.txt", "w") as fh:
+                fh.write(str(len(calls)))
+    """)
+    assert run(pytester, "--inventory", "inv.yaml", "--report-dir", "r", "-p", "fragprobe").ret == 1
+    assert (pytester.path / "fragments.txt").read_text() == "1"
+    matrix_page = (pytester.path / "r" / "matrix.html").read_text(encoding="utf-8")
+    body = matrix_page.split("</p>", 1)[1].rsplit("</body>", 1)[0]  # the fragment, after the title lines
+    assert len(body) > 1000 and body in (pytester.path / "r" / "preflight.html").read_text(encoding="utf-8")
