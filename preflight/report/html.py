@@ -41,6 +41,7 @@ class HtmlHooks:
                           f'(and not in its counters). Every result is in matrix.html and preflight.json; '
                           f'<code>--html-all-rows</code> keeps them all here.</strong></p>')
         rendered, self.run.final_fragment = self.run.final_fragment, None
-        doc = self.run.final_document or self.run.document(session.exitstatus)
+        if rendered is None:  # finish() did not run first (another plugin's page): render it here
+            rendered = fragment(self.run.final_document or self.run.document(session.exitstatus))
         self.run.final_document = None
-        prefix.append(rendered if rendered is not None else fragment(doc))
+        prefix.append(rendered)
