@@ -6,6 +6,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 
 from . import RunResult
@@ -22,15 +23,22 @@ class LocalTransport:
     def __init__(self, name: str = "localhost"):
         self.name = name
         self._procs: list[subprocess.Popen] = []
+        self._lock = threading.Lock()
+        self._closes = 0  # how many times close() ran: a run started before one is killed by it
 
     def connect(self) -> None:
         pass
 
     def run(self, command: str, timeout: float, max_bytes: int) -> RunResult:
+        closes = self._closes
         # A session of its own, so that a deadline kills every child, not just bash.
         proc = subprocess.Popen(["bash", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
-        self._procs.append(proc)
+        with self._lock:
+            self._procs.append(proc)
+            # close() may have run while Popen was still returning: it could not see this process.
+            if self._closes != closes:
+                _kill_group(proc)
         out, err = bytearray(), bytearray()
         streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
         deadline = time.monotonic() + timeout
@@ -64,7 +72,8 @@ class LocalTransport:
         finally:
             proc.stdout.close()
             proc.stderr.close()
-            self._procs.remove(proc)
+            with self._lock:
+                self._procs.remove(proc)
 
     def start(self, command: str) -> "LocalProcess":
         proc = subprocess.Popen(["bash", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -72,7 +81,10 @@ class LocalTransport:
         return LocalProcess(proc)
 
     def close(self) -> None:
-        for proc in list(self._procs):
+        with self._lock:
+            self._closes += 1
+            procs = list(self._procs)
+        for proc in procs:
             _kill_group(proc)
 
 

@@ -150,6 +150,40 @@ def test_close_kills_a_run_in_progress(transport):
     assert wait_gone(m) == []
 
 
+def test_close_kills_a_run_whose_start_it_overlapped(transport, monkeypatch):
+    # close() can come while Popen has started the command but not yet returned it (seen on a
+    # loaded box): the command must still die, not run its 30 s out.
+    import preflight.transport.local as local
+
+    m = marker()
+    real_popen = local.subprocess.Popen
+    spawned, release = threading.Event(), threading.Event()
+
+    def slow_popen(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        spawned.set()
+        release.wait(10)
+        return proc
+
+    monkeypatch.setattr(local.subprocess, "Popen", slow_popen)
+    box = {}
+    thread = threading.Thread(target=lambda: box.update(result=transport.run(f"sleep {m}", timeout=30,
+                                                                             max_bytes=1024)))
+    thread.start()
+    assert spawned.wait(10)
+    transport.close()
+    release.set()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert box["result"].exit_code == -9
+    assert wait_gone(m) == []
+
+
+def test_a_run_after_close_is_not_killed(transport):
+    transport.close()
+    assert transport.run("echo still here", timeout=10, max_bytes=64).stdout == b"still here\n"
+
+
 def test_sequential_runs_do_not_leak_file_descriptors(transport):
     before = len(os.listdir("/proc/self/fd"))
     for _ in range(20):
