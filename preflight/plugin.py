@@ -64,6 +64,11 @@ def pytest_addoption(parser, pluginmanager):
                     help="SSH connect, banner and authentication timeout (default: 10)")
     group.addoption("--accept-new-host-keys", dest="preflight_accept_new", action="store_true",
                     help="accept and record host keys not yet in known_hosts (changed keys are always refused)")
+    group.addoption("--gather-process", dest="preflight_gather_process", choices=("auto", "child", "inline"),
+                    default="auto",
+                    help="where SSH gathering runs: in a forked child process that hands the facts back "
+                         "(its connections' memory goes with it), inline in this process, or auto "
+                         "(default): a child above 64 hosts")
     group.addoption("--facts-out", dest="preflight_facts_out", metavar="FILE", default=None,
                     help="save the raw outputs and parsed facts of every host to FILE (JSON)")
     group.addoption("--facts-in", dest="preflight_facts_in", metavar="FILE", default=None,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from . import __version__
+from . import __version__, forked
 from .activeprobe import run_phase_two
 from .facts import HostFacts, SharedOutputs, resolve
 from .gather import Gatherer, GatherSettings
@@ -19,6 +19,9 @@ from .inventory import Host, Inventory, load_inventory
 from .results import Result, ResultStore, worst
 
 RUN_KEY = pytest.StashKey["PreflightRun"]()
+# Above this many hosts, gathering runs in a forked child (--gather-process auto): the memory of
+# the open connections goes with it, ~0.2 MB a host.
+FORK_ABOVE_HOSTS = 64
 
 
 def builtin_checks_dir() -> Path:
@@ -172,42 +175,87 @@ class PreflightRun:
 
     def _gather(self, needs) -> None:
         t0 = time.monotonic()
-        if self.jobs and self.job_local:
-            from .job.facts import local_hostfacts
-            self.local_job_facts = local_hostfacts(self.jobs)
-        if not self.hosts:
-            pass  # --job --job-local without an inventory: nothing to gather from nodes
-        elif self.facts_in:
-            self.facts = _load_facts(self.facts_in, self.outputs)
-            for h in self.hosts:
-                self.facts.setdefault(h.name, HostFacts(host=h.name, address=h.address, reachable=False,
-                                                        error=f"not in {self.facts_in}"))
-        else:
-            specs = resolve(needs)
-            self.gatherer = Gatherer(self.settings, self.outputs)
-            reporter = _Progress(self.config, "gathering facts")
+        try:
+            if self.jobs and self.job_local:
+                from .job.facts import local_hostfacts
+                self.local_job_facts = local_hostfacts(self.jobs)
+            if not self.hosts:
+                pass  # --job --job-local without an inventory: nothing to gather from nodes
+            elif self.facts_in:
+                self.facts = _load_facts(self.facts_in, self.outputs)
+                for h in self.hosts:
+                    self.facts.setdefault(h.name, HostFacts(host=h.name, address=h.address, reachable=False,
+                                                            error=f"not in {self.facts_in}"))
+            elif self._gather_in_child():
+                self._gather_forked(needs)
+            else:
+                self._gather_live(needs)
+        finally:
+            self.gather_s = time.monotonic() - t0
+
+    def _gather_in_child(self) -> bool:
+        where = self.config.getoption("preflight_gather_process", "auto")
+        if where == "auto":
+            return len(self.hosts) > FORK_ABOVE_HOSTS and forked.available()
+        return where == "child"
+
+    def _gather_forked(self, needs) -> None:
+        """Phases one and two in a forked child, which hands the facts back (see :mod:`.forked`)."""
+        import signal
+
+        def produce(write):
             try:
-                self.facts = self.gatherer.gather(self.hosts, [s for s in specs if s.phase == 1], reporter,
-                                                  params_for=lambda h: probe_params(
-                                                      h, self.hosts, () if self.job_local else self.jobs))
+                self._gather_live(needs)
             except KeyboardInterrupt:
-                # Keep what was gathered; the reports say which hosts were never reached.
-                self.interrupted = True
-                self.facts = dict(self.gatherer.partial)
-                self.gather_s = time.monotonic() - t0
-                raise
-            reporter.done(self.facts)
-            self.timings["phase_one"] = time.monotonic() - t0
-            active = {s.name for s in specs if s.phase == 2}
-            if active:
-                run_phase_two(active, self.cluster(), self.gatherer, self.settings,
-                              {"ping": self.config.getoption("preflight_ping", "ring")}, timings=self.timings)
-            # Checks never touch a node: the connections go now, not at the end of the session (at
-            # fleet size they are most of the controller's memory: ~0.6 MB each, measured).
-            self.gatherer.close()
-            if self.facts_out:
-                _save_facts(self.facts_out, self.hosts, self.inventory_path, self.facts)
-        self.gather_s = time.monotonic() - t0
+                self.interrupted = True  # what was gathered is handed over all the same
+            finally:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # the hand-over is not cut short
+            for facts in self.facts.values():
+                write({"host": facts.raw_json()})
+            write({"timings": self.timings, "interrupted": self.interrupted})
+
+        def consume(record):
+            if "host" in record:
+                facts = HostFacts.from_json(record["host"], self.outputs)
+                self.facts[facts.host] = facts
+            else:
+                self.timings.update(record["timings"])
+                self.interrupted = self.interrupted or record["interrupted"]
+
+        try:
+            forked.run_forked(produce, consume)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            raise
+        if self.interrupted:
+            raise KeyboardInterrupt
+
+    def _gather_live(self, needs) -> None:
+        """Phases one and two, over SSH (and local subprocesses), in this process."""
+        t0 = time.monotonic()
+        specs = resolve(needs)
+        self.gatherer = Gatherer(self.settings, self.outputs)
+        reporter = _Progress(self.config, "gathering facts")
+        try:
+            self.facts = self.gatherer.gather(self.hosts, [s for s in specs if s.phase == 1], reporter,
+                                              params_for=lambda h: probe_params(
+                                                  h, self.hosts, () if self.job_local else self.jobs))
+        except KeyboardInterrupt:
+            # Keep what was gathered; the reports say which hosts were never reached.
+            self.interrupted = True
+            self.facts = dict(self.gatherer.partial)
+            raise
+        reporter.done(self.facts)
+        self.timings["phase_one"] = time.monotonic() - t0
+        active = {s.name for s in specs if s.phase == 2}
+        if active:
+            run_phase_two(active, self.cluster(), self.gatherer, self.settings,
+                          {"ping": self.config.getoption("preflight_ping", "ring")}, timings=self.timings)
+        # Checks never touch a node: the connections go now, not at the end of the session (at
+        # fleet size they are most of the controller's memory: ~0.15-0.2 MB each, measured).
+        self.gatherer.close()
+        if self.facts_out:
+            _save_facts(self.facts_out, self.hosts, self.inventory_path, self.facts)
 
     def facts_for(self, name: str) -> HostFacts | None:
         return self.facts.get(name)

@@ -211,13 +211,15 @@ def test_login_shell_prints_junk(sim, tmp_path, baseline):
         {(r["check"], r["host"], r["subject"], r["outcome"]) for r in baseline["results"]}
 
 
-def test_ctrl_c_while_gathering_writes_partial_reports(sim, tmp_path):
+@pytest.mark.parametrize("where", ["inline", "child"])
+def test_ctrl_c_while_gathering_writes_partial_reports(sim, tmp_path, where):
+    # "child": the gathering process gets the Ctrl-C from the run and hands over what it has.
     node = sim.node("node-03")
     inv = inventory(sim, tmp_path)
     with node.override("npu-smi", "info", sleep=3600):
         proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", "--inventory", str(inv), "--report-dir", str(tmp_path / "reports"),
-             "-p", "no:cacheprovider", "--command-timeout", "8"],
+             "-p", "no:cacheprovider", "--command-timeout", "8", "--gather-process", where],
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             # A test run started in the background of a script inherits SIGINT ignored (POSIX), and
             # Python then installs no KeyboardInterrupt handler: give the child Ctrl-C back.

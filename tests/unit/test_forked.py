@@ -1,0 +1,97 @@
+"""preflight.forked: work done in a forked child, its records read back in order; a child that
+fails, dies or is interrupted loses nothing it wrote, and its private folder goes."""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import tempfile
+import threading
+import time
+
+import pytest
+
+from preflight import forked
+
+pytestmark = pytest.mark.skipif(not forked.available(), reason="needs os.fork")
+
+
+def leftovers():
+    return glob.glob(os.path.join(tempfile.gettempdir(), "preflight-child-*"))
+
+
+def run(produce):
+    got = []
+    forked.run_forked(produce, got.append)
+    return got
+
+
+def test_records_come_back_in_order_from_another_process():
+    def produce(write):
+        for i in range(3):
+            write({"i": i, "pid": os.getpid(), "text": "line\nbreak \u00e9"})
+
+    got = run(produce)
+    assert [r["i"] for r in got] == [0, 1, 2]
+    assert {r["pid"] for r in got} != {os.getpid()}
+    assert got[0]["text"] == "line\nbreak \u00e9"
+    assert not leftovers()
+
+
+def test_the_childs_memory_is_its_own():
+    box = {"seen": []}
+
+    def produce(write):
+        box["seen"].append("child")  # changes the child's copy only
+        write({"seen": list(box["seen"])})
+
+    assert run(produce) == [{"seen": ["child"]}]
+    assert box["seen"] == []
+
+
+def test_a_child_that_raises_hands_over_what_it_wrote_and_says_why():
+    def produce(write):
+        write({"host": "node-01"})
+        raise ValueError("inventory changed under us")
+
+    got = []
+    with pytest.raises(forked.ChildFailed, match="exited with code 70.*ValueError: inventory changed under us"):
+        forked.run_forked(produce, got.append)
+    assert got == [{"host": "node-01"}]
+    assert not leftovers()
+
+
+def test_a_child_killed_midway_is_reported_with_its_signal():
+    def produce(write):
+        write({"host": "node-01"})
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    got = []
+    with pytest.raises(forked.ChildFailed, match="killed by signal 9"):
+        forked.run_forked(produce, got.append)
+    assert got == [{"host": "node-01"}]  # written before it died: not lost
+    assert not leftovers()
+
+
+def test_ctrl_c_reaches_the_child_which_hands_over_then_the_parent_raises():
+    main = threading.get_ident()
+
+    def produce(write):
+        try:
+            time.sleep(60)  # gathering that Ctrl-C cuts short
+            write({"finished": True})
+        except KeyboardInterrupt:
+            write({"interrupted": True})
+
+    # Ctrl-C as `kill -INT <pid of the run>` sends it: to the parent only; it passes it on.
+    timer = threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT))
+    timer.start()
+    got = []
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        forked.run_forked(produce, got.append)
+    timer.join()
+    assert got == [{"interrupted": True}]
+    assert time.monotonic() - t0 < 30
+    assert not leftovers()
