@@ -25,6 +25,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -53,16 +54,82 @@ def _steal() -> float:
     return (f[7] if len(f) > 7 else 0) / os.sysconf("SC_CLK_TCK")
 
 
+class TreeMemory(threading.Thread):
+    """The peak of the summed PSS of a process and all its descendants, sampled twice a second.
+
+    wait4's peak RSS is that of the largest single process; a run that gathers in a forked child
+    has two processes at once, and this is what they take together (PSS: pages the child still
+    shares with the controller are counted once).  Sampled, so a peak shorter than the interval
+    can be missed: read it next to wait4's exact per-process figure."""
+
+    def __init__(self, pid: int, interval: float = 0.5):
+        super().__init__(daemon=True, name="bench-tree-memory")
+        self.pid, self.interval = pid, interval
+        self.peak_pss_mb = 0.0
+        self.peak_processes = 0
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(self.interval):
+            self.sample()
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+    def sample(self) -> None:
+        tree = _descendants(self.pid) | {self.pid}
+        total = sum(_pss_kb(pid) for pid in tree) / 1024
+        if total > self.peak_pss_mb:
+            self.peak_pss_mb, self.peak_processes = total, len(tree)
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def measure(cmd: list[str], log: Path) -> dict:
-    """Run ``cmd``; wall, its own CPU (user+sys, children included) and peak RSS."""
+    """Run ``cmd``; wall, its own CPU (user+sys, children included), peak RSS of its largest
+    process (exact, wait4) and peak PSS of all its processes together (sampled)."""
     box0, steal0, t0 = _box_cpu(), _steal(), time.monotonic()
     with open(log, "wb") as err:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, cwd=ROOT)
+        tree = TreeMemory(p.pid)
+        tree.start()
         out = p.stdout.read()
+        tree.sample()  # stdout closes when the run ends its reports: one last look before it exits
+        tree.stop()
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - t0
     return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024,
+            "tree_pss_mb": tree.peak_pss_mb, "tree_processes": tree.peak_processes,
             "box_cpu_s": _box_cpu() - box0, "steal_s": _steal() - steal0, "rc": p.returncode,
             "stdout": out.decode(errors="replace")}
 
@@ -127,6 +194,7 @@ def bench_size(n: int, fanout: int, sample: int, scratch: Path) -> dict:
         doc = json.loads((scratch / f"full{n}" / "preflight.json").read_text())
         rep = scratch / f"full{n}" / "runs" / doc["run_id"]
         row.update(full_wall_s=full["wall_s"], full_cpu_s=full["cpu_s"], full_rss_mb=full["rss_mb"],
+                   full_tree_pss_mb=full["tree_pss_mb"], full_tree_processes=full["tree_processes"],
                    full_box_cpu_s=full["box_cpu_s"], full_steal_s=full["steal_s"], full_rc=full["rc"],
                    gather_s=doc["gather_s"],
                    reachable=sum(h["reachable"] for h in doc["hosts"]), results=len(doc["results"]),
@@ -169,6 +237,7 @@ def machine() -> dict:
 
 COLUMNS = [("N", "n", "{}"), ("nodes", "kind", "{}"), ("wall s", "full_wall_s", "{:.1f}"),
            ("controller CPU s", "full_cpu_s", "{:.1f}"), ("peak RSS MB", "full_rss_mb", "{:.0f}"),
+           ("peak MB, all processes", "full_tree_pss_mb", "{:.0f}"),
            ("SSH conns/host", "connections_per_host", "{:.2f}"), ("sessions/host", "sessions_per_host", "{:.2f}"),
            ("floor wall s", "floor_wall_s", "{:.1f}"), ("vs floor", "vs_floor", "{:.1f}×"),
            ("per-check wall s (est.)", "percheck_est_wall_s", "{:.0f}"), ("vs per-check", "vs_percheck", "{:.1f}×"),
@@ -216,7 +285,9 @@ def main(argv=None) -> int:
           f"Python {info['python']}, paramiko {info['paramiko']}. Fan-out {args.fanout}. "
           f"Whole benchmark: {doc['total_s']:.0f} s.", "", table(rows), "",
           "- wall / controller CPU / peak RSS: the whole `preflight --inventory` process (pytest, gather, checks, "
-          "three reports). Controller CPU includes its children.",
+          "three reports). Controller CPU includes its children. Peak RSS is the largest process's (wait4); "
+          "above 64 hosts gathering runs in a forked child, so \"peak MB, all processes\" is the one to read: "
+          "the controller and its gathering child together (summed PSS, sampled every 0.5 s).",
           "- vs floor: full wall ÷ wall of connect + `true` on the same hosts, same SSH layer, same fan-out.",
           "- vs per-check: the same phase-one commands, one exec each (the bare command, as testinfra's "
           "`host.run` sends it) over a reused connection, host after host; "

@@ -3,6 +3,7 @@ fails, dies or is interrupted loses nothing it wrote, and its private folder goe
 
 from __future__ import annotations
 
+import gc
 import glob
 import os
 import signal
@@ -15,6 +16,12 @@ import pytest
 from preflight import forked
 
 pytestmark = pytest.mark.skipif(not forked.available(), reason="needs os.fork")
+
+
+@pytest.fixture(autouse=True)
+def private_tmp(tmp_path, monkeypatch):
+    # The hand-over folders of this test only, not those of a run going on beside it.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 def leftovers():
@@ -37,6 +44,7 @@ def test_records_come_back_in_order_from_another_process():
     assert {r["pid"] for r in got} != {os.getpid()}
     assert got[0]["text"] == "line\nbreak \u00e9"
     assert not leftovers()
+    assert gc.get_freeze_count() == 0  # frozen for the fork only: this process collects as before
 
 
 def test_the_childs_memory_is_its_own():
