@@ -68,7 +68,7 @@ def pytest_addoption(parser, pluginmanager):
                     default="auto",
                     help="where SSH gathering runs: in a forked child process that hands the facts back "
                          "(its connections' memory goes with it), inline in this process, or auto "
-                         "(default): a child above 64 hosts")
+                         "(default): a child above 64 hosts, except in pytest-xdist workers")
     group.addoption("--facts-out", dest="preflight_facts_out", metavar="FILE", default=None,
                     help="save the raw outputs and parsed facts of every host to FILE (JSON)")
     group.addoption("--facts-in", dest="preflight_facts_in", metavar="FILE", default=None,

@@ -70,6 +70,14 @@ def probe_params(host, hosts=(), jobs=()) -> dict[str, str]:
     return params
 
 
+def gather_in_child(where: str, hosts: int, xdist_worker: bool) -> bool:
+    """--gather-process: "child", "inline", or "auto": a child above FORK_ABOVE_HOSTS hosts, except
+    in a pytest-xdist worker (its execnet threads may hold locks a forked child would inherit)."""
+    if where == "auto":
+        return hosts > FORK_ABOVE_HOSTS and forked.available() and not xdist_worker
+    return where == "child"
+
+
 class PreflightRun:
     def __init__(self, config, hosts: tuple[Host, ...], inventory_path: str, settings: GatherSettings,
                  report_dir: str, facts_in: str | None, facts_out: str | None, strict: bool):
@@ -194,10 +202,8 @@ class PreflightRun:
             self.gather_s = time.monotonic() - t0
 
     def _gather_in_child(self) -> bool:
-        where = self.config.getoption("preflight_gather_process", "auto")
-        if where == "auto":
-            return len(self.hosts) > FORK_ABOVE_HOSTS and forked.available()
-        return where == "child"
+        return gather_in_child(self.config.getoption("preflight_gather_process", "auto"), len(self.hosts),
+                               self.is_xdist_worker)
 
     def _gather_forked(self, needs) -> None:
         """Phases one and two in a forked child, which hands the facts back (see :mod:`.forked`)."""

@@ -103,3 +103,16 @@ def test_ctrl_c_reaches_the_child_which_hands_over_then_the_parent_raises():
     assert got == [{"interrupted": True}]
     assert time.monotonic() - t0 < 30
     assert not leftovers()
+
+
+@pytest.mark.parametrize("where, hosts, xdist_worker, expected", [
+    ("auto", 64, False, False),   # small runs gather inline, as they always did
+    ("auto", 65, False, True),    # fleet size: the connections' memory leaves with the child
+    ("auto", 1000, True, False),  # never fork an xdist worker (execnet's threads)
+    ("child", 1, False, True),
+    ("inline", 1000, False, False),
+])
+def test_where_gathering_runs(where, hosts, xdist_worker, expected):
+    from preflight.run import gather_in_child
+
+    assert gather_in_child(where, hosts, xdist_worker) is expected
