@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,7 +208,6 @@ class PreflightRun:
 
     def _gather_forked(self, needs) -> None:
         """Phases one and two in a forked child, which hands the facts back (see :mod:`.forked`)."""
-        import signal
 
         def produce(write):
             try:
