@@ -31,6 +31,7 @@ logging.getLogger("paramiko").setLevel(logging.CRITICAL)  # its thread traceback
 
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "/etc/ssh/ssh_known_hosts")
 GATEWAY_HANDSHAKES = 8  # concurrent new sessions through one bastion (its MaxStartups defaults to 10)
+IDLE_POLL_S = 1.0  # how often an idle connection's thread looks for a close (and a keepalive due)
 
 
 @dataclass(frozen=True)
@@ -257,6 +258,10 @@ class SshTransport:
         except Exception as exc:  # noqa: BLE001 - every cause becomes one precise TransportError
             raise _translate(exc, self.label, ctx.settings.connect_timeout) from None
         conn.transport.set_keepalive(15)
+        # paramiko's thread for this connection wakes every 0.1 s to see whether it was closed; a
+        # thousand idle connections doing so cost the controller a third of a core (measured: 0.10
+        # CPU-s per second at 300 idle connections, 0.023 at a 1 s poll). Data still wakes it at once.
+        conn.transport.sock.settimeout(IDLE_POLL_S)
         self._conn = conn
 
     def run(self, command: str, timeout: float, max_bytes: int) -> RunResult:

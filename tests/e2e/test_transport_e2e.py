@@ -118,3 +118,25 @@ def test_garbage_from_npu_smi_is_one_precise_error(sim, tmp_path):
     assert "unreadable output of `npu-smi info`" in bad["message"]
     html = (tmp_path / "reports" / "matrix.html").read_text()
     assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_an_idle_connection_polls_for_close_once_a_second_and_still_answers_at_once(sim, tmp_path):
+    # paramiko's default is every 0.1 s: a third of a core at 1000 open connections.
+    from preflight.gather import Gatherer, GatherSettings
+    from preflight.inventory import load_inventory
+    from preflight.transport.ssh import IDLE_POLL_S
+
+    hosts = load_inventory(str(sim.write_inventory(tmp_path / "hosts.yaml"))).hosts
+    gatherer = Gatherer(GatherSettings())
+    try:
+        transport = gatherer.transport(hosts[0])
+        transport.connect()
+        assert transport._conn.transport.sock.gettimeout() == IDLE_POLL_S == 1.0
+        time.sleep(1.5)  # idle past one poll
+        for _ in range(3):
+            result = transport.run("echo still here", timeout=10, max_bytes=64)
+            assert (result.stdout, result.exit_code) == (b"still here\n", 0)
+        assert transport._conn.transport.is_active()
+    finally:
+        gatherer.close()
+    assert not transport._conn.transport.is_active()
