@@ -35,7 +35,9 @@ def processes_with(text: str) -> list[int]:
     return found
 
 
-def wait_gone(text: str, seconds: float = 3.0) -> list[int]:
+# Bounds on things that should happen "soon" are generous: this suite also runs on shared VMs
+# whose hypervisor can stall them for seconds; a passing test returns as soon as the thing happens.
+def wait_gone(text: str, seconds: float = 15.0) -> list[int]:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         left = processes_with(text)
@@ -139,12 +141,12 @@ def test_close_kills_a_run_in_progress(transport):
 
     thread = threading.Thread(target=work)
     thread.start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while not processes_with(m) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert processes_with(m)
     transport.close()
-    thread.join(timeout=5)
+    thread.join(timeout=30)
     assert not thread.is_alive()
     assert box["result"].exit_code == -9
     assert wait_gone(m) == []
