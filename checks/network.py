@@ -254,7 +254,7 @@ def test_hostnames(cluster, verdict):
         if len(failing) == 1:
             _one_name_failing(verdict, *failing[0], outliers)
         else:
-            _names_failing_alike(verdict, how, [name for name, _ in failing], failing, outliers)
+            _names_failing_alike(verdict, how, failing, outliers)
 
 
 _UNRESOLVED = "does not resolve"
@@ -272,7 +272,8 @@ def _one_name_failing(verdict, name, sides, outliers):
                    expected=f"{name} resolving to the same address on every node")
 
 
-def _names_failing_alike(verdict, how, names, failing, outliers):
+def _names_failing_alike(verdict, how, failing, outliers):
+    names = [name for name, _ in failing]
     subject = fold(names)
     count = f"{len(names)} names"
     if how == "nowhere":
