@@ -226,9 +226,7 @@ def test_node_to_node_tcp_through_the_bridge(sim, require_iptables):
             assert n2.ssh(reach).stdout == "124\n"             # silently dropped: times out
             assert n1.ssh("true").returncode == 0             # the controller's path is untouched
         with n1.firewall(29500, "REJECT"):
-            t0 = time.monotonic()
-            assert n2.ssh(reach).stdout == "1\n"               # refused at once
-            assert time.monotonic() - t0 < 0.9
+            assert n2.ssh(reach).stdout == "1\n"               # refused, not timed out (124)
         assert n2.ssh(reach).stdout == "0\n"
     assert n2.ssh(reach).stdout == "1\n"                       # listener gone: refused
 
@@ -259,9 +257,9 @@ def test_hung_tool_and_nothing_left_behind(sim):
     with n.override("npu-smi", "info", sleep=1e9):
         t0 = time.monotonic()
         r = n.ssh("timeout 1 npu-smi info; echo rc=$?")
-        assert r.stdout.endswith("rc=124\n") and time.monotonic() - t0 < 5
+        assert r.stdout.endswith("rc=124\n") and time.monotonic() - t0 < 30
     assert n.ssh("npu-smi info").stdout.startswith("+---")
-    deadline = time.monotonic() + 3                  # sshd's session processes exit asynchronously
+    deadline = time.monotonic() + 30                 # sshd's session processes exit asynchronously
     while n.extra_processes() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert n.extra_processes() == []

@@ -37,6 +37,14 @@ def processes_with(text: str) -> list[int]:
 
 # Bounds on things that should happen "soon" are generous: this suite also runs on shared VMs
 # whose hypervisor can stall them for seconds; a passing test returns as soon as the thing happens.
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def wait_gone(text: str, seconds: float = 15.0) -> list[int]:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -104,7 +112,7 @@ def test_background_child_holding_stdout_is_bounded_by_the_deadline(transport):
     m = marker()
     t0 = time.monotonic()
     result = transport.run(f"sleep {m} & echo hi", timeout=0.7, max_bytes=1024)
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < 30  # not the child's 100 s
     assert result.stdout == b"hi\n"
     assert wait_gone(m) == []
 
@@ -127,7 +135,7 @@ def test_output_of_exactly_max_bytes_is_not_flagged(transport):
 def test_endless_output_is_bounded_by_the_deadline(transport):
     t0 = time.monotonic()
     result = transport.run("yes", timeout=0.5, max_bytes=4096)
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < 30  # bounded: `yes` never ends
     assert len(result.stdout) == 4096 and result.truncated
     assert result.exit_code is None
 
@@ -205,11 +213,9 @@ def test_start_readline_close(transport):
     assert proc.readline(timeout=5) == "\ufffd"
     t0 = time.monotonic()
     assert proc.readline(timeout=0.3) is None  # nothing more yet: bounded wait
-    assert time.monotonic() - t0 < 2
-    t0 = time.monotonic()
-    proc.close()  # closing stdin ends `cat`
-    assert time.monotonic() - t0 < 2
-    assert proc._proc.returncode == 0
+    assert time.monotonic() - t0 < 30
+    proc.close()
+    assert proc._proc.returncode == 0  # closing stdin ended `cat` (a kill would read -9)
 
 
 def test_readline_at_eof_is_none(transport):
@@ -221,13 +227,12 @@ def test_readline_at_eof_is_none(transport):
 
 def test_close_kills_a_process_that_ignores_stdin_and_its_children(transport):
     m = marker()
-    proc = transport.start(f"sleep {m} & echo READY; sleep {m}")
-    assert proc.readline(timeout=5) == "READY"
-    deadline = time.monotonic() + 3
-    while len(processes_with(m)) < 2 and time.monotonic() < deadline:  # /proc may lag an exec
-        time.sleep(0.02)
-    assert len(processes_with(m)) >= 2
+    # The background child's pid comes from bash itself: it exists once the line is read, with no
+    # wait on /proc (a stalled VM made a poll of /proc for both processes miss one in CI).
+    proc = transport.start(f"sleep {m} & echo $!; sleep {m}")
+    child = int(proc.readline(timeout=30))
+    assert _alive(child)
     t0 = time.monotonic()
     proc.close()  # waits a bounded time for EOF to work, then kills the group
-    assert time.monotonic() - t0 < 6
+    assert time.monotonic() - t0 < 30  # not the 100 s of the sleeps
     assert wait_gone(m) == []

@@ -79,8 +79,8 @@ def test_timeout_kills_the_whole_process_group_with_124():
     t0 = time.monotonic()
     m = marker()
     out, _, rc, ms = noderunner.run_command(BASH, f"sleep {m} & sleep {m}; echo never", dict(os.environ), 1, 100)
-    assert rc == 124 and out == b"" and 900 <= ms < 3000
-    assert time.monotonic() - t0 < 3
+    assert rc == 124 and out == b"" and 900 <= ms < 30000  # bounds far below the 100 s sleep: a stalled VM
+    assert time.monotonic() - t0 < 30
     assert _gone(m)
 
 
@@ -100,7 +100,7 @@ def test_background_child_holding_the_pipe_is_bounded_and_removed():
     m = marker()
     out, _, rc, _ = noderunner.run_command(BASH, f"sleep {m} & echo hi", dict(os.environ), 1, 100)
     assert out == b"hi\n" and rc == 0
-    assert time.monotonic() - t0 < 2.5
+    assert time.monotonic() - t0 < 30  # not the child's 100 s
     assert _gone(m)
 
 
@@ -211,8 +211,8 @@ def test_a_command_stopped_before_it_is_recorded_goes_too():
 
 
 def _gone(text: str) -> bool:
-    """No process with ``text`` in its command line within a few seconds (a kill takes a moment)."""
-    deadline = time.monotonic() + 5
+    """No process with ``text`` in its command line within 30 s (a kill takes a moment; a stalled VM longer)."""
+    deadline = time.monotonic() + 30
     while processes_with(text):
         if time.monotonic() > deadline:
             return False
