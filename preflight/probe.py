@@ -55,6 +55,10 @@ if [ -n "$PF_SUDO" ]; then
 fi
 export PF_NPUSMI PF_HCCN
 PF_DEVS=$(cd /dev 2>/dev/null && for d in davinci[0-9]*; do case ${d#davinci} in *[!0-9]*|'') ;; *) echo "${d#davinci}";; esac; done | sort -n)
+# Prefixed to every command: when its shell exits, what it left running in its process group
+# (timeout's; a background child holding a pipe) is killed, as the python runner does. Not
+# timeout itself ($PPID): it reports the exit status. Without pgrep (procps) nothing is reaped.
+PF_REAP='trap '\''for p in $(pgrep -g 0 2>/dev/null); do [ "$p" = "$$" ] || [ "$p" = "$PPID" ] || kill -KILL "$p" 2>/dev/null; done'\'' EXIT; '
 pf_now() { local t=${EPOCHREALTIME/./}; [ -n "$t" ] && echo $((t / 1000)) || echo 0; }
 pf_run() {  # fact-name tool timeout-seconds command
   local v="PF_HUNG_${2//[!A-Za-z0-9]/_}" t0 e rc ms
@@ -65,7 +69,7 @@ pf_run() {  # fact-name tool timeout-seconds command
   # together with the exit status written as ":<rc>:" (fd 5; ':' is not in base64's alphabet,
   # so wherever that small write lands it can be cut out again). The readers are bounded too,
   # so a background child that keeps a pipe open cannot hold the probe past the timeout.
-  e=$( { { timeout -k 2 "$3" bash -c "$4" </dev/null 2>&4 3>&- 4>&- 5>&- \
+  e=$( { { timeout -k 2 "$3" bash -c "$PF_REAP$4" </dev/null 2>&4 3>&- 4>&- 5>&- \
              | timeout -k 1 "$3" head -c "$PF_READ" | base64 -w 0 >&3
            echo ":${PIPESTATUS[0]}:" >&5; } 4>&1 | timeout -k 1 "$3" head -c "$PF_READ" | base64 -w 0; } 5>&1 )
   rc=${e#*:}; rc=${rc%%:*}

@@ -30,8 +30,12 @@ FORBIDDEN_PATTERNS = [
     (re.compile(r"firewall-cmd\s+[^\n]*--(add|remove|reload|set|permanent)"), "firewall-cmd changing rules"),
     (re.compile(_CMD + r"rm\b", re.M), "rm"),
 ]
-# Where a pattern is allowed, and why.
-EXCEPTIONS = {("activeprobe._MARKER_WRITER", "rm"): "removes the marker files this probe itself wrote"}
+# Where a command is allowed (script, what, the command), and why.
+EXCEPTIONS = {
+    ("activeprobe._MARKER_WRITER", "rm", "rm"): "removes the marker files this probe itself wrote",
+    ("prelude", "a command that changes the node", "kill"):
+        "kills only what a probe command left running in its own process group (PF_REAP)",
+}
 
 
 def probe_scripts():
@@ -52,9 +56,10 @@ def _redirections_to_files(script):
 @pytest.mark.parametrize("name, script", sorted(probe_scripts().items()))
 def test_every_probe_command_is_read_only(name, script):
     for pattern, what in FORBIDDEN_PATTERNS:
-        found = pattern.search(script)
-        if found and (name, what) not in EXCEPTIONS:
-            raise AssertionError(f"{name} contains {what}: {found.group(0)!r}")
+        for found in pattern.finditer(script):  # every match: an allowed one must not hide the next
+            command = found.group(0).split()[-1].lstrip(";&|(`$")
+            if (name, what, command) not in EXCEPTIONS:
+                raise AssertionError(f"{name} contains {what}: {found.group(0)!r}")
     writes = _redirections_to_files(script)
     if name == "activeprobe._MARKER_WRITER":
         assert writes == ['> "$d/$m"'], writes  # its own marker file, removed on exit
@@ -71,3 +76,8 @@ def test_the_allow_list_sees_what_it_should():
     assert any(p.search("cat /x; reboot") for p, _ in FORBIDDEN_PATTERNS)
     assert any(p.search('x=$(touch /tmp/a)') for p, _ in FORBIDDEN_PATTERNS)
     assert not any(p.search('echo "mount=$6"; printf "%s" "$d"') for p, _ in FORBIDDEN_PATTERNS)
+
+
+def test_an_allowed_command_does_not_hide_another():
+    with pytest.raises(AssertionError, match="mkdir"):
+        test_every_probe_command_is_read_only("prelude", 'kill -KILL "$p"; mkdir /x')
