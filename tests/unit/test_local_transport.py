@@ -96,7 +96,7 @@ def test_deadline_kills_the_child_and_its_grandchildren(transport):
     result = transport.run(command, timeout=0.7, max_bytes=1024)
     took = time.monotonic() - t0
     assert result.exit_code is None  # killed at the deadline
-    assert 0.6 <= took < 3, took
+    assert 0.6 <= took < 30, took  # the deadline, not the 100 s sleeps
     assert wait_gone(m) == [], f"processes survived the deadline: {processes_with(m)}"
 
 

@@ -71,8 +71,8 @@ def test_stdout_stderr_rc_and_elapsed_per_command():
     a, b, c = probe.outputs["a"], probe.outputs["b"], probe.outputs["c"]
     assert (a.stdout, a.stderr, a.rc, a.truncated, a.skipped) == ("hello\n", "oops\n", 3, False, None)
     assert (b.stdout, b.stderr, b.rc) == ("no newline", "", 0)
-    assert 0.25 <= b.elapsed_s < 3, b.elapsed_s
-    assert 0 <= a.elapsed_s < 2
+    assert 0.25 <= b.elapsed_s < 30, b.elapsed_s
+    assert 0 <= a.elapsed_s < 30
     assert (c.stdout, c.stderr, c.rc) == ("", "", 0)
     # The command bodies never appear in clear in the stream: only base64 between framing lines.
     assert b"hello" not in raw and b"oops" not in raw
