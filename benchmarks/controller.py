@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.run import RESULTS, machine, measure
+from benchmarks.run import RESULTS, UNRELATED_PLUGINS, machine, measure
 
 _IP = re.compile(r"\b(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\b")
 
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
             facts.write_text(json.dumps(replicate(captured, n)))
             reports = scratch / f"reports{n}"
             m = measure([sys.executable, "-m", "preflight.cli", "--facts-in", str(facts), "--report-dir", str(reports),
-                         "-q", "-p", "no:randomly"], scratch / f"run{n}.log")
+                         "-q", *UNRELATED_PLUGINS], scratch / f"run{n}.log")
             doc = json.loads((reports / "preflight.json").read_text())
             run_dir = reports / "runs" / doc["run_id"]
             row = {"hosts": n, "wall_s": m["wall_s"], "cpu_s": m["cpu_s"], "rss_mb": m["rss_mb"], "rc": m["rc"],
