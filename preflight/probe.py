@@ -57,8 +57,10 @@ export PF_NPUSMI PF_HCCN
 PF_DEVS=$(cd /dev 2>/dev/null && for d in davinci[0-9]*; do case ${d#davinci} in *[!0-9]*|'') ;; *) echo "${d#davinci}";; esac; done | sort -n)
 # Prefixed to every command: when its shell exits, what it left running in its process group
 # (timeout's; a background child holding a pipe) is killed, as the python runner does. Not
-# timeout itself ($PPID): it reports the exit status. Without pgrep (procps) nothing is reaped.
-PF_REAP='trap '\''for p in $(pgrep -g 0 2>/dev/null); do [ "$p" = "$$" ] || [ "$p" = "$PPID" ] || kill -KILL "$p" 2>/dev/null; done'\'' EXIT; '
+# timeout itself ($PPID): it reports the exit status. Only when that group is timeout's own (GNU
+# timeout makes one; busybox's does not, and the group would then be the whole probe's). Without
+# pgrep (procps) nothing is reaped.
+PF_REAP='trap '\''read -r _ _ _ _ pf_g _ </proc/$$/stat 2>/dev/null; [ "$pf_g" = "$PPID" ] && for p in $(pgrep -g 0 2>/dev/null); do [ "$p" = "$$" ] || [ "$p" = "$PPID" ] || kill -KILL "$p" 2>/dev/null; done'\'' EXIT; '
 pf_now() { local t=${EPOCHREALTIME/./}; [ -n "$t" ] && echo $((t / 1000)) || echo 0; }
 pf_run() {  # fact-name tool timeout-seconds command
   local v="PF_HUNG_${2//[!A-Za-z0-9]/_}" t0 e rc ms

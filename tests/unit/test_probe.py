@@ -44,8 +44,9 @@ def run_script(commands, *, timeout=2, cap=DEFAULT_CAP, prefix="", env=None, cwd
     nonce = nonce or new_nonce()
     script = build_script(commands, nonce, timeout, cap)
     t0 = time.monotonic()
+    # A session of its own, as sshd gives the probe's shell.
     proc = subprocess.run(["bash", "-c", prefix + script], stdin=subprocess.DEVNULL, capture_output=True,
-                          env=env, cwd=cwd, timeout=60)
+                          env=env, cwd=cwd, timeout=60, start_new_session=True)
     took = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr
     return nonce, proc.stdout, parse_probe_output(proc.stdout, nonce, cap), took
@@ -256,6 +257,25 @@ def test_a_command_keeps_its_exit_status_and_line_numbers_with_the_reaper():
     _, _, probe, _ = run_script([ProbeCommand("x", "nosuchcommand_pf; exit 7")])
     assert probe.outputs["x"].rc == 7
     assert "line 1: nosuchcommand_pf" in probe.outputs["x"].stderr
+
+
+def test_the_reaper_leaves_a_group_that_is_not_timeouts_own(tmp_path, runner):
+    """busybox's timeout makes no process group of its own: the command's group is then the whole
+    probe's, and the reaper must not touch it (the probe would kill itself)."""
+    if runner != "bash":
+        pytest.skip("the python runner does not use timeout")
+    fake = tmp_path / "timeout"  # runs the command as its child, in the caller's group, as busybox's does
+    fake.write_text('#!/bin/bash\nwhile [[ $1 == -* ]]; do shift 2; done\nshift\n"$@"\n')
+    fake.chmod(0o755)
+    m = f"100.{secrets.randbelow(10**9):09d}"
+    try:
+        _, _, probe, _ = run_script([ProbeCommand("bg", f"sleep {m} >/dev/null 2>&1 & echo hi"),
+                                     ProbeCommand("after", "echo a")], prefix=f"PATH={tmp_path}:$PATH; ")
+        assert probe.complete and probe.outputs["after"].stdout == "a\n"
+        assert probe.outputs["bg"].stdout == "hi\n" and probe.outputs["bg"].rc == 0
+        assert _left_running(m, seconds=0)  # not reaped: the group was not the command's alone
+    finally:
+        subprocess.run(["pkill", "-f", f"sleep {m}"])
 
 
 def _left_running(text: str, seconds: float = 30) -> list[str]:
