@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from .check import MARKER, Verdict, info_of
-from .facts import FACTS, FactUnavailable
+from .check import MARKER, info_of
 from .inventory import InventoryError
+from . import fixtures
+from .fixtures import VERDICT_KEY
 from .run import RUN_KEY, PreflightRun, builtin_checks_dir
 
 # ---------------------------------------------------------------------- options
@@ -248,83 +249,18 @@ def pytest_runtestloop(session):
 # ---------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture
-def host(request):
-    """The inventory host this check runs on (:class:`preflight.inventory.Host`)."""
-    if not hasattr(request, "param"):
-        pytest.fail("the `host` fixture needs --inventory", pytrace=False)
-    return request.param
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    """Register the check fixtures (host, facts, cluster, verdict, ...; preflight/fixtures.py)
+    ahead of other plugins' fixtures of the same names.
+
+    A plugin's fixtures are visible everywhere, and of two plugins' ``host`` the one registered
+    last wins: with pytest-testinfra installed, every check got testinfra's ``host`` (its local
+    machine) instead of the inventory host, and errored. Registered here for the whole session
+    tree (node id ""), ours come after every plugin's."""
+    session._fixturemanager.parsefactories(fixtures, nodeid="")
 
 
-def _require_run(request) -> PreflightRun:
-    run = _run(request.config)
-    if run is None:
-        pytest.fail("ascend-preflight fixtures need --inventory (or --facts-in)", pytrace=False)
-    return run
-
-
-@pytest.fixture
-def facts(request, host):
-    """This host's gathered facts; the check errors (not fails) when they cannot be read."""
-    run = _require_run(request)
-    host_facts = run.facts_for(host.name)
-    if host_facts is None or not host_facts.reachable:
-        why = host_facts.error if host_facts else "not gathered"
-        pytest.fail(f"not evaluated: {host.name} is unreachable ({why})", pytrace=False)
-    info = info_of(request.node)
-    problem = None
-    for need in (info.needs if info else ()):
-        spec = FACTS.get(need.rstrip("?"))
-        if need.endswith("?") or spec is None or spec.per_device or spec.phase != 1:
-            continue  # optional, per-device and phase-two facts are judged by the check itself
-        try:
-            host_facts.get(need)
-        except FactUnavailable as exc:
-            problem = str(exc)
-            break
-    if problem:
-        pytest.fail(f"not evaluated: {problem}", pytrace=False)
-    return host_facts
-
-
-@pytest.fixture
-def cluster(request):
-    """Every host's facts, for checks that compare nodes (:class:`preflight.run.Cluster`)."""
-    return _require_run(request).cluster()
-
-
-@pytest.fixture
-def jobs(request):
-    """The --job files, read (:class:`preflight.job.Job`)."""
-    return list(_require_run(request).jobs)
-
-
-@pytest.fixture
-def job_facts(request):
-    """Where job checks read the model directory and paths (:class:`preflight.job.facts.JobFacts`)."""
-    return _require_run(request).job_facts()
-
-
-@pytest.fixture
-def gathered(request, host):
-    """This host's gathering status, also for unreachable hosts (cluster.reachable)."""
-    run = _require_run(request)
-    return run.facts_for(host.name)
-
-
-@pytest.fixture
-def verdict(request):
-    """Where a check records one result per subject."""
-    info = info_of(request.node)
-    if info is None:
-        pytest.fail("the `verdict` fixture is for functions decorated with @check", pytrace=False)
-    host = request.node.callspec.params.get("host") if hasattr(request.node, "callspec") else None
-    v = Verdict(info, host.name if host is not None else None, nodeid=request.node.nodeid)
-    request.node.stash[_VERDICT_KEY] = v
-    return v
-
-
-_VERDICT_KEY = pytest.StashKey[Verdict]()
 _NO_KEYWORDS: dict = {}
 
 
@@ -339,7 +275,7 @@ def pytest_runtest_makereport(item, call):
     if run is None or info is None:
         return report
     host = item.callspec.params.get("host") if hasattr(item, "callspec") else None
-    run.shape_report(item, info, host, report, call, item.stash.get(_VERDICT_KEY, None))
+    run.shape_report(item, info, host, report, call, item.stash.get(VERDICT_KEY, None))
     if report.passed and len(run.hosts) > FLEET_HOSTS:
         # pytest keeps every report to the end (three per item, 105 000 at 1000 hosts), each with a
         # copy of the item's keywords (~30 MB there). Nothing reads a passed report's keywords
@@ -349,7 +285,7 @@ def pytest_runtest_makereport(item, call):
         # The verdict lives on in the run's results; items stay until the session ends (1000 hosts:
         # 35 000 of them), so it does not stay on the item too.
         try:
-            del item.stash[_VERDICT_KEY]
+            del item.stash[VERDICT_KEY]
         except KeyError:
             pass
     return report

@@ -509,3 +509,27 @@ def test_the_matrix_is_rendered_once_for_both_pages(pytester, inv):
     matrix_page = (pytester.path / "r" / "matrix.html").read_text(encoding="utf-8")
     body = matrix_page.split("</p>", 1)[1].rsplit("</body>", 1)[0]  # the fragment, after the title lines
     assert len(body) > 1000 and body in (pytester.path / "r" / "preflight.html").read_text(encoding="utf-8")
+
+
+def test_another_plugins_host_fixture_does_not_replace_ours(pytester, inv):
+    """pytest-testinfra (and any plugin) may define a `host` fixture too; of two plugins' fixtures
+    the one registered last wins. A plugin registered after ours (here through a conftest) must not
+    hand the checks its `host`: every check errored with testinfra installed."""
+    assert run(pytester, "--inventory", "inv.yaml", "--report-dir", "alone").ret == 1
+    alone = outcome_set(load(pytester.path / "alone" / "preflight.json"))
+    pytester.makepyfile(otherhost="""
+        import pytest
+
+        @pytest.fixture
+        def host():
+            return "another plugin's host"
+
+        @pytest.fixture
+        def cluster():
+            return "another plugin's cluster"
+    """)
+    pytester.makeconftest('pytest_plugins = ["otherhost"]')
+    result = run(pytester, "--inventory", "inv.yaml", "--report-dir", "beside")
+    assert result.ret == 1, output(result)
+    assert outcome_set(load(pytester.path / "beside" / "preflight.json")) == alone
+    assert "another plugin's" not in output(result)
