@@ -1,20 +1,25 @@
 """The two comparison arms of the benchmark, each run as its own process so that its
 controller CPU and peak RSS are measured alone (``os.wait4`` in :mod:`benchmarks.run`).
 
-    python -m benchmarks.arms floor    INVENTORY FANOUT        # connect + `true`, same pool, same SSH layer
-    python -m benchmarks.arms percheck INVENTORY SAMPLE        # one exec per command, host after host
+    python -m benchmarks.arms floor     INVENTORY FANOUT       # connect + `true`, same pool, same SSH layer
+    python -m benchmarks.arms percheck  INVENTORY SAMPLE       # one exec per command, host after host
+    python -m benchmarks.arms testinfra INVENTORY SAMPLE       # the same, as a real pytest-testinfra suite
 
-Both print one JSON line on stdout.  ``percheck`` runs on the first SAMPLE hosts only (it is
-serial, so its time is linear in the number of hosts); run.py scales it to N.
+Each prints one JSON line on stdout.  ``percheck`` and ``testinfra`` run on the first SAMPLE hosts
+only (they are serial, so their time is linear in the number of hosts); run.py scales them to N.
 """
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import pkgutil
 import shlex
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from preflight.facts import resolve
 from preflight.gather import Gatherer, GatherSettings
@@ -94,9 +99,92 @@ def percheck(inventory: str, sample: int) -> dict:
             "per_host_s": wall / max(1, len(sample_hosts))}
 
 
+# The test module of the testinfra arm: one test per check command (per-NPU commands loop over the
+# host's devices), each command one `host.run`, as a hand-written testinfra suite would send it.
+_TESTINFRA_SUITE = """
+import json, os
+import pytest
+
+PLAN = json.load(open(os.environ["PF_TESTINFRA_PLAN"]))
+_devices = {}
+_execs = []
+
+
+def devices(host):
+    name = host.backend.get_hostname()
+    if name not in _devices:
+        _devices[name] = host.run(PLAN["list_devices"]).stdout.split()
+        _execs.append(1)
+    return _devices[name]
+
+
+@pytest.mark.parametrize("body, per_device", [(c[1], c[2]) for c in PLAN["commands"]],
+                         ids=[c[0] for c in PLAN["commands"]])
+def test_check(host, body, per_device):
+    prefix = PLAN["prefix"][host.backend.get_hostname()]
+    for dev in (devices(host) if per_device else [None]):
+        r = host.run(prefix + ("export PF_DEV=%d; " % int(dev) if dev is not None else "") + body)
+        _execs.append(1)
+        assert r.rc is not None
+
+
+def teardown_module():
+    with open(os.environ["PF_TESTINFRA_PLAN"] + ".execs", "w") as fh:
+        fh.write(str(len(_execs)))
+"""
+
+
+def testinfra(inventory: str, sample: int) -> dict:
+    """A real pytest-testinfra suite (its ``ssh://`` backend: OpenSSH with a reused control
+    connection per host) sending the same commands as ``percheck``, host after host."""
+    hosts = load_inventory(inventory).hosts
+    sample_hosts = hosts[:sample]
+    with tempfile.TemporaryDirectory(prefix="preflight-testinfra-") as tmp:
+        d = Path(tmp)
+        config, prefix = [], {}
+        for i, h in enumerate(sample_hosts):
+            alias = f"pf{i}"
+            # testinfra asks for ControlMaster=auto but sets no ControlPath, and OpenSSH does not
+            # multiplex without one: every host.run would be a new login. One here, so that the
+            # connection is reused, as the issue's per-check arm says (and as a tuned suite does).
+            config += [f"Host {alias}", f"  HostName {h.address}", f"  Port {h.port or 22}", f"  User {h.user or 'root'}",
+                       "  BatchMode yes", "  StrictHostKeyChecking yes", "  GlobalKnownHostsFile /dev/null",
+                       f"  ControlPath {d}/cm-%C"]
+            if h.identity_file:
+                config += [f"  IdentityFile {h.identity_file}", "  IdentitiesOnly yes"]
+            if h.known_hosts:
+                config.append(f"  UserKnownHostsFile {h.known_hosts}")
+            prefix[alias] = "".join(f"export {k}={shlex.quote(v)}; "
+                                    for k, v in sorted(probe_params(h, hosts).items()))
+            prefix[alias] += "export PF_NPUSMI=npu-smi PF_HCCN=/usr/local/Ascend/driver/tools/hccn_tool; "
+        (d / "ssh_config").write_text("\n".join(config) + "\n")
+        plan = d / "plan.json"
+        plan.write_text(json.dumps({"prefix": prefix, "list_devices": "ls /dev | sed -n 's/^davinci\\([0-9][0-9]*\\)$/\\1/p'",
+                                    "commands": [[c.name, c.command, c.per_device] for c in phase_one_commands()]}))
+        (d / "test_checks.py").write_text(_TESTINFRA_SUITE)
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+               "-p", "no:hypothesispytest", "-p", "no:benchmark", "-p", "no:ascend_preflight",
+               "--hosts", ",".join(f"ssh://pf{i}" for i in range(len(sample_hosts))),
+               "--ssh-config", str(d / "ssh_config"), "test_checks.py"]
+        env = dict(os.environ, PF_TESTINFRA_PLAN=str(plan))
+        # pytest's own start and collection, once per run whatever N is: timed apart, not scaled to N.
+        t0 = time.monotonic()
+        subprocess.run(cmd + ["--collect-only"], cwd=d, capture_output=True, env=env)
+        startup = time.monotonic() - t0
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, env=env)
+        wall = time.monotonic() - t0
+        execs_file = Path(str(plan) + ".execs")
+        execs = int(execs_file.read_text()) if execs_file.exists() else 0
+    tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
+    return {"wall_s": wall, "startup_s": startup, "hosts_sampled": len(sample_hosts), "execs": execs,
+            "rc": proc.returncode, "summary": tail,
+            "per_host_s": max(0.0, wall - startup) / max(1, len(sample_hosts))}
+
+
 def main(argv: list[str]) -> int:
     arm, inventory, arg = argv[0], argv[1], int(argv[2])
-    out = floor(inventory, arg) if arm == "floor" else percheck(inventory, arg)
+    out = {"floor": floor, "percheck": percheck, "testinfra": testinfra}[arm](inventory, arg)
     print(json.dumps(out), flush=True)
     return 0
 

@@ -4,14 +4,16 @@ measured in the same run.  Not part of the test suite.
     python -m benchmarks.run                      # N = 10, 30, 100 (namespaced), 300, 1000 (loopback)
     python -m benchmarks.run --sizes 10,30        # a quick look
 
-Per N, three arms against the same hosts, the same SSH layer (preflight.transport.ssh) and the same
-fakes, each in a process of its own (CPU and peak RSS from wait4):
+Per N, four arms against the same hosts and the same fakes; the first three share the SSH layer
+(preflight.transport.ssh); each runs in a process of its own (CPU and peak RSS from wait4):
 
 * full      ``preflight --inventory INV`` (every built-in node check, phases one and two, all reports)
 * floor     connect + ``true`` on every host, same pool and fan-out (benchmarks/arms.py floor)
 * percheck  the same phase-one commands, one exec each (the bare command) over one reused
             connection, host after host, as a testinfra-style suite would (benchmarks/arms.py
             percheck); serial, so run on a sample of hosts and scaled linearly to N
+* testinfra the same commands from a real pytest-testinfra suite (benchmarks/arms.py testinfra;
+            needs `pip install -e '.[bench]'`), sampled and scaled the same way
 
 Writes benchmarks/results/bench-<time>.md and .json and prints the table.
 """
@@ -223,9 +225,25 @@ def bench_size(n: int, fanout: int, sample: int, scratch: Path) -> dict:
                    percheck_est_wall_s=pcd["per_host_s"] * n + (pc["wall_s"] - pcd["wall_s"]))
         row["vs_floor"] = row["full_wall_s"] / row["floor_wall_s"]
         row["vs_percheck"] = row["percheck_est_wall_s"] / row["full_wall_s"]
+        row.update(testinfra_arm(inv, k, n, scratch, row["full_wall_s"]))
         return row
     finally:
         fleet.close()
+
+
+def testinfra_arm(inv: Path, k: int, n: int, scratch: Path, full_wall_s: float) -> dict:
+    """The same commands as a real pytest-testinfra suite (benchmarks/arms.py testinfra), if
+    pytest-testinfra is installed (`pip install -e '.[bench]'`); None in the table otherwise."""
+    try:
+        import testinfra  # noqa: F401
+    except ImportError:
+        return {"testinfra_est_wall_s": None, "vs_testinfra": None}
+    ti = measure([sys.executable, "-m", "benchmarks.arms", "testinfra", str(inv), str(k)], scratch / f"testinfra{n}.log")
+    tid = json.loads(ti["stdout"].strip().splitlines()[-1])
+    est = tid["startup_s"] + tid["per_host_s"] * n
+    return {"testinfra_sampled": k, "testinfra_execs_per_host": tid["execs"] / k, "testinfra_rc": tid["rc"],
+            "testinfra_summary": tid["summary"], "testinfra_per_host_s": tid["per_host_s"],
+            "testinfra_est_wall_s": est, "vs_testinfra": est / full_wall_s}
 
 
 def machine() -> dict:
@@ -247,6 +265,7 @@ COLUMNS = [("N", "n", "{}"), ("nodes", "kind", "{}"), ("wall s", "full_wall_s", 
            ("SSH conns/host", "connections_per_host", "{:.2f}"), ("sessions/host", "sessions_per_host", "{:.2f}"),
            ("floor wall s", "floor_wall_s", "{:.1f}"), ("vs floor", "vs_floor", "{:.1f}×"),
            ("per-check wall s (est.)", "percheck_est_wall_s", "{:.0f}"), ("vs per-check", "vs_percheck", "{:.1f}×"),
+           ("testinfra wall s (est.)", "testinfra_est_wall_s", "{:.0f}"), ("vs testinfra", "vs_testinfra", "{:.1f}×"),
            ("box CPU s (all nodes + controller)", "full_box_cpu_s", "{:.0f}"), ("steal s", "full_steal_s", "{:.0f}"),
            ("phase one s", "phase_one_s", "{:.1f}"), ("gather s (1+2)", "gather_s", "{:.1f}"), ("HTML MB", "html_mb", "{:.1f}")]
 
@@ -256,7 +275,8 @@ def table(rows: list[dict]) -> str:
     sep = "|" + "|".join("---" for _ in COLUMNS) + "|"
     lines = [head, sep]
     for r in rows:
-        lines.append("| " + " | ".join(fmt.format(r[key]) for _, key, fmt in COLUMNS) + " |")
+        lines.append("| " + " | ".join("–" if r.get(key) is None else fmt.format(r[key]) for _, key, fmt in COLUMNS)
+                     + " |")
     return "\n".join(lines)
 
 
@@ -298,6 +318,10 @@ def main(argv=None) -> int:
           "- vs per-check: the same phase-one commands, one exec each (the bare command, as testinfra's "
           "`host.run` sends it) over a reused connection, host after host; "
           f"measured on {args.sample} host(s) and scaled linearly to N (the arm is serial).",
+          "- vs testinfra: the same commands as a real pytest-testinfra suite (one test per check, one "
+          "`host.run` per command, `ssh://` backend: OpenSSH, one control connection per host reused through "
+          "a ControlPath), host after host; pytest's start timed apart, the rest scaled linearly from the "
+          "sampled hosts. Without a ControlPath (testinfra's default) every `host.run` is a new login.",
           "- box CPU: every core of this machine during the full run: all simulated nodes' sshd, bash and "
           "fakes plus the controller. All nodes share these cores; on a real cluster each node has its own.",
           "- steal: CPU time the hypervisor gave to other guests during the full run (not counted in box CPU); "
