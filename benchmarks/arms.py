@@ -1,9 +1,10 @@
-"""The two comparison arms of the benchmark, each run as its own process so that its
+"""The comparison arms of the benchmark, each run as its own process so that its
 controller CPU and peak RSS are measured alone (``os.wait4`` in :mod:`benchmarks.run`).
 
     python -m benchmarks.arms floor     INVENTORY FANOUT       # connect + `true`, same pool, same SSH layer
     python -m benchmarks.arms percheck  INVENTORY SAMPLE       # one exec per command, host after host
     python -m benchmarks.arms testinfra INVENTORY SAMPLE       # the same, as a real pytest-testinfra suite
+    python -m benchmarks.arms testinfra INVENTORY SAMPLE shipped   # ... with testinfra's defaults
 
 Each prints one JSON line on stdout.  ``percheck`` and ``testinfra`` run on the first SAMPLE hosts
 only (they are serial, so their time is linear in the number of hosts); run.py scales them to N.
@@ -134,9 +135,10 @@ def teardown_module():
 """
 
 
-def testinfra(inventory: str, sample: int) -> dict:
+def testinfra(inventory: str, sample: int, shipped: bool = False) -> dict:
     """A real pytest-testinfra suite (its ``ssh://`` backend: OpenSSH with a reused control
-    connection per host) sending the same commands as ``percheck``, host after host."""
+    connection per host) sending the same commands as ``percheck``, host after host.
+    ``shipped``: no ControlPath, as testinfra ships (a new login per command)."""
     hosts = load_inventory(inventory).hosts
     sample_hosts = hosts[:sample]
     with tempfile.TemporaryDirectory(prefix="preflight-testinfra-") as tmp:
@@ -148,8 +150,9 @@ def testinfra(inventory: str, sample: int) -> dict:
             # multiplex without one: every host.run would be a new login. One here, so that the
             # connection is reused, as the issue's per-check arm says (and as a tuned suite does).
             config += [f"Host {alias}", f"  HostName {h.address}", f"  Port {h.port or 22}", f"  User {h.user or 'root'}",
-                       "  BatchMode yes", "  StrictHostKeyChecking yes", "  GlobalKnownHostsFile /dev/null",
-                       f"  ControlPath {d}/cm-%C"]
+                       "  BatchMode yes", "  StrictHostKeyChecking yes", "  GlobalKnownHostsFile /dev/null"]
+            if not shipped:
+                config.append(f"  ControlPath {d}/cm-%C")
             if h.identity_file:
                 config += [f"  IdentityFile {h.identity_file}", "  IdentitiesOnly yes"]
             if h.known_hosts:
@@ -184,7 +187,10 @@ def testinfra(inventory: str, sample: int) -> dict:
 
 def main(argv: list[str]) -> int:
     arm, inventory, arg = argv[0], argv[1], int(argv[2])
-    out = {"floor": floor, "percheck": percheck, "testinfra": testinfra}[arm](inventory, arg)
+    if arm == "testinfra":
+        out = testinfra(inventory, arg, shipped=argv[3:] == ["shipped"])
+    else:
+        out = {"floor": floor, "percheck": percheck}[arm](inventory, arg)
     print(json.dumps(out), flush=True)
     return 0
 
