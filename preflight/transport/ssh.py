@@ -228,15 +228,32 @@ class SshContext:
         with opening:
             if not conn.is_connected:
                 try:
-                    conn.open()
+                    open_connection(conn, self.settings.connect_timeout)
                 except Exception as exc:  # noqa: BLE001 - translated into one precise error
                     raise _translate(exc, f"jump host {spec}", self.settings.connect_timeout) from None
-                no_delay(conn.transport.sock)
         return conn, gate
 
     def close(self) -> None:
         for conn, _, _ in self._gateways.values():
             conn.close()
+
+
+def open_connection(conn: Connection, timeout: float) -> None:
+    """``conn.open()``, on a TCP socket of ours with TCP_NODELAY set before the handshake (paramiko
+    would open the socket itself, with Nagle on: a handshake took 73 ms instead of 27, measured).
+    A connection carried by a gateway or a ProxyCommand is opened as fabric does."""
+    sock = None
+    if not conn.gateway and "sock" not in conn.connect_kwargs:
+        sock = socket.create_connection((conn.host, int(conn.port)), timeout=timeout)
+        no_delay(sock)
+        conn.connect_kwargs["sock"] = sock
+    try:
+        conn.open()
+    except BaseException:
+        if sock is not None:
+            sock.close()
+            del conn.connect_kwargs["sock"]
+        raise
 
 
 def no_delay(sock) -> None:
@@ -264,7 +281,7 @@ class SshTransport:
                 with gate:
                     conn.open()
             else:
-                conn.open()
+                open_connection(conn, ctx.settings.connect_timeout)
         except Exception as exc:  # noqa: BLE001 - every cause becomes one precise TransportError
             raise _translate(exc, self.label, ctx.settings.connect_timeout) from None
         conn.transport.set_keepalive(15)
@@ -272,7 +289,6 @@ class SshTransport:
         # thousand idle connections doing so cost the controller a third of a core (measured: 0.10
         # CPU-s per second at 300 idle connections, 0.023 at a 1 s poll). Data still wakes it at once.
         conn.transport.sock.settimeout(IDLE_POLL_S)
-        no_delay(conn.transport.sock)
         self._conn = conn
 
     def run(self, command: str, timeout: float, max_bytes: int) -> RunResult:

@@ -144,7 +144,7 @@ def test_connections_send_packets_at_once_direct_and_through_a_jump_host(sim, tm
         for transport in (direct, jumped):
             transport.connect()
             assert transport.run("echo hi", timeout=10, max_bytes=64).stdout == b"hi\n"
-        assert no_delay(direct._conn.transport.sock)
+        assert no_delay(direct._conn.transport.sock)  # set before the handshake: the socket is ours
         [(gateway, _, _)] = gatherer.ssh._gateways.values()
         assert no_delay(gateway.transport.sock)  # the jumped connection's packets ride on it
         assert not isinstance(jumped._conn.transport.sock, socket.socket)
