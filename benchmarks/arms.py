@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.run import UNRELATED_PLUGINS
 from preflight.facts import resolve
 from preflight.gather import Gatherer, GatherSettings
 from preflight.inventory import load_inventory
@@ -165,8 +166,8 @@ def testinfra(inventory: str, sample: int, shipped: bool = False) -> dict:
         plan.write_text(json.dumps({"prefix": prefix, "list_devices": "ls /dev | sed -n 's/^davinci\\([0-9][0-9]*\\)$/\\1/p'",
                                     "commands": [[c.name, c.command, c.per_device] for c in phase_one_commands()]}))
         (d / "test_checks.py").write_text(_TESTINFRA_SUITE)
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-               "-p", "no:hypothesispytest", "-p", "no:benchmark", "-p", "no:ascend_preflight",
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *UNRELATED_PLUGINS,
+               "-p", "no:ascend_preflight",
                "--hosts", ",".join(f"ssh://pf{i}" for i in range(len(sample_hosts))),
                "--ssh-config", str(d / "ssh_config"), "test_checks.py"]
         env = dict(os.environ, PF_TESTINFRA_PLAN=str(plan))

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from .check import MARKER, info_of
-from .inventory import InventoryError
 from . import fixtures
+from .check import MARKER, info_of
 from .fixtures import VERDICT_KEY
+from .inventory import InventoryError
 from .run import RUN_KEY, PreflightRun, builtin_checks_dir
 
 # ---------------------------------------------------------------------- options
