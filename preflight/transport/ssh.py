@@ -149,6 +149,19 @@ def _translate(exc: BaseException, label: str, timeout: float) -> TransportError
     return TransportError("unreachable", f"{label}: {type(exc).__name__}: {exc}")
 
 
+class _Connection(Connection):
+    """fabric's Connection with ``inline_ssh_env`` declared as a plain attribute.
+
+    fabric 3 assigns it in ``__init__`` without declaring it, so invoke's DataProxy stores it in
+    the Config the connection was given, the run's *shared* one, and re-merges that Config:
+    ``_config = {}``, then refilled.  That cost 5 ms of a connection's 8.6 ms, and a thread
+    building another connection meanwhile read an empty Config (``AttributeError: No attribute
+    or config key found for 'gateway'``: a healthy node reported unreachable, seen in a 100-node
+    run)."""
+
+    inline_ssh_env = None
+
+
 class SshContext:
     """What SSH connections of one run share: host keys, ssh_config, gateways."""
 
@@ -195,12 +208,12 @@ class SshContext:
             kwargs.update(key_filename=[os.path.expanduser(host.identity_file)], look_for_keys=False,
                           allow_agent=False)
         gateway, gate = None, None
-        conn = Connection(address, user=user, port=port, config=cfg, connect_timeout=self.settings.connect_timeout,
+        conn = _Connection(address, user=user, port=port, config=cfg, connect_timeout=self.settings.connect_timeout,
                           connect_kwargs=dict(kwargs))
         spec = gateway_spec or conn.ssh_config.get("proxyjump")
         if spec:
             gateway, gate = self.gateway(host, spec.split(",")[-1].strip())
-            conn = Connection(address, user=user, port=port, config=cfg, gateway=gateway,
+            conn = _Connection(address, user=user, port=port, config=cfg, gateway=gateway,
                               connect_timeout=self.settings.connect_timeout, connect_kwargs=dict(kwargs))
         self._guard_host_keys(conn, host, label)
         return conn, gate
