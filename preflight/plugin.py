@@ -65,11 +65,16 @@ def pytest_addoption(parser, pluginmanager):
                     help="SSH connect, banner and authentication timeout (default: 10)")
     group.addoption("--accept-new-host-keys", dest="preflight_accept_new", action="store_true",
                     help="accept and record host keys not yet in known_hosts (changed keys are always refused)")
-    group.addoption("--gather-process", dest="preflight_gather_process", choices=("auto", "child", "inline"),
-                    default="auto",
+    group.addoption("--gather-process", dest="preflight_gather_process",
+                    choices=("auto", "child", "inline", "shards"), default="auto",
                     help="where SSH gathering runs: in a forked child process that hands the facts back "
-                         "(its connections' memory goes with it), inline in this process, or auto "
-                         "(default): a child above 64 hosts, except in pytest-xdist workers")
+                         "(its connections' memory goes with it), inline in this process, in several "
+                         "forked shards that each hold a share of the connections (--gather-shards; "
+                         "handshakes and ciphers on more than one core), or auto (default): a child "
+                         "above 64 hosts.  Always inline in pytest-xdist workers")
+    group.addoption("--gather-shards", dest="preflight_gather_shards", type=int, default=0, metavar="K",
+                    help="with --gather-process shards: how many processes (default 0: one per core, "
+                         "at least 2); --fanout is shared between them")
     group.addoption("--facts-out", dest="preflight_facts_out", metavar="FILE", default=None,
                     help="save the raw outputs and parsed facts of every host to FILE (JSON)")
     group.addoption("--facts-in", dest="preflight_facts_in", metavar="FILE", default=None,

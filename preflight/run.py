@@ -18,6 +18,7 @@ from .facts import HostFacts, SharedOutputs, resolve
 from .gather import Gatherer, GatherSettings
 from .inventory import Host, Inventory, load_inventory
 from .results import Result, ResultStore, worst
+from .shards import ShardedGatherer
 
 RUN_KEY = pytest.StashKey["PreflightRun"]()
 # Above this many hosts, gathering runs in a forked child (--gather-process auto): the memory of
@@ -71,12 +72,23 @@ def probe_params(host, hosts=(), jobs=()) -> dict[str, str]:
     return params
 
 
-def gather_in_child(where: str, hosts: int, xdist_worker: bool) -> bool:
-    """--gather-process: "child", "inline", or "auto": a child above FORK_ABOVE_HOSTS hosts, except
-    in a pytest-xdist worker (its execnet threads may hold locks a forked child would inherit)."""
+def gathering_mode(where: str, hosts: int, xdist_worker: bool) -> str:
+    """--gather-process: "inline", "child", "shards", or "auto": a child above FORK_ABOVE_HOSTS
+    hosts.  Never a fork in a pytest-xdist worker (its execnet threads may hold locks a forked
+    child would inherit)."""
+    if xdist_worker or not forked.available():
+        return "inline"
     if where == "auto":
-        return hosts > FORK_ABOVE_HOSTS and forked.available() and not xdist_worker
-    return where == "child"
+        return "child" if hosts > FORK_ABOVE_HOSTS else "inline"
+    return where
+
+
+def shard_count(option: int) -> int:
+    """--gather-shards: 0 means one shard per core this process may use, at least two."""
+    if option > 0:
+        return option
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(2, cores)
 
 
 class PreflightRun:
@@ -195,15 +207,17 @@ class PreflightRun:
                 for h in self.hosts:
                     self.facts.setdefault(h.name, HostFacts(host=h.name, address=h.address, reachable=False,
                                                             error=f"not in {self.facts_in}"))
-            elif self._gather_in_child():
+            elif self._gathering_mode() == "child":
                 self._gather_forked(needs)
+            elif self._gathering_mode() == "shards":
+                self._gather_live(needs, shards=shard_count(self.config.getoption("preflight_gather_shards", 0)))
             else:
                 self._gather_live(needs)
         finally:
             self.gather_s = time.monotonic() - t0
 
-    def _gather_in_child(self) -> bool:
-        return gather_in_child(self.config.getoption("preflight_gather_process", "auto"), len(self.hosts),
+    def _gathering_mode(self) -> str:
+        return gathering_mode(self.config.getoption("preflight_gather_process", "auto"), len(self.hosts),
                                self.is_xdist_worker)
 
     def _gather_forked(self, needs) -> None:
@@ -236,11 +250,13 @@ class PreflightRun:
         if self.interrupted:
             raise KeyboardInterrupt
 
-    def _gather_live(self, needs) -> None:
-        """Phases one and two, over SSH (and local subprocesses), in this process."""
-        t0 = time.monotonic()
+    def _gather_live(self, needs, shards: int = 1) -> None:
+        """Phases one and two, over SSH (and local subprocesses): the connections in this process,
+        or in ``shards`` forked processes that phase two reaches through (:mod:`.shards`)."""
+        t0, cpu0 = time.monotonic(), time.process_time()
         specs = resolve(needs)
-        self.gatherer = Gatherer(self.settings, self.outputs)
+        self.gatherer = (ShardedGatherer(self.settings, self.outputs, shards) if shards > 1
+                         else Gatherer(self.settings, self.outputs))
         reporter = _Progress(self.config, "gathering facts")
         try:
             self.facts = self.gatherer.gather(self.hosts, [s for s in specs if s.phase == 1], reporter,
@@ -260,6 +276,12 @@ class PreflightRun:
         # Checks never touch a node: the connections go now, not at the end of the session (at
         # fleet size they are most of the controller's memory: ~0.15-0.2 MB each, measured).
         self.gatherer.close()
+        # CPU seconds of gathering in this process (all its threads); with shards, theirs apart:
+        # what more cores can share (benchmarks/gathering.py).
+        self.timings["gather_cpu_s"] = round(time.process_time() - cpu0, 3)
+        if isinstance(self.gatherer, ShardedGatherer):
+            self.timings["gather_cpu_shards_s"] = round(sum(self.gatherer.cpu_s), 3)
+            self.timings["gather_cpu_largest_shard_s"] = round(max(self.gatherer.cpu_s, default=0.0), 3)
         if self.facts_out:
             _save_facts(self.facts_out, self.hosts, self.inventory_path, self.facts)
 

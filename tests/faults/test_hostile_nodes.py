@@ -211,15 +211,16 @@ def test_login_shell_prints_junk(sim, tmp_path, baseline):
         {(r["check"], r["host"], r["subject"], r["outcome"]) for r in baseline["results"]}
 
 
-@pytest.mark.parametrize("where", ["inline", "child"])
+@pytest.mark.parametrize("where", ["inline", "child", "shards"])
 def test_ctrl_c_while_gathering_writes_partial_reports(sim, tmp_path, where):
     # "child": the gathering process gets the Ctrl-C from the run and hands over what it has.
+    # "shards": the run asks each gathering process for what it has, then ends them.
     node = sim.node("node-03")
     inv = inventory(sim, tmp_path)
     with node.override("npu-smi", "info", sleep=3600):
         proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", "--inventory", str(inv), "--report-dir", str(tmp_path / "reports"),
-             "-p", "no:cacheprovider", "--command-timeout", "8", "--gather-process", where],
+             "-p", "no:cacheprovider", "--command-timeout", "8", "--gather-process", where, "--gather-shards", "2"],
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             # A test run started in the background of a script inherits SIGINT ignored (POSIX), and
             # Python then installs no KeyboardInterrupt handler: give the child Ctrl-C back.

@@ -106,13 +106,22 @@ def test_ctrl_c_reaches_the_child_which_hands_over_then_the_parent_raises():
 
 
 @pytest.mark.parametrize("where, hosts, xdist_worker, expected", [
-    ("auto", 64, False, False),   # small runs gather inline, as they always did
-    ("auto", 65, False, True),    # fleet size: the connections' memory leaves with the child
-    ("auto", 1000, True, False),  # never fork an xdist worker (execnet's threads)
-    ("child", 1, False, True),
-    ("inline", 1000, False, False),
+    ("auto", 64, False, "inline"),   # small runs gather inline, as they always did
+    ("auto", 65, False, "child"),    # fleet size: the connections' memory leaves with the child
+    ("auto", 1000, True, "inline"),  # never fork an xdist worker (execnet's threads)
+    ("child", 1, False, "child"),
+    ("shards", 3, False, "shards"),
+    ("shards", 1000, True, "inline"),
+    ("inline", 1000, False, "inline"),
 ])
 def test_where_gathering_runs(where, hosts, xdist_worker, expected):
-    from preflight.run import gather_in_child
+    from preflight.run import gathering_mode
 
-    assert gather_in_child(where, hosts, xdist_worker) is expected
+    assert gathering_mode(where, hosts, xdist_worker) == expected
+
+
+def test_shard_count_defaults_to_the_usable_cores_and_at_least_two():
+    from preflight.run import shard_count
+
+    assert shard_count(3) == 3
+    assert shard_count(0) == max(2, len(os.sched_getaffinity(0)))
