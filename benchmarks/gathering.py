@@ -60,6 +60,9 @@ def bench_size(n: int, modes: list[str], shards: int, repeat: int, fanout: int, 
                              "tree_pss_mb": m["tree_pss_mb"], "rss_mb": m["rss_mb"], "box_cpu_s": m["box_cpu_s"],
                              "steal_s": m["steal_s"], "gather_s": doc["gather_s"],
                              "phase_one_s": timings.get("phase_one"), "phase_two_s": timings.get("phase_two"),
+                             "gather_cpu_s": timings.get("gather_cpu_s"),
+                             "gather_cpu_shards_s": timings.get("gather_cpu_shards_s"),
+                             "gather_cpu_largest_shard_s": timings.get("gather_cpu_largest_shard_s"),
                              "reachable": sum(h["reachable"] for h in doc["hosts"]), "results": len(outcomes),
                              "same_results": outcomes == first, "rc": m["rc"]})
                 print(json.dumps({k: rows[-1][k] for k in ("n", "mode", "repeat", "wall_s", "cpu_s", "gather_s",
@@ -72,7 +75,13 @@ def bench_size(n: int, modes: list[str], shards: int, repeat: int, fanout: int, 
 COLUMNS = [("N", "n", "{}"), ("nodes", "kind", "{}"), ("mode", "mode", "{}"), ("processes", "shards", "{}"),
            ("runs", "runs", "{}"), ("wall s (median)", "wall_s", "{:.1f}"), ("controller CPU s", "cpu_s", "{:.1f}"),
            ("phase one s", "phase_one_s", "{:.1f}"), ("phase two s", "phase_two_s", "{:.1f}"),
-           ("gather s", "gather_s", "{:.1f}"), ("peak MB, all processes", "tree_pss_mb", "{:.0f}"),
+           ("gather s", "gather_s", "{:.1f}"),
+           ("gathering CPU s, one process", "one_process_cpu_s", "{:.1f}"),
+           ("of it in the controller", "gather_cpu_s", "{:.1f}"),
+           ("in shards (all)", "gather_cpu_shards_s", "{:.1f}"),
+           ("largest shard", "gather_cpu_largest_shard_s", "{:.1f}"),
+           ("CPU critical path s", "critical_cpu_s", "{:.1f}"),
+           ("peak MB, all processes", "tree_pss_mb", "{:.0f}"),
            ("box CPU s", "box_cpu_s", "{:.0f}"), ("hosts reached", "reachable", "{:.0f}"),
            ("same results", "same_results", "{}")]
 
@@ -83,9 +92,16 @@ def summarise(rows: list[dict]) -> list[dict]:
         group = [r for r in rows if (r["n"], r["mode"]) == key]
         s = {"n": key[0], "kind": group[0]["kind"], "mode": key[1], "shards": group[0]["shards"], "runs": len(group),
              "same_results": all(r["same_results"] for r in group)}
-        for k in ("wall_s", "cpu_s", "phase_one_s", "phase_two_s", "gather_s", "tree_pss_mb", "box_cpu_s", "reachable"):
+        for k in ("wall_s", "cpu_s", "phase_one_s", "phase_two_s", "gather_s", "tree_pss_mb", "box_cpu_s", "reachable",
+                  "gather_cpu_s", "gather_cpu_shards_s", "gather_cpu_largest_shard_s"):
             values = [r[k] for r in group if r.get(k) is not None]
             s[k] = statistics.median(values) if values else None
+        if s["gather_cpu_s"] is not None:
+            if s["gather_cpu_shards_s"] is None:  # one process did all of it
+                s["one_process_cpu_s"], s["critical_cpu_s"] = s["gather_cpu_s"], s["gather_cpu_s"]
+                s["gather_cpu_s"] = None
+            else:  # the controller's part plus the largest shard: gathering's CPU with a core per shard
+                s["critical_cpu_s"] = s["gather_cpu_s"] + s["gather_cpu_largest_shard_s"]
         out.append(s)
     return out
 
@@ -129,6 +145,11 @@ def main(argv=None) -> int:
           "- Every run is the full checker (`python -m benchmarks.gathering`); medians of the runs, the modes "
           "alternating. Controller CPU includes its children (the gathering processes).",
           "- same results: every run's (check, host, NPU, outcome) list equals the first run's.",
+          "- gathering CPU (preflight.json timings): in one process, all of phases one and two; with shards, "
+          "the controller's part (phase two's plans and messages) and each shard's (handshakes, ciphers, "
+          "framing). CPU critical path: the one process, or the controller's part plus the largest shard: "
+          "what gathering's CPU costs in wall time when each shard has a core of its own. On this machine "
+          "the simulated nodes share the same cores, so wall time does not show it.",
           "- box CPU: every core of this machine, the simulated nodes' sshd and probes included: they share "
           "the controller's cores here."]
     (out / f"gathering-{stamp}.md").write_text("\n".join(md) + "\n")
