@@ -73,8 +73,9 @@ def pytest_addoption(parser, pluginmanager):
                          "handshakes and ciphers on more than one core), or auto (default): a child "
                          "above 64 hosts.  Always inline in pytest-xdist workers")
     group.addoption("--gather-shards", dest="preflight_gather_shards", type=int, default=0, metavar="K",
-                    help="with --gather-process shards: how many processes (default 0: one per core, "
-                         "at least 2); --fanout is shared between them")
+                    help="gather in K forked shards (2 or more: --gather-process shards, unless it says "
+                         "otherwise; with shards and 0, the default: one per core, at least 2); --fanout is "
+                         "shared between them")
     group.addoption("--facts-out", dest="preflight_facts_out", metavar="FILE", default=None,
                     help="save the raw outputs and parsed facts of every host to FILE (JSON)")
     group.addoption("--facts-in", dest="preflight_facts_in", metavar="FILE", default=None,

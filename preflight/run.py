@@ -72,14 +72,14 @@ def probe_params(host, hosts=(), jobs=()) -> dict[str, str]:
     return params
 
 
-def gathering_mode(where: str, hosts: int, xdist_worker: bool) -> str:
-    """--gather-process: "inline", "child", "shards", or "auto": a child above FORK_ABOVE_HOSTS
-    hosts.  Never a fork in a pytest-xdist worker (its execnet threads may hold locks a forked
-    child would inherit)."""
+def gathering_mode(where: str, hosts: int, xdist_worker: bool, shards: int = 0) -> str:
+    """--gather-process: "inline", "child", "shards", or "auto": shards when --gather-shards asks
+    for two or more, else a child above FORK_ABOVE_HOSTS hosts.  Never a fork in a pytest-xdist
+    worker (its execnet threads may hold locks a forked child would inherit)."""
     if xdist_worker or not forked.available():
         return "inline"
     if where == "auto":
-        return "child" if hosts > FORK_ABOVE_HOSTS else "inline"
+        return "shards" if shards >= 2 else "child" if hosts > FORK_ABOVE_HOSTS else "inline"
     return where
 
 
@@ -218,7 +218,7 @@ class PreflightRun:
 
     def _gathering_mode(self) -> str:
         return gathering_mode(self.config.getoption("preflight_gather_process", "auto"), len(self.hosts),
-                               self.is_xdist_worker)
+                               self.is_xdist_worker, self.config.getoption("preflight_gather_shards", 0))
 
     def _gather_forked(self, needs) -> None:
         """Phases one and two in a forked child, which hands the facts back (see :mod:`.forked`)."""

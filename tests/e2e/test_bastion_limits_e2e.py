@@ -2,9 +2,11 @@
 connection to the jump host, so a hardened bastion (MaxStartups 1, MaxSessions 1) still serves a
 fan-out of 32.  Forwarded TCP channels (direct-tcpip) do not count against MaxSessions, and only
 one unauthenticated connection (ours) ever reaches the bastion's MaxStartups; new handshakes
-through it are capped at GATEWAY_HANDSHAKES (8) at a time on our side."""
+through it are capped at GATEWAY_HANDSHAKES (8) at a time on our side.  Gathering spread over
+shards keeps that: the hosts behind one jump host are all in one shard."""
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from preflight.transport.ssh import GATEWAY_HANDSHAKES
@@ -14,7 +16,9 @@ from .test_preflight_e2e import problems, run_preflight
 NAMES = [f"node-{i:02d}" for i in range(1, 11)]
 
 
-def test_hardened_bastion_carries_a_wide_fanout(sim_cluster_factory, tmp_path):
+@pytest.mark.parametrize("gathering", [(), ("--gather-process", "shards", "--gather-shards", "3")],
+                         ids=["one-process", "shards"])
+def test_hardened_bastion_carries_a_wide_fanout(sim_cluster_factory, tmp_path, gathering):
     assert GATEWAY_HANDSHAKES <= 8  # below sshd's default MaxStartups 10 of a bastion we do not control
     sim = sim_cluster_factory(names=NAMES, head="node-02")
     bastion = sim.node("node-01")
@@ -27,7 +31,7 @@ def test_hardened_bastion_carries_a_wide_fanout(sim_cluster_factory, tmp_path):
         entry["jump_host"] = f"root@{bastion.address}"
     inv.write_text(yaml.safe_dump(data))
     before = len(bastion.sshd_log.read_text())
-    proc, doc = run_preflight(inv, tmp_path, "--fanout", "32", "-k", "not ping")
+    proc, doc = run_preflight(inv, tmp_path, "--fanout", "32", "-k", "not ping", *gathering)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert problems(doc) == set(), proc.stdout[-3000:]
     assert sorted(h["name"] for h in doc["hosts"] if h["reachable"]) == targets

@@ -105,19 +105,21 @@ def test_ctrl_c_reaches_the_child_which_hands_over_then_the_parent_raises():
     assert not leftovers()
 
 
-@pytest.mark.parametrize("where, hosts, xdist_worker, expected", [
-    ("auto", 64, False, "inline"),   # small runs gather inline, as they always did
-    ("auto", 65, False, "child"),    # fleet size: the connections' memory leaves with the child
-    ("auto", 1000, True, "inline"),  # never fork an xdist worker (execnet's threads)
-    ("child", 1, False, "child"),
-    ("shards", 3, False, "shards"),
-    ("shards", 1000, True, "inline"),
-    ("inline", 1000, False, "inline"),
+@pytest.mark.parametrize("where, hosts, xdist_worker, shards, expected", [
+    ("auto", 64, False, 0, "inline"),   # small runs gather inline, as they always did
+    ("auto", 65, False, 0, "child"),    # fleet size: the connections' memory leaves with the child
+    ("auto", 1000, True, 0, "inline"),  # never fork an xdist worker (execnet's threads)
+    ("auto", 10, False, 4, "shards"),   # --gather-shards 4 alone is enough
+    ("auto", 1000, False, 1, "child"),  # one shard is no spreading
+    ("child", 1, False, 0, "child"),
+    ("shards", 3, False, 0, "shards"),
+    ("shards", 1000, True, 4, "inline"),
+    ("inline", 1000, False, 4, "inline"),  # said explicitly: wins over --gather-shards
 ])
-def test_where_gathering_runs(where, hosts, xdist_worker, expected):
+def test_where_gathering_runs(where, hosts, xdist_worker, shards, expected):
     from preflight.run import gathering_mode
 
-    assert gathering_mode(where, hosts, xdist_worker) == expected
+    assert gathering_mode(where, hosts, xdist_worker, shards) == expected
 
 
 def test_shard_count_defaults_to_the_usable_cores_and_at_least_two():
