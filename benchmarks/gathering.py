@@ -29,7 +29,19 @@ from benchmarks.run import NAMESPACED_MAX, RESULTS, machine, measure, one_host_i
 
 def _outcomes(report_dir: Path) -> list[tuple]:
     doc = json.loads((report_dir / "preflight.json").read_text())
-    return sorted((r["check"], r["host"], r.get("npu"), r["outcome"]) for r in doc["results"]), doc
+    # Cluster-wide results have no host, per-host ones no subject.
+    return sorted((r["check"], r.get("host") or "", r.get("subject") or "", r["outcome"]) for r in doc["results"]), doc
+
+
+def _differs(first: list[tuple], outcomes: list[tuple]) -> dict[str, int]:
+    """{check: how many of its (host, NPU) results differ from the first run's}."""
+    a = {key[:3]: key[3] for key in first}
+    b = {key[:3]: key[3] for key in outcomes}
+    counts: dict[str, int] = {}
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) != b.get(key):
+            counts[key[0]] = counts.get(key[0], 0) + 1
+    return counts
 
 
 def _args(mode: str, shards: int) -> list[str]:
@@ -64,7 +76,7 @@ def bench_size(n: int, modes: list[str], shards: int, repeat: int, fanout: int, 
                              "gather_cpu_shards_s": timings.get("gather_cpu_shards_s"),
                              "gather_cpu_largest_shard_s": timings.get("gather_cpu_largest_shard_s"),
                              "reachable": sum(h["reachable"] for h in doc["hosts"]), "results": len(outcomes),
-                             "same_results": outcomes == first, "rc": m["rc"]})
+                             "same_results": outcomes == first, "differs": _differs(first, outcomes), "rc": m["rc"]})
                 print(json.dumps({k: rows[-1][k] for k in ("n", "mode", "repeat", "wall_s", "cpu_s", "gather_s",
                                                             "phase_one_s", "reachable", "same_results")}), flush=True)
         return rows
@@ -144,7 +156,8 @@ def main(argv=None) -> int:
           f"Whole benchmark: {doc['total_s']:.0f} s.", "", table(summary), "",
           "- Every run is the full checker (`python -m benchmarks.gathering`); medians of the runs, the modes "
           "alternating. Controller CPU includes its children (the gathering processes).",
-          "- same results: every run's (check, host, NPU, outcome) list equals the first run's.",
+          "- same results: every run's (check, host, subject, outcome) list equals the first run's; where not, "
+          "the checks whose results differ are listed below the table.",
           "- gathering CPU (preflight.json timings): in one process, all of phases one and two; with shards, "
           "the controller's part (phase two's plans and messages) and each shard's (handshakes, ciphers, "
           "framing). CPU critical path: the one process, or the controller's part plus the largest shard: "
@@ -152,6 +165,10 @@ def main(argv=None) -> int:
           "the simulated nodes share the same cores, so wall time does not show it.",
           "- box CPU: every core of this machine, the simulated nodes' sshd and probes included: they share "
           "the controller's cores here."]
+    for r in rows:
+        if r["differs"]:
+            md.append(f"- N = {r['n']} {r['mode']} run {r['repeat'] + 1} vs the first run: "
+                      + ", ".join(f"{check} {count}" for check, count in r["differs"].items()))
     (out / f"gathering-{stamp}.md").write_text("\n".join(md) + "\n")
     print("\n" + table(summary))
     print(f"\nwritten: {out}/gathering-{stamp}.md and .json ({doc['total_s']:.0f} s)")

@@ -250,12 +250,12 @@ class PreflightRun:
         if self.interrupted:
             raise KeyboardInterrupt
 
-    def _gather_live(self, needs, shards: int = 1) -> None:
-        """Phases one and two, over SSH (and local subprocesses): the connections in this process,
-        or in ``shards`` forked processes that phase two reaches through (:mod:`.shards`)."""
+    def _gather_live(self, needs, shards: int = 0) -> None:
+        """Phases one and two, over SSH (and local subprocesses): the connections in this process
+        (``shards`` 0), or in ``shards`` forked processes that phase two reaches through (:mod:`.shards`)."""
         t0, cpu0 = time.monotonic(), time.process_time()
         specs = resolve(needs)
-        self.gatherer = (ShardedGatherer(self.settings, self.outputs, shards) if shards > 1
+        self.gatherer = (ShardedGatherer(self.settings, self.outputs, shards) if shards
                          else Gatherer(self.settings, self.outputs))
         reporter = _Progress(self.config, "gathering facts")
         try:
