@@ -138,10 +138,15 @@ def _child(produce, records: str, errors: str) -> None:
         except OSError:
             pass
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001 - nothing more to do on the way out
-                pass
-        # No atexit handlers, no pytest teardown: those belong to the parent.
-        os._exit(code)
+        exit_child(code)
+
+
+def exit_child(code: int) -> None:
+    """End a forked child: flush what it printed, then go without atexit handlers or pytest's
+    teardown (those belong to the parent).  Never returns."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - nothing more to do on the way out
+            pass
+    os._exit(code)

@@ -31,6 +31,7 @@ from dataclasses import replace
 from multiprocessing.connection import Pipe
 
 from .facts import HostFacts
+from .forked import exit_child
 from .gather import Gatherer, GatherSettings, Progress
 from .transport import RunResult, TransportError
 
@@ -134,7 +135,7 @@ class _Shard:
 
 def _exception(kind: str, message: str) -> BaseException:
     # The categories phase two tells apart (TransportError, OSError, EOFError); others as they were.
-    if kind in ("EOFError",):
+    if kind == "EOFError":
         return EOFError(message)
     if kind == "OSError":
         return OSError(message)
@@ -315,12 +316,7 @@ def _serve(link, settings: GatherSettings, hosts, specs, params_for) -> None:
         _ShardServer(link, settings, hosts, specs, params_for).serve()
         code = 0
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001 - nothing more to do on the way out
-                pass
-        os._exit(code)  # no atexit handlers, no pytest teardown: those belong to the controller
+        exit_child(code)
 
 
 class _ShardServer:
