@@ -74,8 +74,8 @@ def pytest_addoption(parser, pluginmanager):
                          "above 64 hosts.  Always inline in pytest-xdist workers")
     group.addoption("--gather-shards", dest="preflight_gather_shards", type=int, default=0, metavar="K",
                     help="gather in K forked shards (2 or more: --gather-process shards, unless it says "
-                         "otherwise; with shards and 0, the default: one per core, at least 2); --fanout is "
-                         "shared between them")
+                         "otherwise; with shards and 0, the default: one per 500 hosts, at least 2, at most "
+                         "the cores); --fanout is shared between them")
     group.addoption("--facts-out", dest="preflight_facts_out", metavar="FILE", default=None,
                     help="save the raw outputs and parsed facts of every host to FILE (JSON)")
     group.addoption("--facts-in", dest="preflight_facts_in", metavar="FILE", default=None,

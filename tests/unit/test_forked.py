@@ -122,8 +122,15 @@ def test_where_gathering_runs(where, hosts, xdist_worker, shards, expected):
     assert gathering_mode(where, hosts, xdist_worker, shards) == expected
 
 
-def test_shard_count_defaults_to_the_usable_cores_and_at_least_two():
+@pytest.mark.parametrize("option, hosts, cores, expected", [
+    (3, 10, 64, 3),        # said explicitly
+    (0, 10, 64, 2),        # at least two
+    (0, 1000, 64, 2),      # one per 500 hosts (each costs memory), not one per core
+    (0, 4000, 64, 8),
+    (0, 4000, 4, 4),       # never more than the cores
+    (0, 4000, 1, 2),       # but two even on one core: asked for shards
+])
+def test_how_many_shards(option, hosts, cores, expected):
     from preflight.run import shard_count
 
-    assert shard_count(3) == 3
-    assert shard_count(0) == max(2, len(os.sched_getaffinity(0)))
+    assert shard_count(option, hosts, cores) == expected
