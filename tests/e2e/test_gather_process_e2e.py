@@ -28,7 +28,7 @@ def test_gathering_elsewhere_matches_gathering_inline(sim, tmp_path, mode):
     assert ("hccl.link_up", "node-02", "npu3", "failed") in problems(child)
     assert child["ready"] is inline["ready"] is False
     assert child_proc.returncode == inline_proc.returncode == 1
-    # Phase two ran (in the child, or through the shards' connections), and its step times came back with the facts.
+    # Phase two ran (in the child, or through the shards' connections); its step times came back.
     assert _steps(child) == _steps(inline) and child["timings"]["phase_two"] > 0
     assert child["timings"]["gather_cpu_s"] > 0
     if mode[0] == "shards":  # the shards' CPU apart from the controller's
