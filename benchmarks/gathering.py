@@ -16,7 +16,6 @@ Writes benchmarks/results/gathering-<time>.md and .json.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import statistics
 import sys
@@ -24,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.run import NAMESPACED_MAX, RESULTS, machine, measure, one_host_inventory, preflight_cmd
+from benchmarks.run import (NAMESPACED_MAX, RESULTS, machine, machine_line, measure, one_host_inventory, preflight_cmd,
+                            utc_stamp, write_results)
 
 
 def _outcomes(report_dir: Path) -> list[tuple]:
@@ -143,16 +143,12 @@ def main(argv=None) -> int:
             scratch = Path(tmp) / str(n)
             scratch.mkdir()
             rows += bench_size(n, modes, args.shards, args.repeat, args.fanout, scratch)
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    stamp = utc_stamp()
     summary = summarise(rows)
     doc = {"machine": info, "started": stamp, "total_s": round(time.monotonic() - t0, 1), "fanout": args.fanout,
            "runs": rows, "summary": summary}
-    (out / f"gathering-{stamp}.json").write_text(json.dumps(doc, indent=1) + "\n")
     md = [f"# Gathering in one process vs in shards, {stamp}", "",
-          f"Machine: {info['cores']} cores, {info['memory_gib']} GiB RAM, {info['cpu']}; {info['sshd']}; "
-          f"paramiko {info['paramiko']}. Fan-out {args.fanout} (shared between the shards). "
+          f"{machine_line(info)} Fan-out {args.fanout} (shared between the shards). "
           f"Whole benchmark: {doc['total_s']:.0f} s.", "", table(summary), "",
           "- Every run is the full checker (`python -m benchmarks.gathering`); medians of the runs, the modes "
           "alternating. Controller CPU includes its children (the gathering processes).",
@@ -169,9 +165,8 @@ def main(argv=None) -> int:
         if r["differs"]:
             md.append(f"- N = {r['n']} {r['mode']} run {r['repeat'] + 1} vs the first run: "
                       + ", ".join(f"{check} {count}" for check, count in r["differs"].items()))
-    (out / f"gathering-{stamp}.md").write_text("\n".join(md) + "\n")
     print("\n" + table(summary))
-    print(f"\nwritten: {out}/gathering-{stamp}.md and .json ({doc['total_s']:.0f} s)")
+    write_results(Path(args.out), f"gathering-{stamp}", doc, md)
     return 0
 
 

@@ -300,16 +300,11 @@ def main(argv=None) -> int:
             rows.append(row)
             (Path(tmp) / "rows.json").write_text(json.dumps(rows))  # kept if a later size is stopped
             print(table([row]).splitlines()[-1] if len(rows) > 1 else table([row]), flush=True)
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    stamp = utc_stamp()
     doc = {"machine": info, "started": stamp, "total_s": round(time.monotonic() - t0, 1),
            "fanout": args.fanout, "percheck_sample": args.sample, "rows": rows}
-    (out / f"bench-{stamp}.json").write_text(json.dumps(doc, indent=1) + "\n")
     md = [f"# ascend-preflight benchmark, {stamp}", "",
-          f"Machine: {info['cores']} cores, {info['memory_gib']} GiB RAM, {info['cpu']}; {info['sshd']}; "
-          f"Python {info['python']}, paramiko {info['paramiko']}. Fan-out {args.fanout}. "
-          f"Whole benchmark: {doc['total_s']:.0f} s.", "", table(rows), "",
+          f"{machine_line(info)} Fan-out {args.fanout}. Whole benchmark: {doc['total_s']:.0f} s.", "", table(rows), "",
           "- wall / controller CPU / peak RSS: the whole `preflight --inventory` process (pytest, gather, checks, "
           "three reports). Controller CPU includes its children. Peak RSS is the largest process's (wait4); "
           "above 64 hosts gathering runs in a forked child, so \"peak MB, all processes\" is the one to read: "
@@ -332,9 +327,25 @@ def main(argv=None) -> int:
           "them with the node's python3 (preflight/noderunner.py).",
           "- loopback rows: N addresses of one simulated node (198.19.0.0/22 local in its namespace) served by "
           "4 sshd on ports 2201-2204; they share one filesystem and host key."]
-    (out / f"bench-{stamp}.md").write_text("\n".join(md) + "\n")
-    print(f"\nwritten: {out}/bench-{stamp}.md and .json ({doc['total_s']:.0f} s)")
+    write_results(Path(args.out), f"bench-{stamp}", doc, md)
     return 0
+
+
+def utc_stamp() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def machine_line(info: dict) -> str:
+    return (f"Machine: {info['cores']} cores, {info['memory_gib']} GiB RAM, {info['cpu']}; {info['sshd']}; "
+            f"Python {info['python']}, paramiko {info['paramiko']}.")
+
+
+def write_results(out: Path, name: str, doc: dict, md: list[str]) -> None:
+    """``out/name.json`` and ``out/name.md``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (out / f"{name}.md").write_text("\n".join(md) + "\n")
+    print(f"\nwritten: {out}/{name}.md and .json ({doc['total_s']:.0f} s)")
 
 
 if __name__ == "__main__":

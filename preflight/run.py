@@ -214,9 +214,9 @@ class PreflightRun:
                 for h in self.hosts:
                     self.facts.setdefault(h.name, HostFacts(host=h.name, address=h.address, reachable=False,
                                                             error=f"not in {self.facts_in}"))
-            elif self._gathering_mode() == "child":
+            elif (mode := self._gathering_mode()) == "child":
                 self._gather_forked(needs)
-            elif self._gathering_mode() == "shards":
+            elif mode == "shards":
                 self._gather_live(needs, shards=shard_count(self.config.getoption("preflight_gather_shards", 0),
                                                             len(self.hosts)))
             else:

@@ -60,8 +60,8 @@ class ShardFailed(TransportError):
 class _Shard:
     """The controller's end of one shard: its process, its link, and the calls waiting on it."""
 
-    def __init__(self, index: int, pid: int, link, hosts):
-        self.index, self.pid, self.link, self.hosts = index, pid, link, hosts
+    def __init__(self, index: int, pid: int, link, hosts, outputs):
+        self.index, self.pid, self.link, self.hosts, self.outputs = index, pid, link, hosts, outputs
         self.facts: dict[str, HostFacts] = {}
         self.phase_one_done = threading.Event()
         self.progress = (0, {})  # (hosts done, {host: seconds running}) as the shard last said
@@ -71,9 +71,8 @@ class _Shard:
         self._ids = itertools.count(1)
         self._reader = threading.Thread(target=self._read, daemon=True, name=f"preflight-shard-{index}")
 
-    def start_reading(self, outputs) -> None:
-        self._outputs = outputs
-        self._reader.start()
+    def start_reading(self) -> None:
+        self._reader.start()  # once every shard is forked: no thread of ours is copied into a child
 
     def _read(self) -> None:
         try:
@@ -87,7 +86,7 @@ class _Shard:
                         waiting[1:] = [ok, value]
                         waiting[0].set()
                 elif kind == "facts":
-                    facts = HostFacts.from_json(message[1], self._outputs)
+                    facts = HostFacts.from_json(message[1], self.outputs)
                     self.facts[facts.host] = facts
                 elif kind == "tick":
                     self.progress = (message[1], message[2])
@@ -224,14 +223,14 @@ class ShardedGatherer:
                         shard.link.close()
                     _serve(child_end, replace(self.settings, fanout=fanout), group, specs, params_for)  # never returns
                 child_end.close()
-                shard = _Shard(index, pid, parent_end, group)
+                shard = _Shard(index, pid, parent_end, group, self.outputs)
                 self.shards.append(shard)
                 for h in group:
                     self._owner[h.name] = shard
         finally:
             gc.unfreeze()
         for shard in self.shards:
-            shard.start_reading(self.outputs)
+            shard.start_reading()
         try:
             self._wait_phase_one(len(hosts), progress)
         except KeyboardInterrupt:
