@@ -34,3 +34,25 @@ def pytester(pytester, monkeypatch):
     """pytester clears PYTEST_ADDOPTS for its runs: set it again for them."""
     monkeypatch.setenv("PYTEST_ADDOPTS", _with_unrelated_plugins_left_out(""))
     return pytester
+
+
+@pytest.fixture
+def fds_above_1023():
+    """Every file descriptor up to 1100 taken, so that the next socket or pipe gets one above
+    1023, as in a controller holding a thousand connections (select() refuses those)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        if hard != resource.RLIM_INFINITY and hard < 1200:
+            pytest.skip(f"the open-files hard limit ({hard}) is below 1200")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -8,6 +8,7 @@ one interface, like pytest-testinfra's backends:
 
 from __future__ import annotations
 
+import select
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,3 +40,19 @@ class Transport(Protocol):
     def run(self, command: str, timeout: float, max_bytes: int) -> RunResult: ...
     def start(self, command: str) -> RemoteProcess: ...
     def close(self) -> None: ...
+
+
+def wait_readable(streams, timeout: float) -> list:
+    """The ``streams`` (file descriptors, or objects with ``fileno()`` such as a paramiko
+    Channel) that are readable within ``timeout`` seconds: data, EOF or an error.
+
+    ``poll``, not ``select``: select refuses any descriptor above 1023 ("filedescriptor out of
+    range in select()"), and a controller holding a thousand connections has such descriptors
+    (a socket per connection, a pipe per channel waited on)."""
+    poller = select.poll()
+    by_fd = {}
+    for stream in streams:
+        fd = stream if isinstance(stream, int) else stream.fileno()
+        by_fd[fd] = stream
+        poller.register(fd, select.POLLIN)
+    return [by_fd[fd] for fd, _ in poller.poll(max(timeout, 0) * 1000)]

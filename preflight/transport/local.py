@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import threading
 import time
 
-from . import RunResult
+from . import RunResult, wait_readable
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -50,7 +49,7 @@ class LocalTransport:
                     _kill_group(proc)
                     proc.wait()
                     return RunResult(bytes(out), bytes(err), None, truncated, ended="deadline")
-                ready, _, _ = select.select(list(streams), [], [], min(left, 0.5))
+                ready = wait_readable(list(streams), min(left, 0.5))
                 for fd in ready:
                     chunk = os.read(fd, 65536)
                     if not chunk:
@@ -102,7 +101,7 @@ class LocalProcess:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            ready, _, _ = select.select([fd], [], [], left)
+            ready = wait_readable([fd], left)
             if not ready:
                 return None
             chunk = os.read(fd, 4096)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import select
 import socket
 import threading
 import time
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 import paramiko
 from fabric import Config, Connection
 
-from . import RunResult, TransportError
+from . import RunResult, TransportError, wait_readable
 
 logging.getLogger("paramiko").setLevel(logging.CRITICAL)  # its thread tracebacks are ours to report
 
@@ -308,7 +307,7 @@ class SshTransport:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return RunResult(bytes(out), bytes(err), None, truncated, ended="deadline")
-                select.select([chan], [], [], min(left, 0.5))
+                wait_readable([chan], min(left, 0.5))
                 got = False
                 while chan.recv_ready():
                     chunk = chan.recv(65536)
@@ -367,7 +366,7 @@ class SshProcess:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            select.select([self._chan], [], [], left)
+            wait_readable([self._chan], left)
             if self._chan.recv_ready():
                 chunk = self._chan.recv(4096)
                 if not chunk:

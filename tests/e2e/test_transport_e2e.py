@@ -172,3 +172,27 @@ def test_an_idle_connection_polls_for_close_once_a_second_and_still_answers_at_o
     finally:
         gatherer.close()
     assert not transport._conn.transport.is_active()
+
+
+def test_channels_numbered_above_1023_are_read(sim, tmp_path, fds_above_1023):
+    # A controller holding a thousand connections hands out descriptors above 1023; select()
+    # refused them ("filedescriptor out of range in select()"), so the last hosts of a
+    # 1000-host run were reported unreachable.
+    from preflight.gather import Gatherer, GatherSettings
+    from preflight.inventory import load_inventory
+
+    hosts = load_inventory(str(sim.write_inventory(tmp_path / "hosts.yaml"))).hosts
+    gatherer = Gatherer(GatherSettings())
+    try:
+        transport = gatherer.transport(hosts[0])
+        transport.connect()
+        assert transport._conn.transport.sock.fileno() > 1023
+        result = transport.run("echo out; echo err >&2; exit 3", timeout=10, max_bytes=64)
+        assert (result.stdout, result.stderr, result.exit_code) == (b"out\n", b"err\n", 3)
+        process = transport.start("echo ready; cat")
+        try:
+            assert process.readline(10) == "ready"
+        finally:
+            process.close()
+    finally:
+        gatherer.close()

@@ -236,3 +236,15 @@ def test_close_kills_a_process_that_ignores_stdin_and_its_children(transport):
     proc.close()  # waits a bounded time for EOF to work, then kills the group
     assert time.monotonic() - t0 < 30  # not the 100 s of the sleeps
     assert wait_gone(m) == []
+
+
+def test_pipes_numbered_above_1023_are_read(fds_above_1023):
+    t = LocalTransport("localhost")
+    r = t.run("echo out; echo err >&2; exit 3", 10, 1 << 20)
+    assert (r.stdout, r.stderr, r.exit_code) == (b"out\n", b"err\n", 3)
+    p = t.start("echo ready; cat")
+    try:
+        assert p.readline(10) == "ready"
+    finally:
+        p.close()
+        t.close()
