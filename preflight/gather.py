@@ -7,6 +7,7 @@ for the cross-node probes built from phase one's facts.
 
 from __future__ import annotations
 
+import resource
 import threading
 import time
 from dataclasses import dataclass
@@ -18,6 +19,32 @@ from .probe import DEFAULT_CAP, build_script, new_nonce, parse_probe_output
 from .transport import TransportError
 from .transport.local import LocalTransport
 from .transport.ssh import SshContext, SshSettings, SshTransport
+
+
+# Descriptors a gathered host can hold at once: its connection's socket and, while phase two
+# waits on them, channels (a pipe each) for a listener and a probe; plus the run's own files.
+FILES_PER_HOST = 4
+FILES_BASE = 256
+
+
+def raise_open_files_limit(hosts: int) -> str | None:
+    """Raise this process's soft open-files limit (often 1024) towards its hard limit, so that
+    every host's connection can stay open until phase two ends.  Returns a warning when the hard
+    limit is too low for ``hosts``; the hosts past it would fail with "Too many open files"."""
+    need = FILES_BASE + FILES_PER_HOST * hosts
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return None
+    target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        target = soft
+    if target < need:
+        return (f"the open-files limit of this process ({target}, hard limit {hard}) is below the ~{need} "
+                f"that {hosts} hosts' connections need; hosts past it fail with 'Too many open files'. "
+                f"Raise it (ulimit -n {need}; LimitNOFILE= for a service) or split the inventory")
+    return None
 
 
 @dataclass(frozen=True)

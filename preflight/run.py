@@ -15,7 +15,7 @@ import pytest
 from . import __version__, forked
 from .activeprobe import run_phase_two
 from .facts import HostFacts, SharedOutputs, resolve
-from .gather import Gatherer, GatherSettings
+from .gather import Gatherer, GatherSettings, raise_open_files_limit
 from .inventory import Host, Inventory, load_inventory
 from .results import Result, ResultStore, worst
 from .shards import ShardedGatherer
@@ -263,6 +263,10 @@ class PreflightRun:
         (``shards`` 0), or in ``shards`` forked processes that phase two reaches through (:mod:`.shards`)."""
         t0, cpu0 = time.monotonic(), time.process_time()
         specs = resolve(needs)
+        short = raise_open_files_limit(len(self.hosts))
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if short and tr is not None:
+            tr.write_line(f"warning: {short}", yellow=True)
         self.gatherer = (ShardedGatherer(self.settings, self.outputs, shards) if shards
                          else Gatherer(self.settings, self.outputs))
         reporter = _Progress(self.config, "gathering facts")

@@ -15,6 +15,7 @@ bastion connection per target, and waits up to an hour for a channel.  Here:
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import socket
@@ -143,6 +144,9 @@ def _translate(exc: BaseException, label: str, timeout: float) -> TransportError
                                                  f"within {timeout:g}s (sshd overloaded or MaxStartups reached, or "
                                                  f"not an SSH server)")
         return TransportError("unreachable", f"{label}: SSH handshake failed: {text}")
+    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+        return TransportError("config", f"{label}: not tried: the controller ran out of open files "
+                                        f"({exc.strerror}); raise `ulimit -n` where the checker runs")
     if isinstance(exc, OSError):
         return TransportError("unreachable", f"{label}: {exc.strerror or exc}")
     return TransportError("unreachable", f"{label}: {type(exc).__name__}: {exc}")
