@@ -2,6 +2,7 @@
 controller CPU and peak RSS are measured alone (``os.wait4`` in :mod:`benchmarks.run`).
 
     python -m benchmarks.arms floor     INVENTORY FANOUT       # connect + `true`, same pool, same SSH layer
+    python -m benchmarks.arms commands  INVENTORY FANOUT       # connect + every command in one plain script
     python -m benchmarks.arms percheck  INVENTORY SAMPLE       # one exec per command, host after host
     python -m benchmarks.arms testinfra INVENTORY SAMPLE       # the same, as a real pytest-testinfra suite
     python -m benchmarks.arms testinfra INVENTORY SAMPLE shipped   # ... with testinfra's defaults
@@ -69,6 +70,51 @@ def floor(inventory: str, fanout: int) -> dict:
     return {"wall_s": wall, "ok": sum(1 for f in res.values() if f.reachable), "hosts": len(hosts)}
 
 
+def _exports(host, hosts) -> str:
+    """The probe's ``PF_*`` values and tool paths as a shell prefix (what a per-check suite would
+    have to send too)."""
+    prefix = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(probe_params(host, hosts).items()))
+    return prefix + "export PF_NPUSMI=npu-smi PF_HCCN=/usr/local/Ascend/driver/tools/hccn_tool; "
+
+
+LIST_DEVICES = "ls /dev | sed -n 's/^davinci\\([0-9][0-9]*\\)$/\\1/p'"
+
+
+def commands_script(host, hosts) -> str:
+    """Every phase-one command in one plain shell script: in order, each in a subshell (some
+    ``exit``), the per-NPU ones once per device; no framing, timeouts, caps or parallelism."""
+    lines = [_exports(host, hosts), f"devs=$({LIST_DEVICES})"]
+    for cmd in phase_one_commands():
+        body = f"(\n{cmd.command}\n)"
+        lines.append(f"for PF_DEV in $devs; do export PF_DEV; {body}; done" if cmd.per_device else body)
+    return "\n".join(lines) + "\n"
+
+
+def commands(inventory: str, fanout: int) -> dict:
+    """The least any tool could do to run the checks' commands: connect, then one exec per host
+    running every phase-one command (:func:`commands_script`); same SSH layer, pool and fan-out.
+    The floor for phase one with these commands on these nodes."""
+    hosts = load_inventory(inventory).hosts
+    g = Gatherer(GatherSettings(fanout=fanout))
+    from preflight.facts import HostFacts
+
+    out_bytes = []
+
+    def work(host, left):
+        t = g.transport(host)
+        t.connect()
+        r = t.run(commands_script(host, hosts), left, 8 << 20)
+        out_bytes.append(len(r.stdout))
+        return HostFacts(host=host.name, reachable=r.exit_code is not None, error=None)
+
+    t0 = time.monotonic()
+    res = g.run_all(hosts, work)
+    wall = time.monotonic() - t0
+    g.close()
+    return {"wall_s": wall, "ok": sum(1 for f in res.values() if f.reachable), "hosts": len(hosts),
+            "stdout_bytes_per_host": sum(out_bytes) / max(1, len(out_bytes))}
+
+
 def percheck(inventory: str, sample: int) -> dict:
     """testinfra-style: one connection per host, reused; one exec per command (per device for the
     per-NPU ones), each the bare command as ``host.run(...)`` would send it (the probe's ``PF_*``
@@ -83,10 +129,9 @@ def percheck(inventory: str, sample: int) -> dict:
     for host in sample_hosts:
         t = g.transport(host)
         t.connect()
-        prefix = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(probe_params(host, hosts).items()))
-        prefix += "export PF_NPUSMI=npu-smi PF_HCCN=/usr/local/Ascend/driver/tools/hccn_tool; "
+        prefix = _exports(host, hosts)
         # The device list first (one exec), as a per-check suite would ask for it.
-        devs = t.run("ls /dev | sed -n 's/^davinci\\([0-9][0-9]*\\)$/\\1/p'", 30, 1 << 20).stdout.split()
+        devs = t.run(LIST_DEVICES, 30, 1 << 20).stdout.split()
         execs += 1
         for cmd in commands:
             for dev in (devs if cmd.per_device else [None]):
@@ -158,12 +203,10 @@ def testinfra(inventory: str, sample: int, shipped: bool = False) -> dict:
                 config += [f"  IdentityFile {h.identity_file}", "  IdentitiesOnly yes"]
             if h.known_hosts:
                 config.append(f"  UserKnownHostsFile {h.known_hosts}")
-            prefix[alias] = "".join(f"export {k}={shlex.quote(v)}; "
-                                    for k, v in sorted(probe_params(h, hosts).items()))
-            prefix[alias] += "export PF_NPUSMI=npu-smi PF_HCCN=/usr/local/Ascend/driver/tools/hccn_tool; "
+            prefix[alias] = _exports(h, hosts)
         (d / "ssh_config").write_text("\n".join(config) + "\n")
         plan = d / "plan.json"
-        plan.write_text(json.dumps({"prefix": prefix, "list_devices": "ls /dev | sed -n 's/^davinci\\([0-9][0-9]*\\)$/\\1/p'",
+        plan.write_text(json.dumps({"prefix": prefix, "list_devices": LIST_DEVICES,
                                     "commands": [[c.name, c.command, c.per_device] for c in phase_one_commands()]}))
         (d / "test_checks.py").write_text(_TESTINFRA_SUITE)
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *UNRELATED_PLUGINS,
@@ -191,7 +234,7 @@ def main(argv: list[str]) -> int:
     if arm == "testinfra":
         out = testinfra(inventory, arg, shipped=argv[3:] == ["shipped"])
     else:
-        out = {"floor": floor, "percheck": percheck}[arm](inventory, arg)
+        out = {"floor": floor, "commands": commands, "percheck": percheck}[arm](inventory, arg)
     print(json.dumps(out), flush=True)
     return 0
 

@@ -4,11 +4,13 @@ measured in the same run.  Not part of the test suite.
     python -m benchmarks.run                      # N = 10, 30, 100 (namespaced), 300, 1000 (loopback)
     python -m benchmarks.run --sizes 10,30        # a quick look
 
-Per N, four arms against the same hosts and the same fakes; the first three share the SSH layer
+Per N, five arms against the same hosts and the same fakes; the first four share the SSH layer
 (preflight.transport.ssh); each runs in a process of its own (CPU and peak RSS from wait4):
 
 * full      ``preflight --inventory INV`` (every built-in node check, phases one and two, all reports)
 * floor     connect + ``true`` on every host, same pool and fan-out (benchmarks/arms.py floor)
+* commands  connect + every phase-one command in one plain shell script per host, same pool and
+            fan-out (benchmarks/arms.py commands): the floor for phase one with these commands
 * percheck  the same phase-one commands, one exec each (the bare command) over one reused
             connection, host after host, as a testinfra-style suite would (benchmarks/arms.py
             percheck); serial, so run on a sample of hosts and scaled linearly to N
@@ -217,6 +219,16 @@ def bench_size(n: int, fanout: int, sample: int, scratch: Path) -> dict:
         row.update(floor_wall_s=floor["wall_s"], floor_cpu_s=floor["cpu_s"], floor_rss_mb=floor["rss_mb"],
                    floor_box_cpu_s=floor["box_cpu_s"], floor_ok=fl["ok"], floor_inner_wall_s=fl["wall_s"])
 
+        cm = measure([sys.executable, "-m", "benchmarks.arms", "commands", str(inv), str(fanout)],
+                     scratch / f"commands{n}.log")
+        cmd_ = json.loads(cm["stdout"].strip().splitlines()[-1])
+        row.update(commands_wall_s=cm["wall_s"], commands_inner_wall_s=cmd_["wall_s"], commands_ok=cmd_["ok"],
+                   commands_box_cpu_s=cm["box_cpu_s"], commands_stdout_bytes_per_host=cmd_["stdout_bytes_per_host"])
+        if row["phase_one_s"]:
+            # Phase one against the same commands run bare: what the probe's framing, timeouts,
+            # parallelism and the controller's parsing cost on top (both inner, process start excluded).
+            row["phase_one_vs_commands"] = row["phase_one_s"] / cmd_["wall_s"]
+
         k = min(sample, n)
         pc = measure([sys.executable, "-m", "benchmarks.arms", "percheck", str(inv), str(k)],
                      scratch / f"percheck{n}.log")
@@ -264,6 +276,7 @@ COLUMNS = [("N", "n", "{}"), ("nodes", "kind", "{}"), ("wall s", "full_wall_s", 
            ("peak MB, all processes", "full_tree_pss_mb", "{:.0f}"),
            ("SSH conns/host", "connections_per_host", "{:.2f}"), ("sessions/host", "sessions_per_host", "{:.2f}"),
            ("floor wall s", "floor_wall_s", "{:.1f}"), ("vs floor", "vs_floor", "{:.1f}×"),
+           ("commands wall s", "commands_inner_wall_s", "{:.1f}"), ("phase one vs commands", "phase_one_vs_commands", "{:.2f}×"),
            ("per-check wall s (est.)", "percheck_est_wall_s", "{:.0f}"), ("vs per-check", "vs_percheck", "{:.1f}×"),
            ("testinfra wall s (est.)", "testinfra_est_wall_s", "{:.0f}"), ("vs testinfra", "vs_testinfra", "{:.1f}×"),
            ("box CPU s (all nodes + controller)", "full_box_cpu_s", "{:.0f}"), ("steal s", "full_steal_s", "{:.0f}"),
@@ -310,6 +323,10 @@ def main(argv=None) -> int:
           "above 64 hosts gathering runs in a forked child, so \"peak MB, all processes\" is the one to read: "
           "the controller and its gathering child together (summed PSS, sampled every 0.5 s).",
           "- vs floor: full wall ÷ wall of connect + `true` on the same hosts, same SSH layer, same fan-out.",
+          "- commands: connect, then one exec per host running every phase-one command as one plain shell "
+          "script (in order, no framing, timeouts, caps or parallelism; benchmarks/arms.py commands), same "
+          "SSH layer and fan-out: the least any tool could do to run these commands on these nodes. "
+          "phase one vs commands: the checker's phase one (its progress line) ÷ that.",
           "- vs per-check: the same phase-one commands, one exec each (the bare command, as testinfra's "
           "`host.run` sends it) over a reused connection, host after host; "
           f"measured on {args.sample} host(s) and scaled linearly to N (the arm is serial).",
