@@ -152,26 +152,42 @@ def test_connections_send_packets_at_once_direct_and_through_a_jump_host(sim, tm
         gatherer.close()
 
 
-def test_an_idle_connection_polls_for_close_once_a_second_and_still_answers_at_once(sim, tmp_path):
-    # paramiko's default is every 0.1 s: a third of a core at 1000 open connections.
+def test_idle_connections_sleep_until_a_keepalive_is_due_answer_at_once_and_close_at_once(sim, tmp_path):
+    # paramiko's thread polls every 0.1 s by default: a third of a core at 1000 open connections.
+    # It now sleeps in recv() until data, a due keepalive, or a close, which must wake it: closing
+    # the descriptor alone would leave it asleep (and the node's session open) for up to the poll.
     from preflight.gather import Gatherer, GatherSettings
     from preflight.inventory import load_inventory
-    from preflight.transport.ssh import IDLE_POLL_S
+    from preflight.transport.ssh import IDLE_POLL_S, KEEPALIVE_S
 
-    hosts = load_inventory(str(sim.write_inventory(tmp_path / "hosts.yaml"))).hosts
+    bastion = sim.node("node-01")
+    data = yaml.safe_load(sim.write_inventory(tmp_path / "hosts.yaml").read_text())
+    for entry in data["hosts"]:
+        if entry["name"] == "node-02":
+            entry["jump_host"] = f"root@{bastion.address}"
+    (tmp_path / "hosts.yaml").write_text(yaml.safe_dump(data))
+    hosts = {h.name: h for h in load_inventory(str(tmp_path / "hosts.yaml")).hosts}
     gatherer = Gatherer(GatherSettings())
     try:
-        transport = gatherer.transport(hosts[0])
-        transport.connect()
-        assert transport._conn.transport.sock.gettimeout() == IDLE_POLL_S == 1.0
-        time.sleep(1.5)  # idle past one poll
-        for _ in range(3):
-            result = transport.run("echo still here", timeout=10, max_bytes=64)
-            assert (result.stdout, result.exit_code) == (b"still here\n", 0)
-        assert transport._conn.transport.is_active()
+        direct, jumped = gatherer.transport(hosts["node-03"]), gatherer.transport(hosts["node-02"])
+        for transport in (direct, jumped):
+            transport.connect()
+            assert transport._conn.transport.sock.gettimeout() == IDLE_POLL_S == KEEPALIVE_S == 15
+        time.sleep(1.5)  # idle
+        for transport in (direct, jumped):
+            for _ in range(3):
+                result = transport.run("echo still here", timeout=10, max_bytes=64)
+                assert (result.stdout, result.exit_code) == (b"still here\n", 0)
+            assert transport._conn.transport.is_active()
+        [(gateway, _, _)] = gatherer.ssh._gateways.values()
+        threads = [direct._conn.transport, jumped._conn.transport, gateway.transport]
     finally:
+        t0 = time.monotonic()
         gatherer.close()
-    assert not transport._conn.transport.is_active()
+    for thread in threads:
+        thread.join(5)  # far below the 15 s poll
+        assert not thread.is_alive() and not thread.is_active()
+    assert time.monotonic() - t0 < 5
 
 
 def test_channels_numbered_above_1023_are_read(sim, tmp_path, fds_above_1023):
