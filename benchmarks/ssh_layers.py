@@ -41,7 +41,17 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def paramiko_arm(inventory: str, fanout: int, connect_timeout: float) -> dict:
+def _idle_cpu(seconds: float) -> float | None:
+    """CPU seconds per second this process spends while every connection sits open and idle
+    (as they do between phase one and phase two's steps, and while slower hosts finish)."""
+    if seconds <= 0:
+        return None
+    cpu0 = time.process_time()
+    time.sleep(seconds)
+    return (time.process_time() - cpu0) / seconds
+
+
+def paramiko_arm(inventory: str, fanout: int, connect_timeout: float, idle_s: float) -> dict:
     from preflight.facts import HostFacts
     from preflight.gather import Gatherer, GatherSettings
     from preflight.inventory import load_inventory
@@ -58,13 +68,14 @@ def paramiko_arm(inventory: str, fanout: int, connect_timeout: float) -> dict:
         return HostFacts(host=host.name, reachable=ok, error=None if ok else "failed")
 
     res = g.run_all(hosts, work)
-    done_s, peak_mb = time.monotonic() - t0, _peak_rss_mb()
+    done_s, peak_mb, work_cpu = time.monotonic() - t0, _peak_rss_mb(), time.process_time() - cpu0
+    idle_cpu = _idle_cpu(idle_s)
     algorithms = _paramiko_negotiated(hosts[0], g.ssh)
     g.close()
     errors = sorted({f.error for f in res.values() if f.error})[:3]
     return {"hosts": len(hosts), "ok": sum(1 for f in res.values() if f.reachable), "errors": errors,
-            "all_done_s": done_s, "wall_s": time.monotonic() - t0, "work_cpu_s": time.process_time() - cpu0,
-            "base_rss_mb": base_mb, "peak_rss_mb": peak_mb, "algorithms": algorithms}
+            "all_done_s": done_s, "wall_s": time.monotonic() - t0, "work_cpu_s": work_cpu,
+            "idle_cpu_s_per_s": idle_cpu, "base_rss_mb": base_mb, "peak_rss_mb": peak_mb, "algorithms": algorithms}
 
 
 def _paramiko_negotiated(host, context) -> dict:
@@ -97,7 +108,7 @@ PINNED = {"kex_algs": ["curve25519-sha256@libssh.org", "curve25519-sha256"], "en
           "mac_algs": ["hmac-sha2-256"], "server_host_key_algs": ["ssh-ed25519"], "compression_algs": ["none"]}
 
 
-def asyncssh_arm(inventory: str, fanout: int, connect_timeout: float, pinned: bool) -> dict:
+def asyncssh_arm(inventory: str, fanout: int, connect_timeout: float, pinned: bool, idle_s: float) -> dict:
     import asyncio
 
     import asyncssh
@@ -156,26 +167,31 @@ def asyncssh_arm(inventory: str, fanout: int, connect_timeout: float, pinned: bo
     async def main():
         sem = asyncio.Semaphore(fanout)
         results = await asyncio.gather(*(one(h, sem) for h in hosts))
-        done = time.monotonic() - t0
-        peak = _peak_rss_mb()
+        done, peak, cpu = time.monotonic() - t0, _peak_rss_mb(), time.process_time() - cpu0
+        idle = None
+        if idle_s > 0:
+            idle0 = time.process_time()
+            await asyncio.sleep(idle_s)
+            idle = (time.process_time() - idle0) / idle_s
         await negotiated(hosts[0])
         for c in conns:
             c.close()
         await asyncio.gather(*(c.wait_closed() for c in conns), return_exceptions=True)
-        return results, done, peak
+        return results, done, peak, cpu, idle
 
-    results, done_s, peak_mb = asyncio.run(main())
+    results, done_s, peak_mb, work_cpu, idle_cpu = asyncio.run(main())
     return {"hosts": len(hosts), "ok": sum(results), "errors": sorted(errors)[:3], "all_done_s": done_s,
-            "wall_s": time.monotonic() - t0, "work_cpu_s": time.process_time() - cpu0,
+            "wall_s": time.monotonic() - t0, "work_cpu_s": work_cpu, "idle_cpu_s_per_s": idle_cpu,
             "base_rss_mb": base_mb, "peak_rss_mb": peak_mb, "algorithms": algorithms}
 
 
-def arm_cmd(arm: str, inventory: Path, fanout: int, connect_timeout: float) -> list[str]:
+def arm_cmd(arm: str, inventory: Path, fanout: int, connect_timeout: float, idle_s: float) -> list[str]:
     return [sys.executable, "-m", "benchmarks.ssh_layers", "--arm", arm, "--inventory", str(inventory),
-            "--fanout", str(fanout), "--connect-timeout", str(connect_timeout)]
+            "--fanout", str(fanout), "--connect-timeout", str(connect_timeout), "--idle", str(idle_s)]
 
 
-def bench_size(n: int, arms: list[str], repeat: int, fanout: int, connect_timeout: float, scratch: Path) -> list[dict]:
+def bench_size(n: int, arms: list[str], repeat: int, fanout: int, connect_timeout: float, idle_s: float,
+               scratch: Path) -> list[dict]:
     from benchmarks.fleet import LoopbackFleet, namespaced
 
     kind = "namespaced" if n <= NAMESPACED_MAX else "loopback"
@@ -185,7 +201,7 @@ def bench_size(n: int, arms: list[str], repeat: int, fanout: int, connect_timeou
         inv = Path(fleet.inventory_path)
         for r in range(repeat):
             for arm in arms:
-                m = measure(arm_cmd(arm, inv, fanout, connect_timeout), scratch / f"{arm}-{n}-{r}.log")
+                m = measure(arm_cmd(arm, inv, fanout, connect_timeout, idle_s), scratch / f"{arm}-{n}-{r}.log")
                 if m["rc"] != 0:
                     tail = (scratch / f"{arm}-{n}-{r}.log").read_text(errors="replace")[-2000:]
                     raise RuntimeError(f"{arm} at N = {n} failed (rc {m['rc']}):\n{tail}")
@@ -212,8 +228,15 @@ def summarise(runs: list[dict]) -> list[dict]:
                          "cpu_ms_per_host": 1000 * med("work_cpu_s") / n, "peak_rss_mb": med("peak_rss_mb"),
                          "kb_per_open_connection": 1024 * (med("peak_rss_mb") - med("base_rss_mb")) / n,
                          "box_cpu_s": med("box_cpu_s"), "algorithms": rs[0]["algorithms"],
+                         "idle_ms_per_connection_per_minute": (
+                             None if rs[0].get("idle_cpu_s_per_s") is None
+                             else 60_000 * med("idle_cpu_s_per_s") / n),
                          "errors": sorted({e for r in rs for e in r["errors"]})[:3]})
     return rows
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
 
 
 def markdown(rows: list[dict], runs: list[dict], mach: dict, args) -> list[str]:
@@ -221,15 +244,18 @@ def markdown(rows: list[dict], runs: list[dict], mach: dict, args) -> list[str]:
 
     lines = ["# SSH layers: paramiko (the checker's) vs asyncssh", "", machine_line(mach) + f" asyncssh {asyncssh.__version__}.", "",
              f"Per host: connect, verify the host key, log in, `true`, `{PAYLOAD}`; connections held open "
-             f"until all hosts are done. Fan-out {args.fanout}; medians of {args.repeat} alternating runs.", "",
+             f"until all hosts are done, then held open and idle for {args.idle:g} s (idle CPU). "
+             f"Fan-out {args.fanout}; medians of {args.repeat} alternating runs.", "",
              "| N | nodes | arm | hosts ok | all done s | controller CPU s | CPU ms/host | peak RSS MB "
-             "| KB per open connection | box CPU s | algorithms (kex, cipher, MAC) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| KB per open connection | idle CPU ms per connection per minute | box CPU s "
+             "| algorithms (kex, cipher, MAC) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         a = r["algorithms"]
         lines.append(f"| {r['n']} | {r['kind']} | {r['arm']} | {r['ok']}/{r['n']} | {r['all_done_s']:.2f} "
                      f"| {r['work_cpu_s']:.2f} | {r['cpu_ms_per_host']:.1f} | {r['peak_rss_mb']:.0f} "
-                     f"| {r['kb_per_open_connection']:.0f} | {r['box_cpu_s']:.1f} "
+                     f"| {r['kb_per_open_connection']:.0f} | {_fmt(r['idle_ms_per_connection_per_minute'])} "
+                     f"| {r['box_cpu_s']:.1f} "
                      f"| {a.get('kex')}, {a.get('cipher')}, {a.get('mac')} |")
     errs = [(r["n"], r["arm"], e) for r in rows for e in r["errors"]]
     if errs:
@@ -247,12 +273,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fanout", type=int, default=32)
     ap.add_argument("--connect-timeout", type=float, default=30.0)
     ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--idle", type=float, default=10.0, help="seconds to hold the connections open and idle")
     ap.add_argument("--arm", choices=ARMS, help="(internal) run one arm against --inventory and print JSON")
     ap.add_argument("--inventory")
     args = ap.parse_args(argv)
     if args.arm:
-        out = (paramiko_arm(args.inventory, args.fanout, args.connect_timeout) if args.arm == "paramiko"
-               else asyncssh_arm(args.inventory, args.fanout, args.connect_timeout, args.arm == "asyncssh-pinned"))
+        out = (paramiko_arm(args.inventory, args.fanout, args.connect_timeout, args.idle) if args.arm == "paramiko"
+               else asyncssh_arm(args.inventory, args.fanout, args.connect_timeout, args.arm == "asyncssh-pinned",
+                                 args.idle))
         print(json.dumps(out), flush=True)
         return 0
     arms = args.arms.split(",")
@@ -264,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     with tempfile.TemporaryDirectory(prefix="preflight-bench-") as tmp:
         for n in [int(s) for s in args.sizes.split(",")]:
-            runs += bench_size(n, arms, args.repeat, args.fanout, args.connect_timeout, Path(tmp))
+            runs += bench_size(n, arms, args.repeat, args.fanout, args.connect_timeout, args.idle, Path(tmp))
     rows = summarise(runs)
     md = markdown(rows, runs, mach, args)
     print("\n".join(md))
