@@ -21,6 +21,7 @@ Writes benchmarks/results/ssh-layers-<time>.md and .json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import resource
@@ -78,26 +79,33 @@ def paramiko_arm(inventory: str, fanout: int, connect_timeout: float, idle_s: fl
             "idle_cpu_s_per_s": idle_cpu, "base_rss_mb": base_mb, "peak_rss_mb": peak_mb, "algorithms": algorithms}
 
 
-def _paramiko_negotiated(host, context) -> dict:
-    """The algorithms of one more connection, after the timed part (paramiko names the key
-    exchange only in its debug log)."""
-    from preflight.transport.ssh import SshTransport
-
-    seen: list[str] = []
+@contextlib.contextmanager
+def _debug_log(name: str, prefix: str):
+    """The messages logger ``name`` logs at debug level meanwhile that start with ``prefix``,
+    without it: both libraries name the negotiated key exchange only in their debug log."""
+    found: list[str] = []
     handler = logging.Handler()
-    handler.emit = lambda record: seen.append(record.getMessage())
-    log = logging.getLogger("paramiko.transport")
-    log.addHandler(handler)
+    handler.emit = lambda record: found.append(record.getMessage())
+    log = logging.getLogger(name)
     level = log.level
+    log.addHandler(handler)
     log.setLevel(logging.DEBUG)
-    t = SshTransport(host, context)
     try:
-        t.connect()
+        yield found
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
+        found[:] = [m[len(prefix):].strip() for m in found if m.strip().startswith(prefix)]
+
+
+def _paramiko_negotiated(host, context) -> dict:
+    """The algorithms of one more connection, after the timed part."""
+    from preflight.transport.ssh import SshTransport
+
+    t = SshTransport(host, context)
+    with _debug_log("paramiko.transport", "Kex:") as kex:
+        t.connect()
     tr = t._conn.transport
-    kex = [m.split(": ", 1)[1] for m in seen if m.startswith("Kex: ")]
     out = {"kex": kex[0] if kex else None, "cipher": tr.local_cipher, "mac": tr.local_mac}
     t.close()
     return out
@@ -143,23 +151,12 @@ def asyncssh_arm(inventory: str, fanout: int, connect_timeout: float, pinned: bo
                 return False
 
     async def negotiated(host) -> None:
-        """The algorithms of one more connection, after the timed part (asyncssh tells the key
-        exchange only in its debug log)."""
-        seen: list[str] = []
-        handler = logging.Handler()
-        handler.emit = lambda record: seen.append(record.getMessage())
-        log = logging.getLogger("asyncssh")
-        log.addHandler(handler)
-        log.setLevel(logging.DEBUG)
+        """The algorithms of one more connection, after the timed part."""
         asyncssh.set_debug_level(2)
-        try:
+        with _debug_log("asyncssh", "Key exchange alg:") as kex:
             conn = await asyncssh.connect(host.address, port=host.port or 22, username=host.user or "root",
                                           known_hosts=known[host.known_hosts], client_keys=[keys[host.identity_file]],
                                           agent_path=None, config=[], **(PINNED if pinned else {}))
-        finally:
-            log.removeHandler(handler)
-            log.setLevel(logging.WARNING)
-        kex = [m.split(": ", 1)[1] for m in seen if "Key exchange alg:" in m]
         algorithms.update(kex=kex[0] if kex else None, cipher=conn.get_extra_info("send_cipher"),
                           mac=conn.get_extra_info("send_mac"))
         conn.close()
