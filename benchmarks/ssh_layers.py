@@ -81,8 +81,8 @@ def paramiko_arm(inventory: str, fanout: int, connect_timeout: float, idle_s: fl
 
 @contextlib.contextmanager
 def _debug_log(name: str, prefix: str):
-    """The messages logger ``name`` logs at debug level meanwhile that start with ``prefix``,
-    without it: both libraries name the negotiated key exchange only in their debug log."""
+    """What follows ``prefix`` in the messages logger ``name`` logs at debug level meanwhile:
+    both libraries name the negotiated key exchange only in their debug log."""
     found: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: found.append(record.getMessage())
@@ -95,7 +95,8 @@ def _debug_log(name: str, prefix: str):
     finally:
         log.removeHandler(handler)
         log.setLevel(level)
-        found[:] = [m[len(prefix):].strip() for m in found if m.strip().startswith(prefix)]
+        # asyncssh puts the connection's name in front ("[conn=0] ...").
+        found[:] = [m.split(prefix, 1)[1].strip() for m in found if prefix in m]
 
 
 def _paramiko_negotiated(host, context) -> dict:
