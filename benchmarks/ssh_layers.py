@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
+import importlib.util
 import json
 import logging
 import resource
@@ -238,9 +240,9 @@ def _fmt(value: float | None) -> str:
 
 
 def markdown(rows: list[dict], runs: list[dict], mach: dict, args) -> list[str]:
-    import asyncssh
-
-    lines = ["# SSH layers: paramiko (the checker's) vs asyncssh", "", machine_line(mach) + f" asyncssh {asyncssh.__version__}.", "",
+    asyncssh = importlib.util.find_spec("asyncssh") and importlib.metadata.version("asyncssh")
+    lines = ["# SSH layers: paramiko (the checker's) vs asyncssh", "",
+             machine_line(mach) + f" asyncssh {asyncssh or 'not installed'}.", "",
              f"Per host: connect, verify the host key, log in, `true`, `{PAYLOAD}`; connections held open "
              f"until all hosts are done, then held open and idle for {args.idle:g} s (idle CPU). "
              f"Fan-out {args.fanout}; medians of {args.repeat} alternating runs.", "",
@@ -285,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(arms) - set(ARMS)
     if unknown:
         ap.error(f"unknown arm(s): {', '.join(sorted(unknown))}")
+    if any(a.startswith("asyncssh") for a in arms) and importlib.util.find_spec("asyncssh") is None:
+        ap.error("the asyncssh arms need asyncssh: pip install -e '.[bench]' (or --arms paramiko)")
     mach = machine()
     t0 = time.monotonic()
     runs = []
