@@ -83,12 +83,8 @@ class Gatherer:
     def gather(self, hosts, specs: list[FactSpec], progress: Progress | None = None,
                params_for: Callable[[object], dict[str, str]] | None = None) -> dict[str, HostFacts]:
         """Phase one.  ``params_for(host)`` gives the ``PF_*`` values that host's probe exports."""
-        return self.gather_commands(hosts, [s.probe_command() for s in specs], progress, params_for)
-
-    def gather_commands(self, hosts, commands, progress: Progress | None = None,
-                        params_for: Callable[[object], dict[str, str]] | None = None) -> dict[str, HostFacts]:
-        """:meth:`gather` with the specs' probe commands (what a gathering shard is sent)."""
         nonce = new_nonce()
+        commands = [s.probe_command() for s in specs]
 
         def probe(host, left):
             script = build_script(commands, nonce, self.settings.command_timeout, self.settings.output_cap,

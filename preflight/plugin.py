@@ -118,7 +118,6 @@ def pytest_configure(config):
     except InventoryError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[RUN_KEY] = run
-    run.start_shards()
     if not run.is_xdist_worker:
         config.pluginmanager.register(_WorkerResults(run), "preflight-worker-results")
 

@@ -224,18 +224,6 @@ class PreflightRun:
         finally:
             self.gather_s = time.monotonic() - t0
 
-    def start_shards(self) -> None:
-        """With --gather-process shards, fork the shards now, at configuration, before the checks
-        are collected (see :meth:`ShardedGatherer.spawn`); phase one starts in them later."""
-        opt = self.config.getoption
-        if (self.facts_in or not self.hosts or opt("collectonly", False) or opt("numprocesses", None)
-                or self._gathering_mode() != "shards"):
-            return  # nothing to gather here (a pytest-xdist controller leaves it to its first worker)
-        raise_open_files_limit(len(self.hosts))  # inherited by the shards
-        self.gatherer = ShardedGatherer(self.settings, self.outputs,
-                                        shard_count(opt("preflight_gather_shards", 0), len(self.hosts)))
-        self.gatherer.spawn(self.hosts)
-
     def _gathering_mode(self) -> str:
         return gathering_mode(self.config.getoption("preflight_gather_process", "auto"), len(self.hosts),
                                self.is_xdist_worker, self.config.getoption("preflight_gather_shards", 0))
@@ -279,9 +267,8 @@ class PreflightRun:
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         if short and tr is not None:
             tr.write_line(f"warning: {short}", yellow=True)
-        if not (shards and isinstance(self.gatherer, ShardedGatherer)):  # not started early (start_shards)
-            self.gatherer = (ShardedGatherer(self.settings, self.outputs, shards) if shards
-                             else Gatherer(self.settings, self.outputs))
+        self.gatherer = (ShardedGatherer(self.settings, self.outputs, shards) if shards
+                         else Gatherer(self.settings, self.outputs))
         reporter = _Progress(self.config, "gathering facts")
         try:
             self.facts = self.gatherer.gather(self.hosts, [s for s in specs if s.phase == 1], reporter,

@@ -11,10 +11,6 @@ so at fleet size the controller's gathering is bounded by one core however many 
   and comes back (:class:`ShardTransport`).  Phase two's plans need every host's facts; its SSH
   work does not need to be in the process that makes them.
 
-The shards are forked as soon as the inventory is read, before pytest collects the checks, and
-wait for phase one's commands (:meth:`ShardedGatherer.spawn`): a fork made after collection would
-start as a copy of every collected item and copy the pages it allocates among.
-
 Hosts behind one jump host go to one shard: a bastion carries one shared connection, and its
 handshake cap (:mod:`preflight.transport.ssh`) holds for the whole run only if one process owns it.
 
@@ -210,11 +206,7 @@ class ShardedGatherer:
     def transport(self, host):
         return ShardTransport(self._owner[host.name], host.name, self.settings)
 
-    def spawn(self, hosts) -> None:
-        """Fork the shards, each waiting for its phase one.  Done as early as the hosts are known
-        (:meth:`preflight.run.PreflightRun.start_shards`): a child starts as a copy of this
-        process, and a process that has collected the checks (~150 MB at 1000 hosts) hands each
-        shard pages it comes to copy as it allocates among them."""
+    def gather(self, hosts, specs, progress: Progress | None = None, params_for=None) -> dict[str, HostFacts]:
         hosts = list(hosts)
         groups = shard_hosts(hosts, self.processes)
         fanout = max(1, self.settings.fanout // len(groups))
@@ -229,7 +221,7 @@ class ShardedGatherer:
                     parent_end.close()
                     for shard in self.shards:
                         shard.link.close()
-                    _serve(child_end, replace(self.settings, fanout=fanout), group)  # never returns
+                    _serve(child_end, replace(self.settings, fanout=fanout), group, specs, params_for)  # never returns
                 child_end.close()
                 shard = _Shard(index, pid, parent_end, group, self.outputs)
                 self.shards.append(shard)
@@ -239,18 +231,6 @@ class ShardedGatherer:
             gc.unfreeze()
         for shard in self.shards:
             shard.start_reading()
-
-    def gather(self, hosts, specs, progress: Progress | None = None, params_for=None) -> dict[str, HostFacts]:
-        hosts = list(hosts)
-        if not self.shards:
-            self.spawn(hosts)
-        elif set(self._owner) != {h.name for h in hosts}:
-            raise ValueError("the shards were spawned for other hosts")
-        commands = [s.probe_command() for s in specs]
-        for shard in self.shards:
-            # Each host's PF_* values are made here, where the inventory and the jobs are.
-            params = {h.name: params_for(h) for h in shard.hosts} if params_for else {}
-            shard.send(("phase_one", commands, params))
         try:
             self._wait_phase_one(len(hosts), progress)
         except KeyboardInterrupt:
@@ -325,24 +305,24 @@ def _kill(pid: int):
 # -- the shard's side ---------------------------------------------------------------------------
 
 
-def _serve(link, settings: GatherSettings, hosts) -> None:
-    """A shard's whole life: phase one on ``hosts`` when the controller sends its commands, then
-    the controller's calls until "exit"."""
+def _serve(link, settings: GatherSettings, hosts, specs, params_for) -> None:
+    """A shard's whole life: phase one on ``hosts``, then the controller's calls until "exit"."""
     code = 70
     try:
         # The controller decides what Ctrl-C means and asks for the facts; a terminal's SIGINT
         # reaches this process too.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        _ShardServer(link, settings, hosts).serve()
+        _ShardServer(link, settings, hosts, specs, params_for).serve()
         code = 0
     finally:
         exit_child(code)
 
 
 class _ShardServer:
-    def __init__(self, link, settings, hosts):
+    def __init__(self, link, settings, hosts, specs, params_for):
         self.link = link
         self.hosts = {h.name: h for h in hosts}
+        self.specs, self.params_for = specs, params_for
         self.gatherer = Gatherer(settings)
         self.processes: dict[int, object] = {}
         self.handles = itertools.count(1)
@@ -353,15 +333,12 @@ class _ShardServer:
             self.link.send(message)
 
     def serve(self) -> None:
+        threading.Thread(target=self.phase_one, daemon=True, name="preflight-shard-phase-one").start()
         try:
             while True:
                 message = self.link.recv()
                 if message[0] == "exit":
                     break
-                if message[0] == "phase_one":
-                    threading.Thread(target=self.phase_one, args=message[1:], daemon=True,
-                                     name="preflight-shard-phase-one").start()
-                    continue
                 threading.Thread(target=self.answer, args=(message,), daemon=True,
                                  name="preflight-shard-call").start()
         except (EOFError, OSError):
@@ -371,7 +348,7 @@ class _ShardServer:
                 _close_quietly(process)
             self.gatherer.close()
 
-    def phase_one(self, commands, params: dict) -> None:
+    def phase_one(self) -> None:
         last = [0.0]
 
         def tick(done, total, running):
@@ -382,8 +359,8 @@ class _ShardServer:
                 self.send(("tick", done, slowest))
 
         try:
-            facts = self.gatherer.gather_commands(list(self.hosts.values()), commands, tick,
-                                                  params_for=lambda host: params.get(host.name))
+            facts = self.gatherer.gather(list(self.hosts.values()), self.specs, tick,
+                                         params_for=self.params_for)
             for one in facts.values():
                 self.send(("facts", one.raw_json()))
             self.send(("phase_one_done",))

@@ -166,33 +166,3 @@ def test_ctrl_c_keeps_what_the_shards_finished(gatherer):
                         progress=progress, params_for=lambda h: {"PF_WHO": h.name})
     assert set(gatherer.partial) == {"h0", "h1"}
     assert all(f.raw["t.out"].stdout == "quick\n" for f in gatherer.partial.values())
-
-
-# -- spawned early -----------------------------------------------------------------------------------
-
-
-def test_shards_spawned_before_the_specs_are_known_wait_for_them(gatherer):
-    hosts = [_local(f"h{i}") for i in range(4)]
-    gatherer.spawn(hosts)
-    pids = {s.pid for s in gatherer.shards}
-    assert len(pids) == 2 and pids <= _children()
-    time.sleep(0.5)  # the shards idle: nothing is gathered before phase one is asked for
-    assert all(not s.facts and not s.phase_one_done.is_set() for s in gatherer.shards)
-    facts = gatherer.gather(hosts, [_spec("echo $PF_WHO")], params_for=lambda h: {"PF_WHO": h.name})
-    assert {s.pid for s in gatherer.shards} == pids  # the same processes, not new ones
-    assert {name: f.raw["t.out"].stdout for name, f in facts.items()} == {h.name: f"{h.name}\n" for h in hosts}
-
-
-def test_shards_spawned_for_some_hosts_refuse_to_gather_others(gatherer):
-    gatherer.spawn([_local("h0"), _local("h1")])
-    with pytest.raises(ValueError, match="other hosts"):
-        gatherer.gather([_local("h0"), _local("h9")], [_spec("true")])
-
-
-def test_shards_spawned_and_never_asked_end_at_close():
-    before = _children()
-    g = ShardedGatherer(GatherSettings(fanout=4), processes=2)
-    g.spawn([_local("h0"), _local("h1"), _local("h2")])
-    assert len(_children() - before) == 2
-    g.close()
-    assert _children() <= before and len(g.cpu_s) == 2  # each ended and was waited for
