@@ -120,8 +120,10 @@ def test_garbage_from_npu_smi_is_one_precise_error(sim, tmp_path):
     assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
-def _node_02_behind_node_01(sim, tmp_path) -> dict:
-    """The cluster's hosts by name, node-02 reached through node-01 as its jump host."""
+def _direct_and_jumped(sim, tmp_path):
+    """A Gatherer and two connected transports: node-03 direct, node-02 through node-01 as its
+    jump host."""
+    from preflight.gather import Gatherer, GatherSettings
     from preflight.inventory import load_inventory
 
     data = yaml.safe_load(sim.write_inventory(tmp_path / "hosts.yaml").read_text())
@@ -129,7 +131,16 @@ def _node_02_behind_node_01(sim, tmp_path) -> dict:
         if entry["name"] == "node-02":
             entry["jump_host"] = f"root@{sim.node('node-01').address}"
     (tmp_path / "hosts.yaml").write_text(yaml.safe_dump(data))
-    return {h.name: h for h in load_inventory(str(tmp_path / "hosts.yaml")).hosts}
+    hosts = {h.name: h for h in load_inventory(str(tmp_path / "hosts.yaml")).hosts}
+    gatherer = Gatherer(GatherSettings())
+    direct, jumped = gatherer.transport(hosts["node-03"]), gatherer.transport(hosts["node-02"])
+    try:
+        for transport in (direct, jumped):
+            transport.connect()
+    except BaseException:
+        gatherer.close()
+        raise
+    return gatherer, direct, jumped
 
 
 def test_connections_send_packets_at_once_direct_and_through_a_jump_host(sim, tmp_path):
@@ -137,17 +148,12 @@ def test_connections_send_packets_at_once_direct_and_through_a_jump_host(sim, tm
     # node's delayed ACK: 49 ms per command on an open connection instead of 4 (measured).
     import socket
 
-    from preflight.gather import Gatherer, GatherSettings
-
     def no_delay(sock) -> bool:
         return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
 
-    hosts = _node_02_behind_node_01(sim, tmp_path)
-    gatherer = Gatherer(GatherSettings())
+    gatherer, direct, jumped = _direct_and_jumped(sim, tmp_path)
     try:
-        direct, jumped = gatherer.transport(hosts["node-03"]), gatherer.transport(hosts["node-02"])
         for transport in (direct, jumped):
-            transport.connect()
             assert transport.run("echo hi", timeout=10, max_bytes=64).stdout == b"hi\n"
         assert no_delay(direct._conn.transport.sock)  # set before the handshake: the socket is ours
         [(gateway, _, _)] = gatherer.ssh._gateways.values()
@@ -161,15 +167,11 @@ def test_idle_connections_sleep_until_a_keepalive_is_due_answer_at_once_and_clos
     # paramiko's thread polls every 0.1 s by default: a third of a core at 1000 open connections.
     # It now sleeps in recv() until data, a due keepalive, or a close, which must wake it: closing
     # the descriptor alone would leave it asleep (and the node's session open) for up to the poll.
-    from preflight.gather import Gatherer, GatherSettings
     from preflight.transport.ssh import IDLE_POLL_S, KEEPALIVE_S
 
-    hosts = _node_02_behind_node_01(sim, tmp_path)
-    gatherer = Gatherer(GatherSettings())
+    gatherer, direct, jumped = _direct_and_jumped(sim, tmp_path)
     try:
-        direct, jumped = gatherer.transport(hosts["node-03"]), gatherer.transport(hosts["node-02"])
         for transport in (direct, jumped):
-            transport.connect()
             assert transport._conn.transport.sock.gettimeout() == IDLE_POLL_S == KEEPALIVE_S == 15
         time.sleep(1.5)  # idle
         for transport in (direct, jumped):
