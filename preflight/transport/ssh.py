@@ -148,7 +148,7 @@ def _translate(exc: BaseException, label: str, timeout: float) -> TransportError
                                                  f"not an SSH server)")
         return TransportError("unreachable", f"{label}: SSH handshake failed: {text}")
     if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
-        return TransportError("config", f"{label}: not tried: the controller ran out of open files "
+        return TransportError("config", f"{label}: the controller ran out of open files "
                                         f"({exc.strerror}); raise `ulimit -n` where the checker runs")
     if isinstance(exc, OSError):
         return TransportError("unreachable", f"{label}: {exc.strerror or exc}")

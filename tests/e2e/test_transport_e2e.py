@@ -213,3 +213,25 @@ def test_channels_numbered_above_1023_are_read(sim, tmp_path, fds_above_1023):
             process.close()
     finally:
         gatherer.close()
+
+
+def test_a_hard_open_files_limit_too_low_for_the_inventory_is_named_and_the_run_goes_on(sim, tmp_path):
+    import json
+    import resource
+    import subprocess
+    import sys
+
+    inv = _inventory(sim, tmp_path)
+    limit = 200  # 3 hosts ask for 256 + 4 x 3 = 268
+
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    reports = tmp_path / "reports"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--inventory", str(inv), "--report-dir", str(reports),
+                           "-p", "no:cacheprovider", "-k", "reachable"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=180, preexec_fn=low_limit)
+    assert ("warning: the open-files limit of this process (200, hard limit 200) is below the ~268 that 3 hosts' "
+            "connections need") in proc.stdout, proc.stdout[-3000:]
+    doc = json.loads((reports / "preflight.json").read_text())
+    assert [h["reachable"] for h in doc["hosts"]] == [True, True, True]

@@ -55,7 +55,7 @@ def test_a_hard_limit_below_the_need_goes_as_far_as_it_can_and_says_so():
 def test_running_out_of_descriptors_is_named_as_the_controllers_problem():
     err = _translate(OSError(errno.EMFILE, "Too many open files"), "node-07 (10.0.0.7)", 10)
     assert err.kind == "config"
-    assert str(err) == ("node-07 (10.0.0.7): not tried: the controller ran out of open files (Too many open "
+    assert str(err) == ("node-07 (10.0.0.7): the controller ran out of open files (Too many open "
                         "files); raise `ulimit -n` where the checker runs")
     other = _translate(OSError(errno.EHOSTUNREACH, "No route to host"), "node-07", 10)
     assert (other.kind, str(other)) == ("unreachable", "node-07: No route to host")
