@@ -52,22 +52,33 @@ def phase_one_commands() -> list[ProbeCommand]:
     return [s.probe_command() for s in resolve(catalog_needs()) if s.phase == 1]
 
 
-def floor(inventory: str, fanout: int) -> dict:
+def _on_every_host(inventory: str, fanout: int, command_for) -> dict:
+    """Connect to every host and run ``command_for(host, hosts)`` there, in the checker's pool with
+    ``fanout``, through its SSH layer; wall time of the whole, hosts where it exited 0, stdout size."""
+    from preflight.facts import HostFacts
+
     hosts = load_inventory(inventory).hosts
     g = Gatherer(GatherSettings(fanout=fanout))
-    from preflight.facts import HostFacts
+    out_bytes = []
 
     def work(host, left):
         t = g.transport(host)
         t.connect()
-        r = t.run("true", left, 1 << 16)
-        return HostFacts(host=host.name, reachable=r.exit_code == 0, error=None if r.exit_code == 0 else "rc")
+        r = t.run(command_for(host, hosts), left, 8 << 20)
+        out_bytes.append(len(r.stdout))
+        return HostFacts(host=host.name, reachable=r.exit_code == 0, error=None)
 
     t0 = time.monotonic()
     res = g.run_all(hosts, work)
     wall = time.monotonic() - t0
     g.close()
-    return {"wall_s": wall, "ok": sum(1 for f in res.values() if f.reachable), "hosts": len(hosts)}
+    return {"wall_s": wall, "ok": sum(1 for f in res.values() if f.reachable), "hosts": len(hosts),
+            "stdout_bytes_per_host": sum(out_bytes) / max(1, len(out_bytes))}
+
+
+def floor(inventory: str, fanout: int) -> dict:
+    """Connect + ``true``: what reaching the hosts costs, with nothing to do on them."""
+    return _on_every_host(inventory, fanout, lambda host, hosts: "true")
 
 
 def _exports(host, hosts) -> str:
@@ -94,25 +105,7 @@ def commands(inventory: str, fanout: int) -> dict:
     """The least any tool could do to run the checks' commands: connect, then one exec per host
     running every phase-one command (:func:`commands_script`); same SSH layer, pool and fan-out.
     The floor for phase one with these commands on these nodes."""
-    hosts = load_inventory(inventory).hosts
-    g = Gatherer(GatherSettings(fanout=fanout))
-    from preflight.facts import HostFacts
-
-    out_bytes = []
-
-    def work(host, left):
-        t = g.transport(host)
-        t.connect()
-        r = t.run(commands_script(host, hosts), left, 8 << 20)
-        out_bytes.append(len(r.stdout))
-        return HostFacts(host=host.name, reachable=r.exit_code is not None, error=None)
-
-    t0 = time.monotonic()
-    res = g.run_all(hosts, work)
-    wall = time.monotonic() - t0
-    g.close()
-    return {"wall_s": wall, "ok": sum(1 for f in res.values() if f.reachable), "hosts": len(hosts),
-            "stdout_bytes_per_host": sum(out_bytes) / max(1, len(out_bytes))}
+    return _on_every_host(inventory, fanout, commands_script)
 
 
 def percheck(inventory: str, sample: int) -> dict:

@@ -215,12 +215,12 @@ class SshContext:
                           allow_agent=False)
         gateway, gate = None, None
         conn = _Connection(address, user=user, port=port, config=cfg, connect_timeout=self.settings.connect_timeout,
-                          connect_kwargs=dict(kwargs))
+                           connect_kwargs=dict(kwargs))
         spec = gateway_spec or conn.ssh_config.get("proxyjump")
         if spec:
             gateway, gate = self.gateway(host, spec.split(",")[-1].strip())
             conn = _Connection(address, user=user, port=port, config=cfg, gateway=gateway,
-                              connect_timeout=self.settings.connect_timeout, connect_kwargs=dict(kwargs))
+                               connect_timeout=self.settings.connect_timeout, connect_kwargs=dict(kwargs))
         self._guard_host_keys(conn, host, label)
         return conn, gate
 
