@@ -958,9 +958,16 @@ class SimNode:
         own = self.harness_pids()
         return [p for p in self.processes() if p not in own]
 
-    def kill_strays(self) -> None:
-        for pid in self.extra_processes():
+    def kill_strays(self, timeout: float = 10) -> None:
+        """Kill what sessions left behind and wait (up to ``timeout``) until it is gone: a
+        SIGKILL is delivered asynchronously, and a caller asserting a clean node next must
+        not see a process that is still dying."""
+        strays = self.extra_processes()
+        for pid in strays:
             _kill(pid)
+        deadline = time.monotonic() + timeout
+        while set(strays) & set(self.processes()) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     # ------------------------------------------------------------------ back to healthy
     def reset(self) -> None:
