@@ -141,7 +141,9 @@ def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP,
     # Groups after the first run at the same time as it, as background jobs: each one's records are
     # buffered in a variable (no temp files) and printed whole after the first group, in order, so
     # records never interleave.  Within a group, commands stay sequential: every call of one tool
-    # is in one group, so the hang breaker (PF_HUNG_*) still sees them all.
+    # is in one group, so the hang breaker (PF_HUNG_*) still sees them all.  (The python runner
+    # goes further: a tool asked only about NPUs is asked about them side by side, one call per
+    # NPU at a time; see noderunner.Group._run_lanes.)
     for i, group in enumerate(groups[1:], 1):
         bash_runner.append(f"pf_g{i}() {{\n" + "\n".join(call(c) for c in group) + "\n}")
         # Process substitution needs /dev/fd; without it (a bare /dev) the group runs after the first.

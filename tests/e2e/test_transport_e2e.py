@@ -83,6 +83,28 @@ def test_hung_tool_costs_one_timeout_and_is_reported(sim, tmp_path):
     assert agree["outcome"] == "passed" and "node-02" in agree["message"]
 
 
+def test_tool_hung_on_one_npu_costs_that_npu_only(sim, tmp_path):
+    inv = _inventory(sim, tmp_path)
+    node = sim.node("node-02")
+    node.clear_calls()
+    with node.override("hccn_tool", "-i 3 -link -g", sleep=3600):
+        proc, doc = run_preflight(inv, tmp_path, "--command-timeout", "2")
+    found = problems(doc)
+    assert {p[1] for p in found} <= {"node-02", None}, found
+    links = [r for r in by_check(doc, "hccl.link_up") if r["host"] == "node-02"]
+    [hung] = [r for r in links if r["outcome"] != "passed"]
+    assert hung["outcome"] == "error" and hung["message"].startswith("node-02 npu3: `hccn_tool -i 3 -link -g` timed out")
+    assert len(links) == 8
+    # Nothing more is asked about NPU 3; every other NPU is asked everything and judged.
+    calls = [c["args"] for c in node.calls("hccn_tool")]
+    assert [a for a in calls if a[:2] == ["-i", "3"]] == ["-i 3 -link -g".split()], calls
+    for dev in (0, 1, 2, 4, 5, 6, 7):  # six queries each (and phase two's ring ping)
+        assert sum(a[:2] == ["-i", str(dev)] and a[2] != "-ping" for a in calls) == 6, (dev, calls)
+    tls = {r["outcome"]: r["message"] for r in by_check(doc, "hccl.tls_node") if r["host"] == "node-02"}
+    assert tls["error"].startswith("node-02 npu3: `hccn_tool -i 3 -tls -g` was not run"), tls
+    assert "all 7 NPUs" in tls["passed"], tls
+
+
 def test_host_deadline_ends_a_slow_host_and_keeps_the_others(sim, tmp_path):
     inv = _inventory(sim, tmp_path)
     with sim.node("node-03").override("npu-smi", "info", sleep=3600):

@@ -237,3 +237,82 @@ def test_losing_the_channel_stops_every_running_command():
     p.stdout.close()  # the channel goes away; "first" ends after 1 s and its record cannot be written
     assert p.wait(10) == 128 + signal.SIGPIPE
     assert _gone(m)
+
+
+# ---------------------------------------------------------------- one tool, every NPU: lanes
+
+def _run_plan(groups, devs="0 1 2", timeout=2):
+    """Run the node runner as the probe does, with ``groups`` as its plan; the parsed records."""
+    nonce = new_nonce()
+    plan = [[[name, tool, command, per_device] for name, tool, command, per_device in g] for g in groups]
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", noderunner_source(), nonce, str(1 << 20),
+                           str(timeout), json.dumps(plan), devs, BASH],
+                          capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    return parse_probe_output(proc.stdout, nonce).outputs
+
+
+def noderunner_source():
+    from preflight.probe import _node_runner_source
+    return _node_runner_source()
+
+
+# Each call notes on stderr when it began and ended: order, not time taken, tells side by side
+# from one after another, however slow the machine.
+_STAMPED = 'echo "$EPOCHREALTIME" >&2; sleep 0.3; echo "%s=$PF_DEV"; echo "$EPOCHREALTIME" >&2'
+
+
+def _span(out):
+    began, ended = (float(t) for t in out.stderr.split())
+    return began, ended
+
+
+def test_one_tools_calls_run_one_npu_at_a_time_and_npus_side_by_side():
+    cmds = [("link", "hccn", _STAMPED % "link", True), ("tls", "hccn", _STAMPED % "tls", True)]
+    out = _run_plan([cmds], devs="0 1 2 3")
+    assert [out[f"{n}/{d}"].stdout for d in range(4) for n in ("link", "tls")] == \
+        [f"{n}={d}\n" for d in range(4) for n in ("link", "tls")]
+    span = {name: _span(o) for name, o in out.items()}
+    # The first call runs alone: every other starts after it ended.
+    assert all(b >= span["link/0"][1] for name, (b, _) in span.items() if name != "link/0"), span
+    # About one NPU, in order.
+    assert all(span[f"tls/{d}"][0] >= span[f"link/{d}"][1] for d in range(4)), span
+    # NPUs side by side: the first calls about NPUs 1-3 all began before any of them ended.
+    assert max(span[f"link/{d}"][0] for d in (1, 2, 3)) < min(span[f"link/{d}"][1] for d in (1, 2, 3)), span
+
+
+def test_a_tool_hung_on_every_npu_costs_one_timeout_and_one_process():
+    cmds = [("link", "hccn", "sleep 30", True), ("tls", "hccn", "echo tls", True)]
+    out = _run_plan([cmds], devs="0 1 2 3")
+    assert out["link/0"].rc == 124
+    skipped = {name for name, o in out.items() if o.skipped}
+    assert skipped == {"tls/0"} | {f"{n}/{d}" for n in ("link", "tls") for d in (1, 2, 3)}
+    assert all("timed out earlier on this host (link/0)" in out[name].skipped for name in skipped)
+
+
+def test_a_call_hung_on_one_npu_stops_that_npus_lane_only():
+    hang_on_2 = '[ "$PF_DEV" = 2 ] && sleep 30; echo "link=$PF_DEV"'
+    cmds = [("link", "hccn", hang_on_2, True), ("tls", "hccn", 'echo "tls=$PF_DEV"', True)]
+    out = _run_plan([cmds], devs="0 1 2 3")
+    assert out["link/2"].rc == 124 and "timed out earlier on this host (link/2)" in out["tls/2"].skipped
+    assert [out[f"tls/{d}"].stdout for d in (0, 1, 3)] == ["tls=0\n", "tls=1\n", "tls=3\n"]
+    assert [out[f"link/{d}"].stdout for d in (0, 1, 3)] == ["link=0\n", "link=1\n", "link=3\n"]
+
+
+def test_no_more_than_max_lanes_npus_at_once():
+    # Each call holds a slot for a while and notes how many were busy when it began.
+    cmds = [("n", "t", 'echo "$EPOCHREALTIME" >&2; sleep 0.4; echo "$EPOCHREALTIME" >&2', True)]
+    devs = " ".join(str(d) for d in range(noderunner.MAX_LANES + 4))
+    out = _run_plan([cmds], devs=devs, timeout=10)
+    spans = [_span(o) for o in out.values()]
+    assert len(spans) == noderunner.MAX_LANES + 4
+    most = max(sum(1 for b, e in spans if b <= t < e) for t, _ in spans)
+    assert 1 < most <= noderunner.MAX_LANES, spans
+
+
+def test_a_group_mixing_per_npu_and_other_calls_stays_in_order():
+    cmds = [("board", "smi", "echo board", False), ("link", "smi", _STAMPED % "link", True)]
+    out = _run_plan([cmds], devs="0 1")
+    span = {name: _span(o) for name, o in out.items() if o.stderr}
+    assert span["link/1"][0] >= span["link/0"][1], span
+    assert out["board"].stdout == "board\n"

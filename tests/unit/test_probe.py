@@ -440,9 +440,15 @@ def test_per_device_loop_over_a_private_dev():
         assert probe.outputs[f"dev.echo/{d}"].stdout == f"dev={d}\n"
     assert probe.outputs["dev.hang/0"].stdout == "dev=0\n"
     assert probe.outputs["dev.hang/1"].rc == 124
-    # Device 1 hung: the same tool is not asked about devices 2 and 10.
-    for d in (2, 10):
-        assert "timed out earlier" in probe.outputs[f"dev.hang/{d}"].skipped
+    if RUNNER == "bash":
+        # Device 1 hung: the bash runner, one call at a time, does not ask the tool about 2 and 10.
+        for d in (2, 10):
+            assert "timed out earlier" in probe.outputs[f"dev.hang/{d}"].skipped
+    else:
+        # The python runner asks about the NPUs side by side once the first call answered: the
+        # hang on device 1 costs device 1 only (test_noderunner.py covers the lanes).
+        for d in (2, 10):
+            assert probe.outputs[f"dev.hang/{d}"].stdout == f"dev={d}\n"
     assert probe.outputs["host"].stdout == "host\n"
     assert not [k for k in probe.outputs if k.endswith(("/X", "/1a", "/5", "/_manager"))]
 

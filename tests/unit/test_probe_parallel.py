@@ -49,7 +49,10 @@ def test_groups_run_concurrently_and_the_breaker_holds(runner, with_fd):
     assert probe.outputs["first"].stdout == "first\n"
     assert [probe.outputs[f"a/{d}"].stdout for d in (0, 1, 2)] == ["a=0\n", "a=1\n", "a=2\n"]
     assert probe.outputs["hang/0"].stdout == "h=0\n" and probe.outputs["hang/1"].rc == 124
-    assert "timed out earlier" in probe.outputs["hang/2"].skipped  # one hung tool, one timeout
+    if runner == "bash":
+        assert "timed out earlier" in probe.outputs["hang/2"].skipped  # one hung tool, one timeout
+    else:  # NPUs side by side after the first answered: the hang costs its own NPU only
+        assert probe.outputs["hang/2"].stdout == "h=2\n"
     assert len(probe.outputs["big"].stdout) == 300000 and probe.outputs["big"].stdout == probe.outputs["big2"].stdout
     stamps = {name: [float(t) for t in out.stderr.split()] for name, out in probe.outputs.items() if out.stderr}
     first_ended = stamps["first"][1]
