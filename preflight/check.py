@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from .facts import remedy_for_unevaluated
 from .results import SEVERITIES, Result
 
 MARKER = "preflight_check"
@@ -93,8 +94,9 @@ class Verdict:
                   remedy=remedy, outliers=outliers, **kw)
 
     def error(self, subject: str | None = None, message: str = "", **kw) -> None:
-        """The check could not be evaluated (output missing, timed out or unreadable)."""
-        self._add("error", subject, message, remedy=kw.pop("remedy", ""), **kw)
+        """The check could not be evaluated (output missing, timed out or unreadable); without a
+        ``remedy``, the next step for the reason in ``message`` (a hung tool, a missing one ...)."""
+        self._add("error", subject, message, remedy=kw.pop("remedy", "") or remedy_for_unevaluated(message), **kw)
 
     def skipped(self, subject: str | None = None, message: str = "not applicable", **kw) -> None:
         self._add("skipped", subject, message, remedy="", **kw)

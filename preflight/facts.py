@@ -141,6 +141,41 @@ def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: 
     return None
 
 
+# What an operator does about a fact that could not be read, by the reason _why_unusable (or the
+# parse step) gave: a check that cannot be evaluated still says what to do next.  First match wins;
+# the reasons that quote a tool's own output (its first line) come first, so that text cannot pick.
+_UNEVALUATED_REMEDIES = (
+    ("unreadable output", "Run the command shown on that node and read what it prints: an error text instead "
+     "of the usual table (driver not loaded, device in error) is the problem to fix; a driver release that "
+     "prints another layout is a preflight bug to report with that output."),
+    ("failed with exit code", "Run the command shown on that node to see its whole error, fix what it reports "
+     "(driver not loaded, device in error, a missing library) and re-run the preflight."),
+    ("is unreachable", ""),  # cluster.reachable says why and what to do, once per host
+    ("sudo -n needs a password", "Allow the preflight user to run npu-smi and hccn_tool without a password "
+     "(NOPASSWD for those two in sudoers), or run the preflight as root."),
+    ("timed out", "The command did not answer within --command-timeout. Run it by hand on that node: if it "
+     "hangs there too, the NPU driver or device is stuck (read dmesg and npu-smi info; an operator may have "
+     "to reset that NPU or reboot the node); if it is only slow, re-run with a larger --command-timeout."),
+    ("before the host's deadline", "The node's probe ran past --host-timeout: re-run with a larger "
+     "--host-timeout, or run the command shown by hand on that node to see which one is slow."),
+    ("not found on the host", "Install the tool on that node, or make it visible to a non-interactive SSH "
+     "session (PATH exported before ~/.bashrc's interactive-only return, or in /etc/environment); in a "
+     "container, mount /usr/local/Ascend/driver and the tools from the host."),
+    ("permission denied", "Run the preflight as a user allowed to execute the tool (root, or sudo: true in the "
+     "inventory with NOPASSWD for npu-smi and hccn_tool)."),
+    ("was not gathered", "The probe ended before this command ran (the run was interrupted, or the host ran "
+     "out of --host-timeout): re-run the preflight, with a larger --host-timeout if the host is slow."),
+)
+
+
+def remedy_for_unevaluated(message: str) -> str:
+    """The next step for a check that could not be evaluated because of ``message`` ("" if none fits)."""
+    for phrase, remedy in _UNEVALUATED_REMEDIES:
+        if phrase in message:
+            return remedy
+    return ""
+
+
 class SharedOutputs:
     """The outputs several hosts of one run printed alike: each text kept once and parsed once.
 

@@ -14,7 +14,7 @@ import pytest
 
 from . import __version__, forked
 from .activeprobe import run_phase_two
-from .facts import HostFacts, SharedOutputs, resolve
+from .facts import HostFacts, SharedOutputs, remedy_for_unevaluated, resolve
 from .gather import Gatherer, GatherSettings, raise_open_files_limit
 from .inventory import Host, Inventory, load_inventory
 from .results import Result, ResultStore, worst
@@ -358,7 +358,7 @@ class PreflightRun:
             message = _exception_message(call)
             self.store.add(Result(check=info.id, host=host_name, subject=None, outcome="error",
                                   severity=info.severity, message=message, reference=info.reference,
-                                  nodeid=item.nodeid))
+                                  remedy=remedy_for_unevaluated(message), nodeid=item.nodeid))
             report.preflight_status = "error"
             self._note(item, report, "error")
             return
@@ -552,7 +552,7 @@ def render_failures(results: list[Result], limit: int = MAX_FINDINGS_SHOWN) -> s
     for r in results:
         label = {"failed": "FAILED", "warning": "WARNING", "error": "ERROR"}.get(r.outcome, r.outcome.upper())
         lines.append(f"{label} [{r.check}] {r.message}")
-        if r.remedy and r.outcome in ("failed", "warning"):
+        if r.remedy:
             lines.append(f"    remedy: {r.remedy}")
         if r.reference:
             lines.append(f"    source: {r.reference}")

@@ -191,7 +191,7 @@ def findings(document: dict) -> str:
         message = _without_where(r["message"], host, subject)
         if host in unevaluated and r["check"] == "cluster.reachable":
             message += f" ({unevaluated[host]} other checks not evaluated)"
-        remedy = r.get("remedy") if r["outcome"] != "error" else None
+        remedy = r.get("remedy")
         key = (r["outcome"], r["check"], subject, message, remedy or None, r.get("reference") or None)
         groups.setdefault(key, []).append(host)
     parts = ['<h3>What to fix</h3><ol class="pf-findings">']

@@ -94,6 +94,8 @@ def test_tool_hung_on_one_npu_costs_that_npu_only(sim, tmp_path):
     links = [r for r in by_check(doc, "hccl.link_up") if r["host"] == "node-02"]
     [hung] = [r for r in links if r["outcome"] != "passed"]
     assert hung["outcome"] == "error" and hung["message"].startswith("node-02 npu3: `hccn_tool -i 3 -link -g` timed out")
+    assert "--command-timeout" in hung["remedy"]  # what to do next, not the link's remedy
+    assert "remedy: The command did not answer within --command-timeout" in proc.stdout
     assert len(links) == 8
     # Nothing more is asked about NPU 3; every other NPU is asked everything and judged.
     calls = [c["args"] for c in node.calls("hccn_tool")]

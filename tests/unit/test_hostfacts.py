@@ -131,3 +131,45 @@ def test_facts_loaded_from_a_file_share_equal_outputs(monkeypatch):
     b = HostFacts.from_json(dict(doc, host="b"), shared)
     shared.close_intake()
     assert a.get("net.resolve") is b.get("net.resolve")
+
+
+# -- a fact that cannot be read: the message says why, the remedy what to do next -----------------
+
+from preflight.check import CheckInfo, Verdict  # noqa: E402
+from preflight.facts import remedy_for_unevaluated  # noqa: E402
+from preflight.probe import CommandOutput  # noqa: E402
+
+
+@pytest.mark.parametrize("output, why, step", [
+    (CommandOutput("", "", 124), "timed out after 10s (hung tool)", "--command-timeout"),
+    (CommandOutput("", "", None, skipped="hccn_tool timed out earlier on this host (hccn.link/3)"),
+     "timed out earlier", "--command-timeout"),
+    (CommandOutput("", "", None), "did not finish before the host's deadline", "--host-timeout"),
+    (CommandOutput("", "bash: hccn_tool: command not found", 127), "not found on the host", "non-interactive"),
+    (CommandOutput("", "", 126), "permission denied", "NOPASSWD"),
+    (CommandOutput("", "sudo: a password is required", 1), "sudo -n needs a password", "NOPASSWD"),
+    (CommandOutput("", "dcmi module initialize failed", 2), "failed with exit code 2", "whole error"),
+    (CommandOutput("this is not a link state", "", 0), "unreadable output", "another layout"),
+], ids=["hung", "hung-earlier", "host-deadline", "missing", "not-executable", "sudo", "exit-code", "garbage"])
+def test_every_reason_a_fact_cannot_be_read_has_a_next_step(output, why, step):
+    value = make_facts(hccn_dot_link__3=output).per_device("hccn.link")[3]
+    assert isinstance(value, FactUnavailable)
+    message = str(value)
+    assert why in message
+    assert step in remedy_for_unevaluated(message)
+
+
+def test_an_unreachable_host_and_unknown_reasons_get_no_remedy_here():
+    assert remedy_for_unevaluated("not evaluated: node-03 is unreachable (connect timed out)") == ""
+    assert remedy_for_unevaluated("the check itself crashed: KeyError: 'x'") == ""
+
+
+def test_verdict_error_carries_the_next_step_unless_the_check_gives_one():
+    info = CheckInfo(id="hccl.link_up", severity="error", title="t", remedy="reseat the cable", reference="FAQ")
+    verdict = Verdict(info, "node-01")
+    verdict.error("npu3", message="node-01 npu3: `hccn_tool -i 3 -link -g` timed out after 10s (hung tool)")
+    verdict.error("npu4", message="node-01 npu4: odd", remedy="ask the vendor")
+    verdict.error("npu5", message="node-01 npu5: odd")
+    hung, own, none = verdict.results
+    assert "--command-timeout" in hung.remedy and "reseat" not in hung.remedy
+    assert own.remedy == "ask the vendor" and none.remedy == ""
