@@ -204,8 +204,20 @@ class Group:
         # (a wedged driver) costs one timeout and leaves one stuck process, as in the bash runner;
         # once it has answered, a call that hangs stops only the lane of its own NPU.
         lanes = [Group(self.commands, []) for _ in ctx.devs]
+        streaming = not isinstance(self.out, list)
+        lock = threading.Lock()
+
+        def flush(i):
+            # A group that streams passes each command's records on whole as it ends (they survive
+            # a later hang or the host deadline), never two commands' records interleaved.
+            if streaming:
+                with lock:
+                    data, lanes[i].out[:] = b"".join(lanes[i].out), []
+                    _write(self.out, data)
+
         name, tool, command, _ = self.commands[0]
         lanes[0].call(ctx, name, tool, command, ctx.devs[0])
+        flush(0)
         room = threading.BoundedSemaphore(MAX_LANES)
 
         def lane(i):
@@ -214,6 +226,7 @@ class Group:
                     for j, (name, tool, command, _) in enumerate(self.commands):
                         if i or j:
                             lanes[i].call(ctx, name, tool, command, ctx.devs[i], lane=True)
+                            flush(i)
             except Exception as exc:  # noqa: BLE001 - reported as Group.run reports it
                 ctx.failed.append("%s: %s" % (type(exc).__name__, exc))
 

@@ -316,3 +316,28 @@ def test_a_group_mixing_per_npu_and_other_calls_stays_in_order():
     span = {name: _span(o) for name, o in out.items() if o.stderr}
     assert span["link/1"][0] >= span["link/0"][1], span
     assert out["board"].stdout == "board\n"
+
+
+def test_a_streaming_lane_group_passes_on_each_npus_records_while_another_npu_hangs():
+    # Only the per-NPU group in the plan: it is the first group, whose records stream (they survive
+    # a later hang or the host deadline). NPU 2 hangs for a minute; the others' records come first.
+    nonce = new_nonce()
+    plan = [[["link", "hccn", '[ "$PF_DEV" = 2 ] && sleep 60; echo "link=$PF_DEV"', True],
+             ["tls", "hccn", 'echo "tls=$PF_DEV"', True]]]
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", noderunner_source(), nonce, str(1 << 20), "120",
+                             json.dumps(plan), "0 1 2 3", BASH],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        lines, want = [], {f"{n}/{d}" for n in ("link", "tls") for d in (0, 1, 3)}
+        deadline = time.monotonic() + 50  # well before NPU 2's call could end
+        while time.monotonic() < deadline:
+            lines.append(proc.stdout.readline().decode())
+            got = parse_probe_output("".join(lines), nonce).outputs
+            if want <= {k for k, o in got.items() if o.rc is not None}:
+                break
+        assert proc.poll() is None  # still waiting on NPU 2
+        assert {k: got[k].stdout for k in want} == {k: k.replace("/", "=") + "\n" for k in want}
+        assert "link/2" not in got
+    finally:
+        proc.terminate()  # the runner's own handler ends the hung call's process group too
+        proc.wait()
