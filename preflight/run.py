@@ -356,9 +356,11 @@ class PreflightRun:
             return
         if report.when == "setup" and report.failed:
             message = _exception_message(call)
-            self.store.add(Result(check=info.id, host=host_name, subject=None, outcome="error",
-                                  severity=info.severity, message=message, reference=info.reference,
-                                  remedy=remedy_for_unevaluated(message), nodeid=item.nodeid))
+            result = Result(check=info.id, host=host_name, subject=None, outcome="error",
+                            severity=info.severity, message=message, reference=info.reference,
+                            remedy=remedy_for_unevaluated(message), nodeid=item.nodeid)
+            self.store.add(result)
+            report.longrepr = render_failures([result])  # with its next step and source, as a check's own error
             report.preflight_status = "error"
             self._note(item, report, "error")
             return

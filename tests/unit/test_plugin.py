@@ -89,6 +89,11 @@ def test_inventory_run_collects_builtin_checks_and_writes_reports(pytester, inv)
     assert [(r["host"], r["outcome"]) for r in reachable] == [("localhost", "passed")]
     davinci = [r for r in doc["results"] if r["check"] == "devices.davinci_nodes"]
     assert davinci and all(r["outcome"] == "failed" for r in davinci)  # no /dev/davinciN here
+    # No npu-smi here either: its checks are not evaluated, and say what to do about it.
+    health = [r for r in doc["results"] if r["check"] == "npu.health"]
+    assert health and all(r["outcome"] == "error" and "npu-smi not found on the host" in r["message"]
+                          and "non-interactive SSH session" in r["remedy"] for r in health), health
+    assert "    remedy: Install the tool on that node" in text
     assert sum(doc["summary"].values()) == len(doc["results"])
 
     # 9: the pytest-html report has our columns, the matrix and the verdict.
