@@ -341,3 +341,11 @@ def test_a_streaming_lane_group_passes_on_each_npus_records_while_another_npu_ha
     finally:
         proc.terminate()  # the runner's own handler ends the hung call's process group too
         proc.wait()
+
+
+def test_the_runner_is_python_3_6_syntax():
+    # It runs on the node's own python3, which on older training images is 3.6 or 3.7.
+    import ast
+    ast.parse(noderunner_source(), feature_version=(3, 6))
+    with pytest.raises(SyntaxError):  # the check itself can fail: a 3.8 walrus is refused
+        ast.parse("if (n := 1):\n    pass\n", feature_version=(3, 6))
