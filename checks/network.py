@@ -15,6 +15,14 @@ FIREWALL_REMEDY = ("Open the port between the nodes: stop firewalld on the targe
                    "the source with nc -zv <target> <port>.")
 
 
+# A port inside the ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default: HCCL's
+# 60000-60015 are in it) can be taken by any outgoing connection; the service then cannot bind it.
+HELD_PORT_REMEDY = ("Keep the port out of the range the kernel hands to outgoing connections, on every node: "
+                    "sysctl -w net.ipv4.ip_local_reserved_ports={port} (a range for a block of ports, e.g. "
+                    "60000-60031 for HCCL; persist it in /etc/sysctl.d/), see what holds it now with "
+                    "ss -tanp 'sport = :{port}', then run the preflight again.")
+
+
 def judge_tcp(verdict, probe, path: str, subject: str, severity=None, **kw) -> None:
     """One TCP probe -> one result: open, dropped, rejected, or undecidable."""
     if probe.state == "open":
@@ -30,6 +38,12 @@ def judge_tcp(verdict, probe, path: str, subject: str, severity=None, **kw) -> N
                        observed=f"{path}: connection refused although a listener is open on the target (a firewall "
                                 f"REJECT rule, or the service listens on 127.0.0.1 only)",
                        expected="the connection accepted", **kw)
+    elif probe.state == "refused" and probe.listener == "held":
+        verdict.error(subject, message=f"{path}: connection refused; nothing listens on port {probe.port} there, and "
+                                       f"a connection holds it as its local port (outgoing, or in TIME_WAIT), so no "
+                                       f"temporary listener could be opened and a firewall cannot be told from a "
+                                       f"service not started",
+                      remedy=HELD_PORT_REMEDY.format(port=probe.port), **kw)
     elif probe.state == "refused":
         verdict.error(subject, message=f"{path}: connection refused and nothing listens there yet; no temporary "
                                        f"listener could be opened (python3 missing or the port in use), so a "

@@ -35,9 +35,24 @@ DEFAULT_RAY_PORTS = (("ray_port", "GCS", 6379), ("ray_dashboard_port", "dashboar
 DEFAULT_HCCL_BASE_PORT = 60000
 HCCL_PORTS_PROBED = (0, 15)  # offsets from HCCL_IF_BASE_PORT: the first and the last of its 16-port block
 
+# A port we cannot bind is BUSY when something listens on it (on any address), HELD when only a
+# connection holds it as its local port (an outgoing connection's ephemeral port, or one in
+# TIME_WAIT: 60000-60015 lie inside Linux's default ephemeral range 32768-60999); neither when
+# the bind failed for another reason (a port below 1024 without root).
 _LISTENER = r"""
-import os, select, socket, sys
-socks, ready, busy = [], [], []
+import errno, os, select, socket, sys
+def listens(port):
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                for line in list(fh)[1:]:
+                    f = line.split()
+                    if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                        return True
+        except (OSError, ValueError, IndexError):
+            pass
+    return False
+socks, ready, busy, held = [], [], [], []
 for port in map(int, sys.argv[1:]):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -46,8 +61,10 @@ for port in map(int, sys.argv[1:]):
         s.listen(128)
         socks.append(s); ready.append(str(port))
     except OSError as e:
-        busy.append(str(port))
-print("READY", ",".join(ready) or "-", "BUSY", ",".join(busy) or "-", flush=True)
+        s.close()
+        if e.errno == errno.EADDRINUSE:
+            (busy if listens(port) else held).append(str(port))
+print("READY", ",".join(ready) or "-", "BUSY", ",".join(busy) or "-", "HELD", ",".join(held) or "-", flush=True)
 while True:
     r, _, _ = select.select(socks + [0], [], [], 1.0)
     if 0 in r and not os.read(0, 1):
@@ -146,7 +163,7 @@ done
 
 @dataclass
 class Listening:
-    states: dict[int, str] = field(default_factory=dict)  # port -> existing | temporary | none
+    states: dict[int, str] = field(default_factory=dict)  # port -> existing | temporary | held | none
     process: object | None = None
 
     def close(self) -> None:
@@ -236,12 +253,12 @@ class PhaseTwo:
             return listening
         line = process.readline(timeout=self.settings.command_timeout) or ""
         parts = line.split()
-        if len(parts) == 4 and parts[0] == "READY":
-            bound = {int(p) for p in parts[1].split(",") if p.isdigit()}
-            busy = {int(p) for p in parts[3].split(",") if p.isdigit()}
+        if len(parts) == 6 and parts[0] == "READY" and parts[2] == "BUSY" and parts[4] == "HELD":
+            bound, busy, held = ({int(p) for p in parts[i].split(",") if p.isdigit()} for i in (1, 3, 5))
             for port in wanted:
-                # Busy: something bound the port since phase one, so it listens; connect to it.
-                listening.states[port] = "temporary" if port in bound else "existing" if port in busy else "none"
+                # Busy: something started listening there since phase one; connect to it.
+                listening.states[port] = ("temporary" if port in bound else "existing" if port in busy
+                                          else "held" if port in held else "none")
             listening.process = process if bound else None
             if not bound:
                 process.close()

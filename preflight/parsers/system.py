@@ -157,7 +157,9 @@ class TcpProbe:
     state: str  # open, refused, timeout, unreachable, unresolved, error
     address: str
     port: int
-    listener: str  # on the target: "existing" (something already listens), "temporary" (ours), "none"
+    # On the target: "existing" (something already listens), "temporary" (ours), "held" (no listener:
+    # a connection holds the port as its local port, so ours could not bind it), "none".
+    listener: str
     detail: str
 
 

@@ -294,3 +294,89 @@ def test_rendezvous_master_from_the_job_when_the_nodes_do_not_set_it(tmp_path):
     assert {(r.host, r.subject, r.outcome) for r in results} == {
         ("node-02", "10.0.0.1:6000", "failed"), ("node-03", "10.0.0.1:6000", "failed")}
     assert all("from the job" in r.message for r in results)
+
+
+# -- the temporary listener --------------------------------------------------------------------
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Facts:
+    def __init__(self, values):
+        self.values = values
+
+    def get(self, name):
+        return self.values[name]
+
+
+class _LocalGatherer:
+    def __init__(self):
+        from preflight.transport.local import LocalTransport
+
+        self.local = LocalTransport()
+
+    def transport(self, host):
+        return self.local
+
+
+def test_listener_tells_a_listener_from_a_port_held_by_a_connection():
+    """A port in use is "existing" only when something listens on it; one held by a connection as
+    its local port (an outgoing connection, or one in TIME_WAIT: HCCL's 60000-60015 lie inside
+    Linux's default ephemeral range) is "held": no listener there, so a refused connect is no
+    firewall finding."""
+    import socket
+    import sys
+    from types import SimpleNamespace
+
+    from preflight.activeprobe import PhaseTwo
+    from preflight.gather import GatherSettings
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    listened = server.getsockname()[1]  # something listens, on 127.0.0.1 only: bind 0.0.0.0 fails
+    client = socket.socket()
+    client.bind(("127.0.0.1", 0))
+    held = client.getsockname()[1]
+    client.connect(("127.0.0.1", listened))  # an established connection with local port `held`
+    accepted, _ = server.accept()
+    free = _free_port()
+    host = make_host("local")
+    cluster = SimpleNamespace(facts={"local": _Facts({"net.listening": frozenset(),
+                                                      "tools.python3": sys.executable})})
+    phase = PhaseTwo(cluster, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=5))
+    try:
+        listening = phase.listen(host, [free, listened, held])
+        try:
+            assert listening.states == {free: "temporary", listened: "existing", held: "held"}
+            with socket.create_connection(("127.0.0.1", free), timeout=5):
+                pass  # ours accepts
+        finally:
+            listening.close()
+        # The same once the connection is closed from our side: its port stays in TIME_WAIT.
+        client.close()
+        accepted.close()
+        listening = phase.listen(host, [held])
+        listening.close()
+        assert listening.states == {held: "held"}
+    finally:
+        for s in (client, accepted, server):
+            s.close()
+
+
+def test_refused_on_a_held_port_is_not_a_firewall_finding():
+    hosts, cl = _cluster({"node-01": {"tcp.hccl": "refused 10.0.0.2 60000 held Connection refused\n"
+                                                  "refused 10.0.0.2 60015 temporary Connection refused\n"}})
+    results = {r.subject: r for r in run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"],
+                                               cluster=cl)}
+    held, rejected = results["node-02:60000"], results["node-02:60015"]
+    assert rejected.outcome == "failed" and "listener is open" in rejected.observed
+    assert held.outcome == "error"
+    assert "a connection holds it as its local port" in held.message and "firewall" in held.message
+    assert "ip_local_reserved_ports=60000" in held.remedy and "sport = :60000" in held.remedy
+    assert held.remedy != rejected.remedy
