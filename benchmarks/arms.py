@@ -16,6 +16,7 @@ import importlib
 import json
 import os
 import pkgutil
+import re
 import shlex
 import subprocess
 import sys
@@ -24,6 +25,8 @@ import time
 from pathlib import Path
 
 from benchmarks.run import UNRELATED_PLUGINS
+from preflight.activeprobe import (CONNECT_TIMEOUT, DEFAULT_HCCL_BASE_PORT, DEFAULT_RAY_PORTS,
+                                  HCCL_PORTS_PROBED, LAUNCHER_ROLES, PING_TIMEOUT)
 from preflight.facts import resolve
 from preflight.gather import Gatherer, GatherSettings
 from preflight.inventory import load_inventory
@@ -111,13 +114,19 @@ def commands(inventory: str, fanout: int) -> dict:
 def percheck(inventory: str, sample: int) -> dict:
     """testinfra-style: one connection per host, reused; one exec per command (per device for the
     per-NPU ones), each the bare command as ``host.run(...)`` would send it (the probe's ``PF_*``
-    values and tool paths exported in front, no timeout, cap or framing); host after host."""
+    values and tool paths exported in front, no timeout, cap or framing); host after host.
+
+    Then the cross-node checks the same way (:func:`phase_two_execs`), one exec per thing checked,
+    as a testinfra suite would write them (``host.addr(a).port(p).is_reachable`` is one exec per
+    port); the launcher's SSH logins, one exec per target, are timed apart (``launcher_per_target_s``)
+    because their number grows with N on one host, where everything else grows with N hosts."""
     hosts = load_inventory(inventory).hosts
     sample_hosts = hosts[:sample]
     commands = phase_one_commands()
     g = Gatherer(GatherSettings(fanout=1))
-    execs = 0
+    execs = execs2 = 0
     ok = 0
+    phase_two_s = 0.0
     t0 = time.monotonic()
     for host in sample_hosts:
         t = g.transport(host)
@@ -134,9 +143,82 @@ def percheck(inventory: str, sample: int) -> dict:
                 execs += 1
                 ok += r.exit_code is not None
     wall = time.monotonic() - t0
+    # Phase two's equivalents, host after host (the peers' device IPs are looked up untimed).
+    plans = [(host, phase_two_execs(host, hosts, _peer_device_ips(g, host, hosts))) for host in sample_hosts]
+    t1 = time.monotonic()
+    for host, bodies in plans:
+        t = g.transport(host)
+        for body in bodies:
+            t.run(body, 60, 1 << 20)
+            execs2 += 1
+    phase_two_s = time.monotonic() - t1
+    launcher = next((h for h in hosts if LAUNCHER_ROLES & h.roles), None)
+    launcher_s, targets = 0.0, []
+    if launcher is not None:
+        targets = [h for h in hosts if h.name != launcher.name and h.connection != "local"][:sample]
+        t = g.transport(launcher)
+        t2 = time.monotonic()
+        for target in targets:
+            r = t.run(launcher_ssh_exec(target, GatherSettings().connect_timeout), 60, 1 << 20)
+            ok += r.exit_code == 0
+        launcher_s = time.monotonic() - t2
     g.close()
     return {"wall_s": wall, "hosts_sampled": len(sample_hosts), "execs": execs, "commands_ok": ok,
-            "per_host_s": wall / max(1, len(sample_hosts))}
+            "per_host_s": wall / max(1, len(sample_hosts)),
+            "phase_two_execs": execs2, "phase_two_per_host_s": phase_two_s / max(1, len(sample_hosts)),
+            "launchers": sum(1 for h in hosts if LAUNCHER_ROLES & h.roles),
+            "launcher_targets_sampled": len(targets),
+            "launcher_per_target_s": launcher_s / max(1, len(targets)),
+            "inner_s": time.monotonic() - t0}
+
+
+def _next_host(host, hosts):
+    """The host's successor in the checker's HCCL and ping ring (inventory order, wrapping)."""
+    return hosts[(hosts.index(host) + 1) % len(hosts)]
+
+
+def _peer_device_ips(g, host, hosts) -> list[str]:
+    """The device IPs of the host after ``host`` (the ring's neighbour), asked on that host."""
+    peer = _next_host(host, hosts)
+    t = g.transport(peer)
+    t.connect()
+    devs = t.run(LIST_DEVICES, 30, 1 << 20).stdout.split()
+    ips = []
+    for dev in devs:
+        out = t.run(f"/usr/local/Ascend/driver/tools/hccn_tool -i {int(dev)} -ip -g", 30, 1 << 20)
+        ips += re.findall(r"ipaddr\s*:\s*(\S+)", out.stdout.decode(errors="replace"))[:1]
+    return ips
+
+
+def _tcp_connect(address: str, port: int) -> str:
+    return f"timeout {CONNECT_TIMEOUT} bash -c 'exec 3<>/dev/tcp/$0/$1' {shlex.quote(address)} {int(port)}"
+
+
+def phase_two_execs(host, hosts, peer_ips: list[str]) -> list[str]:
+    """What a per-check suite sends from ``host`` for the cross-node checks the checker's phase two
+    makes (the same plan: activeprobe's Ray ports, HCCL ring neighbour and ports, ring pings),
+    one exec each: the clock; a TCP connect per Ray port on the head (workers); a TCP connect per
+    probed HCCL port on the next host; one ``hccn_tool -ping`` per NPU to the next host's NPU."""
+    bodies = ["date +%s.%N"]
+    head = next((h for h in hosts if "head" in h.roles), None)
+    if head is not None and head.name != host.name:
+        for key, _, default in DEFAULT_RAY_PORTS:
+            bodies.append(_tcp_connect(head.address, int(head.vars.get(key) or default)))
+    peer = _next_host(host, hosts)
+    if peer.name != host.name:
+        for off in HCCL_PORTS_PROBED:
+            bodies.append(_tcp_connect(peer.address, DEFAULT_HCCL_BASE_PORT + off))
+        for dev, ip in enumerate(peer_ips):
+            bodies.append(f"timeout {PING_TIMEOUT} /usr/local/Ascend/driver/tools/hccn_tool -i {dev} -ping -g "
+                          f"address {shlex.quote(ip)}")
+    return bodies
+
+
+def launcher_ssh_exec(target, timeout: float) -> str:
+    """The launcher's non-interactive login to ``target``, as the checker's probe makes it."""
+    login = f"{target.user + '@' if target.user else ''}{target.address}"
+    return (f"ssh -n -o BatchMode=yes -o ConnectTimeout={int(timeout)} -o StrictHostKeyChecking=yes "
+            f"-o UpdateHostKeys=no -o LogLevel=ERROR -p {int(target.port or 22)} {shlex.quote(login)} true")
 
 
 # The test module of the testinfra arm: one test per check command (per-NPU commands loop over the

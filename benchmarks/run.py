@@ -12,8 +12,9 @@ Per N, five arms against the same hosts and the same fakes; the first four share
 * commands  connect + every phase-one command in one plain shell script per host, same pool and
             fan-out (benchmarks/arms.py commands): the floor for phase one with these commands
 * percheck  the same phase-one commands, one exec each (the bare command) over one reused
-            connection, host after host, as a testinfra-style suite would (benchmarks/arms.py
-            percheck); serial, so run on a sample of hosts and scaled linearly to N
+            connection, host after host, as a testinfra-style suite would, then phase two's
+            cross-node checks the same way (benchmarks/arms.py percheck); serial, so run on a
+            sample of hosts and scaled linearly to N
 * testinfra the same commands from a real pytest-testinfra suite (benchmarks/arms.py testinfra;
             needs `pip install -e '.[bench]'`), sampled and scaled the same way
 
@@ -233,13 +234,19 @@ def bench_size(n: int, fanout: int, sample: int, scratch: Path) -> dict:
         pc = measure([sys.executable, "-m", "benchmarks.arms", "percheck", str(inv), str(k)],
                      scratch / f"percheck{n}.log")
         pcd = json.loads(pc["stdout"].strip().splitlines()[-1])
+        # Serial, so linear: phase one's and phase two's execs per host times N, the launcher's
+        # logins per target times its N - 1 targets, plus the arm's process start and connects.
+        percheck_phase_two = (pcd["phase_two_per_host_s"] * n
+                              + pcd["launcher_per_target_s"] * (n - 1) * pcd["launchers"])
         row.update(percheck_sampled=k, percheck_execs_per_host=pcd["execs"] / k, percheck_per_host_s=pcd["per_host_s"],
-                   percheck_est_wall_s=pcd["per_host_s"] * n + (pc["wall_s"] - pcd["wall_s"]))
+                   percheck_phase_two_execs_per_host=pcd["phase_two_execs"] / k,
+                   percheck_launcher_per_target_s=pcd["launcher_per_target_s"],
+                   percheck_phase_two_est_s=percheck_phase_two,
+                   percheck_est_wall_s=pcd["per_host_s"] * n + percheck_phase_two + (pc["wall_s"] - pcd["inner_s"]))
         row["vs_floor"] = row["full_wall_s"] / row["floor_wall_s"]
         row["vs_percheck"] = row["percheck_est_wall_s"] / row["full_wall_s"]
         if row["phase_one_s"]:
-            # Like for like: the per-check arm sends phase one's commands only, so also against
-            # the checker's phase one (both without their process's start).
+            # Phase one alone on both sides (both without their process's start).
             row["phase_one_vs_percheck"] = pcd["per_host_s"] * n / row["phase_one_s"]
         row.update(testinfra_arm(inv, k, n, scratch, row["full_wall_s"]))
         return row
@@ -281,7 +288,8 @@ COLUMNS = [("N", "n", "{}"), ("nodes", "kind", "{}"), ("wall s", "full_wall_s", 
            ("SSH conns/host", "connections_per_host", "{:.2f}"), ("sessions/host", "sessions_per_host", "{:.2f}"),
            ("floor wall s", "floor_wall_s", "{:.1f}"), ("vs floor", "vs_floor", "{:.1f}×"),
            ("commands wall s", "commands_inner_wall_s", "{:.1f}"), ("phase one vs commands", "phase_one_vs_commands", "{:.2f}×"),
-           ("per-check wall s (est.)", "percheck_est_wall_s", "{:.0f}"), ("vs per-check", "vs_percheck", "{:.1f}×"),
+           ("per-check wall s (est.)", "percheck_est_wall_s", "{:.0f}"),
+           ("of which phase two s", "percheck_phase_two_est_s", "{:.0f}"), ("vs per-check", "vs_percheck", "{:.1f}×"),
            ("phase one vs per-check", "phase_one_vs_percheck", "{:.1f}×"),
            ("testinfra wall s (est.)", "testinfra_est_wall_s", "{:.0f}"), ("vs testinfra", "vs_testinfra", "{:.1f}×"),
            ("box CPU s (all nodes + controller)", "full_box_cpu_s", "{:.0f}"), ("steal s", "full_steal_s", "{:.0f}"),
@@ -334,9 +342,13 @@ def main(argv=None) -> int:
           "phase one vs commands: the checker's phase one (its progress line) ÷ that.",
           "- vs per-check: the same phase-one commands, one exec each (the bare command, as testinfra's "
           "`host.run` sends it) over a reused connection, host after host; "
-          f"measured on {args.sample} host(s) and scaled linearly to N (the arm is serial). It sends phase one's "
-          "commands only, so 'phase one vs per-check' sets it against the checker's phase one alone (process "
-          "starts excluded on both sides); 'vs per-check' against the whole run, phase two and reports included.",
+          "then phase two's cross-node checks the same way, one exec per thing checked: the clock, a TCP "
+          "connect per Ray port on the head (workers) and per probed HCCL port on the ring's next host, one "
+          "`hccn_tool -ping` per NPU to the next host's NPU, and the launcher's `ssh target true` per target; "
+          f"measured on {args.sample} host(s) (and as many launcher targets) and scaled linearly to N (the arm "
+          "is serial; the launcher's logins to its N - 1 targets). 'vs per-check' sets the whole run against "
+          "it (reports included on our side only); 'phase one vs per-check' phase one against phase one "
+          "(process starts excluded on both sides). The testinfra arm sends phase one's commands only.",
           "- vs testinfra: the same commands as a real pytest-testinfra suite (one test per check, one "
           "`host.run` per command, `ssh://` backend: OpenSSH, one control connection per host reused through "
           "a ControlPath), host after host; pytest's start timed apart, the rest scaled linearly from the "
