@@ -58,6 +58,7 @@ __all__ = ["SimCluster", "SimNode", "Undo", "Listener", "SimClusterError", "miss
 FAKES_DIR = Path(__file__).resolve().with_name("fakes")
 RUN_DIR = Path("/run/simcluster")          # lock file + one record per live cluster
 SSHD = "/usr/sbin/sshd"
+LOGIN_WAITS = 8  # nodes whose first login is being tried at once while a cluster starts
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HEALTHY_ENV = {"HCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0"}
 # What set_env.sh (CANN 8.2.RC1, nnal) and the FAQs' recommended exports give a healthy node; the fake
@@ -1328,10 +1329,14 @@ class SimCluster:
         for n in self.nodes:
             n._spawn_sshd()
         errors: list[BaseException] = []
+        # A few first logins at a time: a hundred at once on a small box each take longer than
+        # the 5 s a try is given, and all retry forever (seen at N = 100 on 2 busy cores).
+        room = threading.BoundedSemaphore(LOGIN_WAITS)
 
         def wait(node):
             try:
-                node._wait_sshd(max(1.0, deadline - time.monotonic()))
+                with room:
+                    node._wait_sshd(max(1.0, deadline - time.monotonic()))
             except BaseException as e:      # noqa: BLE001 - re-raised below
                 errors.append(e)
         threads = [threading.Thread(target=wait, args=(n,)) for n in self.nodes]
