@@ -215,7 +215,16 @@ class Group:
                     data, lanes[i].out[:] = b"".join(lanes[i].out), []
                     _write(self.out, data)
 
+        def started(i, name):
+            # ... and says which call is running as it starts, on a line of its own ("I": in flight,
+            # it does not open a record), so that a call the host deadline cuts off reads "did not
+            # finish before the host's deadline", not "was not gathered".
+            if streaming:
+                with lock:
+                    _write(self.out, b"%s I %s/%s\n" % (ctx.nonce, name.encode(), str(ctx.devs[i]).encode()))
+
         name, tool, command, _ = self.commands[0]
+        started(0, name)
         lanes[0].call(ctx, name, tool, command, ctx.devs[0])
         flush(0)
         room = threading.BoundedSemaphore(MAX_LANES)
@@ -225,6 +234,7 @@ class Group:
                 with room:
                     for j, (name, tool, command, _) in enumerate(self.commands):
                         if i or j:
+                            started(i, name)
                             lanes[i].call(ctx, name, tool, command, ctx.devs[i], lane=True)
                             flush(i)
             except Exception as exc:  # noqa: BLE001 - reported as Group.run reports it

@@ -16,6 +16,8 @@ Record lines (one per line, nonce first)::
     <nonce> R <rc> <ms>       its exit status and run time in milliseconds
     <nonce> E <base64>        its stderr
     <nonce> S <fact> <why>    a command that was not run (its tool hung earlier)
+    <nonce> I <fact>          a command is running (python runner, NPUs side by side: its B to E
+                              lines come whole when it ends, so this opens no record)
     <nonce> END               the script finished
 """
 
@@ -269,6 +271,10 @@ def parse_probe_output(data: bytes | str, nonce: str, cap: int = DEFAULT_CAP) ->
             current.truncated |= len(raw) > cap
             current.stderr = raw[:cap].decode("utf-8", errors="replace")
             current = None
+        elif kind == "I":
+            # A call that started (its records come whole when it ends): without them it is one
+            # the probe's end cut off, not one never run.
+            outputs.setdefault(rest.strip(), CommandOutput(stdout="", stderr="", rc=None))
         elif kind == "S":
             name, _, why = rest.partition(" ")
             outputs[name] = CommandOutput(stdout="", stderr="", rc=None, skipped=why or "not run")

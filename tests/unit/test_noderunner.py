@@ -337,10 +337,44 @@ def test_a_streaming_lane_group_passes_on_each_npus_records_while_another_npu_ha
                 break
         assert proc.poll() is None  # still waiting on NPU 2
         assert {k: got[k].stdout for k in want} == {k: k.replace("/", "=") + "\n" for k in want}
-        assert "link/2" not in got
+        assert got["link/2"].rc is None and not got["link/2"].skipped and not got["link/2"].stdout  # running
     finally:
         proc.terminate()  # the runner's own handler ends the hung call's process group too
         proc.wait()
+
+
+def test_a_call_the_host_deadline_cuts_off_in_a_streaming_lane_group_did_not_finish():
+    # NPU 2's first call hangs; the probe is cut off (as the host deadline does) once the others
+    # are through. The hung call reads as started and unfinished, not as never gathered.
+    from preflight.facts import FactUnavailable, HostFacts
+    from preflight.probe import CommandOutput
+
+    nonce = new_nonce()
+    plan = [[["hccn.link", "hccn", '[ "$PF_DEV" = 2 ] && sleep 60; echo "link=$PF_DEV"', True],
+             ["hccn.tls", "hccn", 'echo "tls=$PF_DEV"', True]]]
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", noderunner_source(), nonce, str(1 << 20), "120",
+                             json.dumps(plan), "0 1 2 3", BASH],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        lines, done = [], {f"hccn.tls/{d}" for d in (0, 1, 3)}
+        deadline = time.monotonic() + 50
+        while time.monotonic() < deadline:
+            lines.append(proc.stdout.readline().decode())
+            if done <= {k for k, o in parse_probe_output("".join(lines), nonce).outputs.items() if o.rc is not None}:
+                break
+    finally:
+        proc.terminate()
+        proc.wait()
+    probe = parse_probe_output("".join(lines), nonce)
+    assert not probe.complete
+    hung = probe.outputs["hccn.link/2"]
+    assert hung.rc is None and not hung.skipped
+    assert "hccn.tls/2" not in probe.outputs  # never started
+    raw = dict(probe.outputs, **{"probe.devices": CommandOutput(stdout="0 1 2 3\n", stderr="", rc=0)})
+    facts = HostFacts(host="node-01", address="node-01", raw=raw, command_timeout=10)
+    link, tls = facts.per_device("hccn.link"), facts.per_device("hccn.tls")
+    assert isinstance(link[2], FactUnavailable) and "did not finish before the host's deadline" in str(link[2])
+    assert isinstance(tls[2], FactUnavailable) and "was not gathered" in str(tls[2])
 
 
 def test_the_runner_is_python_3_6_syntax():
