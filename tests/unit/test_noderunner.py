@@ -318,58 +318,52 @@ def test_a_group_mixing_per_npu_and_other_calls_stays_in_order():
     assert out["board"].stdout == "board\n"
 
 
-def test_a_streaming_lane_group_passes_on_each_npus_records_while_another_npu_hangs():
-    # Only the per-NPU group in the plan: it is the first group, whose records stream (they survive
-    # a later hang or the host deadline). NPU 2 hangs for a minute; the others' records come first.
+def _stream_with_npu2_hung(link, tls):
+    """Run a one-group plan (``link`` per NPU, then ``tls``; NPU 2's ``link`` call sleeps a minute)
+    and read its streamed records until every other NPU is through, as the host deadline would
+    cut it there; returns the probe read so far and whether the runner was still running."""
     nonce = new_nonce()
-    plan = [[["link", "hccn", '[ "$PF_DEV" = 2 ] && sleep 60; echo "link=$PF_DEV"', True],
-             ["tls", "hccn", 'echo "tls=$PF_DEV"', True]]]
+    plan = [[[link, "hccn", '[ "$PF_DEV" = 2 ] && sleep 60; echo "link=$PF_DEV"', True],
+             [tls, "hccn", 'echo "tls=$PF_DEV"', True]]]
     proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", noderunner_source(), nonce, str(1 << 20), "120",
                              json.dumps(plan), "0 1 2 3", BASH],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     try:
-        lines, want = [], {f"{n}/{d}" for n in ("link", "tls") for d in (0, 1, 3)}
+        lines, want = [], {f"{n}/{d}" for n in (link, tls) for d in (0, 1, 3)}
         deadline = time.monotonic() + 50  # well before NPU 2's call could end
         while time.monotonic() < deadline:
             lines.append(proc.stdout.readline().decode())
-            got = parse_probe_output("".join(lines), nonce).outputs
-            if want <= {k for k, o in got.items() if o.rc is not None}:
+            if want <= {k for k, o in parse_probe_output("".join(lines), nonce).outputs.items() if o.rc is not None}:
                 break
-        assert proc.poll() is None  # still waiting on NPU 2
-        assert {k: got[k].stdout for k in want} == {k: k.replace("/", "=") + "\n" for k in want}
-        assert got["link/2"].rc is None and not got["link/2"].skipped and not got["link/2"].stdout  # running
+        running = proc.poll() is None
     finally:
         proc.terminate()  # the runner's own handler ends the hung call's process group too
         proc.wait()
+    return parse_probe_output("".join(lines), nonce), running
+
+
+def test_a_streaming_lane_group_passes_on_each_npus_records_while_another_npu_hangs():
+    # Only the per-NPU group in the plan: it is the first group, whose records stream (they survive
+    # a later hang or the host deadline). NPU 2 hangs for a minute; the others' records come first.
+    probe, running = _stream_with_npu2_hung("link", "tls")
+    got = probe.outputs
+    assert running  # still waiting on NPU 2
+    want = {f"{n}/{d}" for n in ("link", "tls") for d in (0, 1, 3)}
+    assert {k: got[k].stdout for k in want} == {k: k.replace("/", "=") + "\n" for k in want}
+    assert got["link/2"].rc is None and not got["link/2"].skipped and not got["link/2"].stdout  # running
 
 
 def test_a_call_the_host_deadline_cuts_off_in_a_streaming_lane_group_did_not_finish():
-    # NPU 2's first call hangs; the probe is cut off (as the host deadline does) once the others
-    # are through. The hung call reads as started and unfinished, not as never gathered.
+    # The probe cut off once the other NPUs are through: NPU 2's hung call reads as started and
+    # unfinished, not as never gathered; its next call, never started, as not gathered.
     from preflight.facts import FactUnavailable, HostFacts
     from preflight.probe import CommandOutput
 
-    nonce = new_nonce()
-    plan = [[["hccn.link", "hccn", '[ "$PF_DEV" = 2 ] && sleep 60; echo "link=$PF_DEV"', True],
-             ["hccn.tls", "hccn", 'echo "tls=$PF_DEV"', True]]]
-    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", noderunner_source(), nonce, str(1 << 20), "120",
-                             json.dumps(plan), "0 1 2 3", BASH],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    try:
-        lines, done = [], {f"hccn.tls/{d}" for d in (0, 1, 3)}
-        deadline = time.monotonic() + 50
-        while time.monotonic() < deadline:
-            lines.append(proc.stdout.readline().decode())
-            if done <= {k for k, o in parse_probe_output("".join(lines), nonce).outputs.items() if o.rc is not None}:
-                break
-    finally:
-        proc.terminate()
-        proc.wait()
-    probe = parse_probe_output("".join(lines), nonce)
+    probe, _ = _stream_with_npu2_hung("hccn.link", "hccn.tls")
     assert not probe.complete
     hung = probe.outputs["hccn.link/2"]
     assert hung.rc is None and not hung.skipped
-    assert "hccn.tls/2" not in probe.outputs  # never started
+    assert "hccn.tls/2" not in probe.outputs
     raw = dict(probe.outputs, **{"probe.devices": CommandOutput(stdout="0 1 2 3\n", stderr="", rc=0)})
     facts = HostFacts(host="node-01", address="node-01", raw=raw, command_timeout=10)
     link, tls = facts.per_device("hccn.link"), facts.per_device("hccn.tls")
