@@ -79,6 +79,40 @@ def test_dropped_hccl_port_names_the_pair_and_port(sim, tmp_path, require_iptabl
     assert_nothing_left(sim)
 
 
+# Holds local port 60000 in an established connection to sshd on the given address (as an
+# outgoing connection given that ephemeral port would), until stdin closes; then resets it, so
+# that no TIME_WAIT is left to hold the port after the test.
+_HOLD_PORT = r"""
+import socket, struct, sys
+s = socket.socket()
+s.bind(("0.0.0.0", 60000))
+s.connect((sys.argv[1], 22))
+print("held", flush=True)
+sys.stdin.read()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+s.close()
+"""
+
+
+def test_hccl_port_held_by_a_connection_is_named_not_blamed_on_a_firewall(sim, tmp_path):
+    import subprocess
+
+    node = sim.node("node-02")
+    holder = subprocess.Popen(node._nsenter() + ["/usr/bin/python3", "-c", _HOLD_PORT, sim.node("node-01").address],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc, doc = run_preflight(inventory(sim, tmp_path), tmp_path)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert problems(doc) == {("cluster.hccl_ports", "node-01", "node-02:60000", "error")}, proc.stdout[-3000:]
+    [held] = [r for r in by_check(doc, "cluster.hccl_ports") if r["outcome"] == "error"]
+    assert "a connection holds it as its local port" in held["message"]
+    assert "ip_local_reserved_ports=60000" in held["remedy"]
+    assert_nothing_left(sim)
+
+
 def test_blackholed_device_ip_names_the_npu_pair(sim, tmp_path):
     target = sim.node("node-02")
     ip = target.npu(3)["ip"]
