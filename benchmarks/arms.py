@@ -3,7 +3,7 @@ controller CPU and peak RSS are measured alone (``os.wait4`` in :mod:`benchmarks
 
     python -m benchmarks.arms floor     INVENTORY FANOUT       # connect + `true`, same pool, same SSH layer
     python -m benchmarks.arms commands  INVENTORY FANOUT       # connect + every command in one plain script
-    python -m benchmarks.arms percheck  INVENTORY SAMPLE       # one exec per command, host after host
+    python -m benchmarks.arms percheck  INVENTORY SAMPLE       # one exec per command (and cross-node check), host after host
     python -m benchmarks.arms testinfra INVENTORY SAMPLE       # the same, as a real pytest-testinfra suite
     python -m benchmarks.arms testinfra INVENTORY SAMPLE shipped   # ... with testinfra's defaults
 
@@ -250,6 +250,26 @@ def test_check(host, body, per_device):
         assert r.rc is not None
 
 
+@pytest.mark.parametrize("i", range(max([len(v) for v in PLAN["cross"].values()] or [0])))
+def test_cross_node(host, i):
+    # Phase two's checks from this host, one exec each (clock, Ray and HCCL connects, pings).
+    bodies = PLAN["cross"][host.backend.get_hostname()]
+    if i >= len(bodies):
+        pytest.skip("nothing more to check from this host")
+    r = host.run(bodies[i])
+    _execs.append(1)
+    assert r.rc is not None
+
+
+@pytest.mark.parametrize("j", range(len(PLAN["launcher"]["targets"])))
+def test_launcher_ssh(host, j):
+    if host.backend.get_hostname() != PLAN["launcher"]["alias"]:
+        pytest.skip("not the launcher")
+    r = host.run(PLAN["launcher"]["targets"][j])
+    _execs.append(1)
+    assert r.rc == 0, r.stderr
+
+
 def teardown_module():
     with open(os.environ["PF_TESTINFRA_PLAN"] + ".execs", "w") as fh:
         fh.write(str(len(_execs)))
@@ -258,10 +278,20 @@ def teardown_module():
 
 def testinfra(inventory: str, sample: int, shipped: bool = False) -> dict:
     """A real pytest-testinfra suite (its ``ssh://`` backend: OpenSSH with a reused control
-    connection per host) sending the same commands as ``percheck``, host after host.
+    connection per host) sending the same commands as ``percheck``, phase two's included, host
+    after host.
     ``shipped``: no ControlPath, as testinfra ships (a new login per command)."""
     hosts = load_inventory(inventory).hosts
     sample_hosts = hosts[:sample]
+    # What phase two checks from each sampled host, and the launcher's logins to as many targets
+    # (the peers' device IPs looked up first, over the checker's SSH layer, untimed).
+    g = Gatherer(GatherSettings(fanout=1))
+    cross = {f"pf{i}": phase_two_execs(h, hosts, _peer_device_ips(g, h, hosts)) for i, h in enumerate(sample_hosts)}
+    g.close()
+    launcher = next((h for h in sample_hosts if LAUNCHER_ROLES & h.roles), None)
+    targets = [h for h in hosts if launcher is not None and h.name != launcher.name and h.connection != "local"][:sample]
+    launcher_plan = {"alias": f"pf{sample_hosts.index(launcher)}" if launcher else None,
+                     "targets": [launcher_ssh_exec(t, GatherSettings().connect_timeout) for t in targets]}
     with tempfile.TemporaryDirectory(prefix="preflight-testinfra-") as tmp:
         d = Path(tmp)
         config, prefix = [], {}
@@ -281,7 +311,8 @@ def testinfra(inventory: str, sample: int, shipped: bool = False) -> dict:
             prefix[alias] = _exports(h, hosts)
         (d / "ssh_config").write_text("\n".join(config) + "\n")
         plan = d / "plan.json"
-        plan.write_text(json.dumps({"prefix": prefix, "list_devices": LIST_DEVICES,
+        plan.write_text(json.dumps({"prefix": prefix, "list_devices": LIST_DEVICES, "cross": cross,
+                                    "launcher": launcher_plan,
                                     "commands": [[c.name, c.command, c.per_device] for c in phase_one_commands()]}))
         (d / "test_checks.py").write_text(_TESTINFRA_SUITE)
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *UNRELATED_PLUGINS,
@@ -294,14 +325,29 @@ def testinfra(inventory: str, sample: int, shipped: bool = False) -> dict:
         subprocess.run(cmd + ["--collect-only"], cwd=d, capture_output=True, env=env)
         startup = time.monotonic() - t0
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True, env=env)
+        proc = subprocess.run(cmd + ["--junitxml", str(d / "times.xml")], cwd=d, capture_output=True, text=True,
+                              env=env)
         wall = time.monotonic() - t0
         execs_file = Path(str(plan) + ".execs")
         execs = int(execs_file.read_text()) if execs_file.exists() else 0
+        # The launcher's logins grow with N on one host, the rest with N hosts: timed apart.
+        launcher_s = _junit_seconds(d / "times.xml", "test_launcher_ssh")
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
     return {"wall_s": wall, "startup_s": startup, "hosts_sampled": len(sample_hosts), "execs": execs,
             "rc": proc.returncode, "summary": tail,
-            "per_host_s": max(0.0, wall - startup) / max(1, len(sample_hosts))}
+            "per_host_s": max(0.0, wall - startup - launcher_s) / max(1, len(sample_hosts)),
+            "launchers": sum(1 for h in hosts if LAUNCHER_ROLES & h.roles),
+            "launcher_per_target_s": launcher_s / max(1, len(targets))}
+
+
+def _junit_seconds(path: Path, test: str) -> float:
+    """Seconds pytest's JUnit XML gives the test cases of function ``test`` (0 when it is absent)."""
+    import xml.etree.ElementTree as ET
+
+    if not path.exists():
+        return 0.0
+    return sum(float(case.get("time", 0)) for case in ET.parse(path).iter("testcase")
+               if case.get("name", "").split("[")[0] == test and case.find("skipped") is None)
 
 
 def main(argv: list[str]) -> int:

@@ -15,7 +15,7 @@ Per N, five arms against the same hosts and the same fakes; the first four share
             connection, host after host, as a testinfra-style suite would, then phase two's
             cross-node checks the same way (benchmarks/arms.py percheck); serial, so run on a
             sample of hosts and scaled linearly to N
-* testinfra the same commands from a real pytest-testinfra suite (benchmarks/arms.py testinfra;
+* testinfra the same commands, phase two's too, from a real pytest-testinfra suite (benchmarks/arms.py testinfra;
             needs `pip install -e '.[bench]'`), sampled and scaled the same way
 
 Writes benchmarks/results/bench-<time>.md and .json and prints the table.
@@ -263,7 +263,7 @@ def testinfra_arm(inv: Path, k: int, n: int, scratch: Path, full_wall_s: float) 
         return {"testinfra_est_wall_s": None, "vs_testinfra": None}
     ti = measure([sys.executable, "-m", "benchmarks.arms", "testinfra", str(inv), str(k)], scratch / f"testinfra{n}.log")
     tid = json.loads(ti["stdout"].strip().splitlines()[-1])
-    est = tid["startup_s"] + tid["per_host_s"] * n
+    est = tid["startup_s"] + tid["per_host_s"] * n + tid["launcher_per_target_s"] * (n - 1) * tid["launchers"]
     return {"testinfra_sampled": k, "testinfra_execs_per_host": tid["execs"] / k, "testinfra_rc": tid["rc"],
             "testinfra_summary": tid["summary"], "testinfra_per_host_s": tid["per_host_s"],
             "testinfra_est_wall_s": est, "vs_testinfra": est / full_wall_s}
@@ -348,10 +348,11 @@ def main(argv=None) -> int:
           f"measured on {args.sample} host(s) (and as many launcher targets) and scaled linearly to N (the arm "
           "is serial; the launcher's logins to its N - 1 targets). 'vs per-check' sets the whole run against "
           "it (reports included on our side only); 'phase one vs per-check' phase one against phase one "
-          "(process starts excluded on both sides). The testinfra arm sends phase one's commands only.",
+          "(process starts excluded on both sides).",
           "- vs testinfra: the same commands as a real pytest-testinfra suite (one test per check, one "
-          "`host.run` per command, `ssh://` backend: OpenSSH, one control connection per host reused through "
-          "a ControlPath), host after host; pytest's start timed apart, the rest scaled linearly from the "
+          "`host.run` per command, phase two's as in the per-check arm; `ssh://` backend: OpenSSH, one control "
+          "connection per host reused through a ControlPath), host after host; pytest's start timed apart, the "
+          "launcher's logins timed per target (JUnit XML) and scaled to N - 1, the rest scaled linearly from the "
           "sampled hosts. Without a ControlPath (testinfra's default) every `host.run` is a new login.",
           "- box CPU: every core of this machine during the full run: all simulated nodes' sshd, bash and "
           "fakes plus the controller. All nodes share these cores; on a real cluster each node has its own.",
