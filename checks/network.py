@@ -46,8 +46,8 @@ def judge_tcp(verdict, probe, path: str, subject: str, severity=None, **kw) -> N
                       remedy=HELD_PORT_REMEDY.format(port=probe.port), **kw)
     elif probe.state == "refused":
         verdict.error(subject, message=f"{path}: connection refused and nothing listens there yet; no temporary "
-                                       f"listener could be opened (python3 missing or the port in use), so a "
-                                       f"firewall cannot be told from a service not started", **kw)
+                                       f"listener could be opened (python3 missing, or the port could not be "
+                                       f"bound), so a firewall cannot be told from a service not started", **kw)
     else:
         verdict.failed(subject, severity=severity, observed=f"{path}: {probe.state} ({probe.detail})",
                        expected="the connection accepted", **kw)
