@@ -15,12 +15,15 @@ FIREWALL_REMEDY = ("Open the port between the nodes: stop firewalld on the targe
                    "the source with nc -zv <target> <port>.")
 
 
-# A port inside the ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by default: HCCL's
-# 60000-60015 are in it) can be taken by any outgoing connection; the service then cannot bind it.
-HELD_PORT_REMEDY = ("Keep the port out of the range the kernel hands to outgoing connections, on every node: "
-                    "sysctl -w net.ipv4.ip_local_reserved_ports={port} (a range for a block of ports, e.g. "
-                    "60000-60031 for HCCL; persist it in /etc/sysctl.d/), see what holds it now with "
-                    "ss -tanp 'sport = :{port}', then run the preflight again.")
+# A port can be held by a socket that does not listen: mostly an outgoing connection given it as
+# its local port (HCCL's 60000-60015 lie inside Linux's default ephemeral range 32768-60999), or
+# one in TIME_WAIT; the service then cannot bind it. Reserving keeps the kernel from handing it out.
+HELD_PORT_REMEDY = ("See what holds the port on the target: ss -tanp 'sport = :{port}'. If it is an outgoing "
+                    "connection or one in TIME_WAIT (the port lies inside net.ipv4.ip_local_port_range), reserve "
+                    "the service's ports on every node, adding to what is already reserved: sysctl -w "
+                    "net.ipv4.ip_local_reserved_ports=\"$(sysctl -n net.ipv4.ip_local_reserved_ports),{port}\" "
+                    "(for HCCL the whole block from HCCL_IF_BASE_PORT, e.g. 60000-60015, 32 ports on CANN 8.5 and "
+                    "later; persist it in /etc/sysctl.d/); then run the preflight again.")
 
 
 def judge_tcp(verdict, probe, path: str, subject: str, severity=None, **kw) -> None:
@@ -40,7 +43,8 @@ def judge_tcp(verdict, probe, path: str, subject: str, severity=None, **kw) -> N
                        expected="the connection accepted", **kw)
     elif probe.state == "refused" and probe.listener == "held":
         verdict.error(subject, message=f"{path}: connection refused; nothing listens on port {probe.port} there, and "
-                                       f"a connection holds it as its local port (outgoing, or in TIME_WAIT), so no "
+                                       f"a socket that is not listening holds it (an outgoing connection's local port, "
+                                       f"one in TIME_WAIT, or one bound but not listening), so no "
                                        f"temporary listener could be opened and a firewall cannot be told from a "
                                        f"service not started",
                       remedy=HELD_PORT_REMEDY.format(port=probe.port), **kw)

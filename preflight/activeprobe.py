@@ -42,16 +42,19 @@ HCCL_PORTS_PROBED = (0, 15)  # offsets from HCCL_IF_BASE_PORT: the first and the
 _LISTENER = r"""
 import errno, os, select, socket, sys
 def listens(port):
+    read = False
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as fh:
-                for line in list(fh)[1:]:
-                    f = line.split()
-                    if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
-                        return True
+                lines = list(fh)[1:]
+            read = True
+            for line in lines:
+                f = line.split()
+                if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                    return True
         except (OSError, ValueError, IndexError):
             pass
-    return False
+    return not read  # the tables unreadable: assume a listener, as before this check existed
 socks, ready, busy, held = [], [], [], []
 for port in map(int, sys.argv[1:]):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -60,9 +63,9 @@ for port in map(int, sys.argv[1:]):
         s.bind(("0.0.0.0", port))
         s.listen(128)
         socks.append(s); ready.append(str(port))
-    except OSError as e:
+    except (OSError, OverflowError) as e:  # OverflowError: a port above 65535
         s.close()
-        if e.errno == errno.EADDRINUSE:
+        if getattr(e, "errno", None) == errno.EADDRINUSE:
             (busy if listens(port) else held).append(str(port))
 print("READY", ",".join(ready) or "-", "BUSY", ",".join(busy) or "-", "HELD", ",".join(held) or "-", flush=True)
 while True:

@@ -79,14 +79,25 @@ def test_dropped_hccl_port_names_the_pair_and_port(sim, tmp_path, require_iptabl
     assert_nothing_left(sim)
 
 
-# Holds local port 60000 in an established connection to sshd on the given address (as an
+# Holds local port HELD_BASE in an established connection to sshd on the given address (as an
 # outgoing connection given that ephemeral port would), until stdin closes; then resets it, so
 # that no TIME_WAIT is left to hold the port after the test.
+HELD_BASE = 60400
 _HOLD_PORT = r"""
-import socket, struct, sys
-s = socket.socket()
-s.bind(("0.0.0.0", 60000))
-s.connect((sys.argv[1], 22))
+import socket, struct, sys, time
+end = time.monotonic() + 90  # bounded, should an earlier run's TIME_WAIT still hold it
+while True:
+    s = socket.socket()  # no SO_REUSEADDR, as an outgoing connection's socket (with it ours could bind too)
+    try:
+        s.bind(("0.0.0.0", int(sys.argv[2])))
+        s.connect((sys.argv[1], 22))
+        break
+    except OSError as e:
+        s.close()
+        if time.monotonic() > end:
+            print("not held:", e, flush=True)
+            sys.exit(1)
+        time.sleep(1)
 print("held", flush=True)
 sys.stdin.read()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -97,8 +108,12 @@ s.close()
 def test_hccl_port_held_by_a_connection_is_named_not_blamed_on_a_firewall(sim, tmp_path):
     import subprocess
 
+    # A base port no other test probes: the module's earlier runs leave their HCCL ports in
+    # TIME_WAIT on the nodes for a minute (our listener closes first).
+    undos = [n.set_env(HCCL_IF_BASE_PORT=str(HELD_BASE)) for n in sim.nodes]
     node = sim.node("node-02")
-    holder = subprocess.Popen(node._nsenter() + ["/usr/bin/python3", "-c", _HOLD_PORT, sim.node("node-01").address],
+    holder = subprocess.Popen(node._nsenter() + ["/usr/bin/python3", "-c", _HOLD_PORT, sim.node("node-01").address,
+                                                 str(HELD_BASE)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -106,10 +121,12 @@ def test_hccl_port_held_by_a_connection_is_named_not_blamed_on_a_firewall(sim, t
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
-    assert problems(doc) == {("cluster.hccl_ports", "node-01", "node-02:60000", "error")}, proc.stdout[-3000:]
+        for undo in undos:
+            undo.undo()
+    assert problems(doc) == {("cluster.hccl_ports", "node-01", f"node-02:{HELD_BASE}", "error")}, proc.stdout[-3000:]
     [held] = [r for r in by_check(doc, "cluster.hccl_ports") if r["outcome"] == "error"]
-    assert "a connection holds it as its local port" in held["message"]
-    assert "ip_local_reserved_ports=60000" in held["remedy"]
+    assert "a socket that is not listening holds it" in held["message"]
+    assert f"ip_local_reserved_ports),{HELD_BASE}" in held["remedy"]
     assert_nothing_left(sim)
 
 

@@ -377,6 +377,33 @@ def test_refused_on_a_held_port_is_not_a_firewall_finding():
     held, rejected = results["node-02:60000"], results["node-02:60015"]
     assert rejected.outcome == "failed" and "listener is open" in rejected.observed
     assert held.outcome == "error"
-    assert "a connection holds it as its local port" in held.message and "firewall" in held.message
-    assert "ip_local_reserved_ports=60000" in held.remedy and "sport = :60000" in held.remedy
+    assert "a socket that is not listening holds it" in held.message and "firewall" in held.message
+    # Added to what the node already reserves, never replacing it.
+    assert 'ip_local_reserved_ports="$(sysctl -n net.ipv4.ip_local_reserved_ports),60000"' in held.remedy
+    assert "sport = :60000" in held.remedy
     assert held.remedy != rejected.remedy
+
+
+def test_listener_reads_ipv6_listeners_survives_a_port_out_of_range_and_is_python_3_6():
+    import ast
+    import socket
+    import subprocess
+    import sys
+
+    from preflight.activeprobe import _LISTENER
+
+    ast.parse(_LISTENER, feature_version=(3, 6))  # it runs on the node's python3
+    server = socket.socket(socket.AF_INET6)
+    server.bind(("::", 0))  # dual-stack: 0.0.0.0 of the same port cannot be bound
+    server.listen(4)
+    v6 = server.getsockname()[1]
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _LISTENER, str(v6), "65545"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        line = proc.stdout.readline().split()
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    finally:
+        server.close()
+    # The listener on [::] is seen in /proc/net/tcp6; 65545 is neither bound nor in use.
+    assert line == ["READY", "-", "BUSY", str(v6), "HELD", "-"]
