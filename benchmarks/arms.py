@@ -145,18 +145,19 @@ def percheck(inventory: str, sample: int) -> dict:
     wall = time.monotonic() - t0
     # Phase two's equivalents, host after host (the peers' device IPs are looked up untimed).
     plans = [(host, phase_two_execs(host, hosts, _peer_device_ips(g, host, hosts))) for host in sample_hosts]
-    t1 = time.monotonic()
+    seconds = {}
     for host, bodies in plans:
         t = g.transport(host)
+        t1 = time.monotonic()
         for body in bodies:
             t.run(body, 60, 1 << 20)
             execs2 += 1
-    phase_two_s = time.monotonic() - t1
-    launcher = next((h for h in hosts if LAUNCHER_ROLES & h.roles), None)
-    launcher_s, targets = 0.0, []
+        seconds[host.name] = time.monotonic() - t1
+    launcher, targets = launcher_and_targets(hosts, sample)
+    launcher_s = 0.0
     if launcher is not None:
-        targets = [h for h in hosts if h.name != launcher.name and h.connection != "local"][:sample]
         t = g.transport(launcher)
+        t.connect()  # untimed; already open when the launcher is a sampled host
         t2 = time.monotonic()
         for target in targets:
             r = t.run(launcher_ssh_exec(target, GatherSettings().connect_timeout), 60, 1 << 20)
@@ -165,11 +166,34 @@ def percheck(inventory: str, sample: int) -> dict:
     g.close()
     return {"wall_s": wall, "hosts_sampled": len(sample_hosts), "execs": execs, "commands_ok": ok,
             "per_host_s": wall / max(1, len(sample_hosts)),
-            "phase_two_execs": execs2, "phase_two_per_host_s": phase_two_s / max(1, len(sample_hosts)),
+            "phase_two_execs": execs2, "phase_two_est_s": scale_by_role(seconds, hosts),
             "launchers": sum(1 for h in hosts if LAUNCHER_ROLES & h.roles),
             "launcher_targets_sampled": len(targets),
             "launcher_per_target_s": launcher_s / max(1, len(targets)),
             "inner_s": time.monotonic() - t0}
+
+
+def launcher_and_targets(hosts, sample: int):
+    """The inventory's first launcher and the first ``sample`` other hosts it logs in to."""
+    launcher = next((h for h in hosts if LAUNCHER_ROLES & h.roles), None)
+    if launcher is None:
+        return None, []
+    return launcher, [h for h in hosts if h.name != launcher.name and h.connection != "local"][:sample]
+
+
+def scale_by_role(seconds: dict, hosts) -> float:
+    """Phase two's seconds for every host from the sampled ones: the head makes no Ray connects,
+    so heads and the other hosts are averaged apart and each mean is taken as often as the
+    inventory has such hosts (one class not sampled: the other's mean)."""
+    def mean(names):
+        return sum(seconds[n] for n in names) / len(names) if names else None
+
+    heads = [h.name for h in hosts if "head" in h.roles]
+    head_s = mean([n for n in seconds if n in heads])
+    other_s = mean([n for n in seconds if n not in heads])
+    head_s = other_s if head_s is None else head_s
+    other_s = head_s if other_s is None else other_s
+    return (head_s or 0.0) * len(heads) + (other_s or 0.0) * (len(hosts) - len(heads))
 
 
 def _next_host(host, hosts):
@@ -288,8 +312,9 @@ def testinfra(inventory: str, sample: int, shipped: bool = False) -> dict:
     g = Gatherer(GatherSettings(fanout=1))
     cross = {f"pf{i}": phase_two_execs(h, hosts, _peer_device_ips(g, h, hosts)) for i, h in enumerate(sample_hosts)}
     g.close()
-    launcher = next((h for h in sample_hosts if LAUNCHER_ROLES & h.roles), None)
-    targets = [h for h in hosts if launcher is not None and h.name != launcher.name and h.connection != "local"][:sample]
+    launcher, targets = launcher_and_targets(hosts, sample)
+    if launcher not in sample_hosts:  # the suite runs on the sampled hosts only: no launcher among them
+        launcher, targets = None, []
     launcher_plan = {"alias": f"pf{sample_hosts.index(launcher)}" if launcher else None,
                      "targets": [launcher_ssh_exec(t, GatherSettings().connect_timeout) for t in targets]}
     with tempfile.TemporaryDirectory(prefix="preflight-testinfra-") as tmp:
@@ -330,24 +355,30 @@ def testinfra(inventory: str, sample: int, shipped: bool = False) -> dict:
         wall = time.monotonic() - t0
         execs_file = Path(str(plan) + ".execs")
         execs = int(execs_file.read_text()) if execs_file.exists() else 0
-        # The launcher's logins grow with N on one host, the rest with N hosts: timed apart.
+        # The launcher's logins grow with N on one host, the rest with N hosts: timed apart, and
+        # the cross-node tests per host (heads and other hosts scaled apart).
         launcher_s = _junit_seconds(d / "times.xml", "test_launcher_ssh")
+        cross = {h.name: _junit_seconds(d / "times.xml", "test_cross_node", f"ssh://pf{i}")
+                 for i, h in enumerate(sample_hosts)}
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-300:]
     return {"wall_s": wall, "startup_s": startup, "hosts_sampled": len(sample_hosts), "execs": execs,
             "rc": proc.returncode, "summary": tail,
-            "per_host_s": max(0.0, wall - startup - launcher_s) / max(1, len(sample_hosts)),
+            "per_host_s": max(0.0, wall - startup - launcher_s - sum(cross.values())) / max(1, len(sample_hosts)),
+            "phase_two_est_s": scale_by_role(cross, hosts),
             "launchers": sum(1 for h in hosts if LAUNCHER_ROLES & h.roles),
-            "launcher_per_target_s": launcher_s / max(1, len(targets))}
+            "launcher_per_target_s": launcher_s / len(targets) if targets else None}
 
 
-def _junit_seconds(path: Path, test: str) -> float:
-    """Seconds pytest's JUnit XML gives the test cases of function ``test`` (0 when it is absent)."""
+def _junit_seconds(path: Path, test: str, host: str = "") -> float:
+    """Seconds pytest's JUnit XML gives the run (not skipped) cases of function ``test``, on the
+    testinfra host whose id contains ``host`` if given (0 when there are none)."""
     import xml.etree.ElementTree as ET
 
     if not path.exists():
         return 0.0
     return sum(float(case.get("time", 0)) for case in ET.parse(path).iter("testcase")
-               if case.get("name", "").split("[")[0] == test and case.find("skipped") is None)
+               if case.get("name", "").split("[")[0] == test and host + "-" in case.get("name", "") + "-"
+               and case.find("skipped") is None)
 
 
 def main(argv: list[str]) -> int:

@@ -236,8 +236,7 @@ def bench_size(n: int, fanout: int, sample: int, scratch: Path) -> dict:
         pcd = json.loads(pc["stdout"].strip().splitlines()[-1])
         # Serial, so linear: phase one's and phase two's execs per host times N, the launcher's
         # logins per target times its N - 1 targets, plus the arm's process start and connects.
-        percheck_phase_two = (pcd["phase_two_per_host_s"] * n
-                              + pcd["launcher_per_target_s"] * (n - 1) * pcd["launchers"])
+        percheck_phase_two = pcd["phase_two_est_s"] + pcd["launcher_per_target_s"] * (n - 1) * pcd["launchers"]
         row.update(percheck_sampled=k, percheck_execs_per_host=pcd["execs"] / k, percheck_per_host_s=pcd["per_host_s"],
                    percheck_phase_two_execs_per_host=pcd["phase_two_execs"] / k,
                    percheck_launcher_per_target_s=pcd["launcher_per_target_s"],
@@ -248,13 +247,13 @@ def bench_size(n: int, fanout: int, sample: int, scratch: Path) -> dict:
         if row["phase_one_s"]:
             # Phase one alone on both sides (both without their process's start).
             row["phase_one_vs_percheck"] = pcd["per_host_s"] * n / row["phase_one_s"]
-        row.update(testinfra_arm(inv, k, n, scratch, row["full_wall_s"]))
+        row.update(testinfra_arm(inv, k, n, scratch, row["full_wall_s"], pcd["launcher_per_target_s"]))
         return row
     finally:
         fleet.close()
 
 
-def testinfra_arm(inv: Path, k: int, n: int, scratch: Path, full_wall_s: float) -> dict:
+def testinfra_arm(inv: Path, k: int, n: int, scratch: Path, full_wall_s: float, percheck_per_target: float) -> dict:
     """The same commands as a real pytest-testinfra suite (benchmarks/arms.py testinfra), if
     pytest-testinfra is installed (`pip install -e '.[bench]'`); None in the table otherwise."""
     try:
@@ -263,7 +262,9 @@ def testinfra_arm(inv: Path, k: int, n: int, scratch: Path, full_wall_s: float) 
         return {"testinfra_est_wall_s": None, "vs_testinfra": None}
     ti = measure([sys.executable, "-m", "benchmarks.arms", "testinfra", str(inv), str(k)], scratch / f"testinfra{n}.log")
     tid = json.loads(ti["stdout"].strip().splitlines()[-1])
-    est = tid["startup_s"] + tid["per_host_s"] * n + tid["launcher_per_target_s"] * (n - 1) * tid["launchers"]
+    # No launcher among the sampled hosts: its logins priced as the per-check arm measured them.
+    per_target = tid["launcher_per_target_s"] if tid["launcher_per_target_s"] is not None else percheck_per_target
+    est = tid["startup_s"] + tid["per_host_s"] * n + tid["phase_two_est_s"] + per_target * (n - 1) * tid["launchers"]
     return {"testinfra_sampled": k, "testinfra_execs_per_host": tid["execs"] / k, "testinfra_rc": tid["rc"],
             "testinfra_summary": tid["summary"], "testinfra_per_host_s": tid["per_host_s"],
             "testinfra_est_wall_s": est, "vs_testinfra": est / full_wall_s}
