@@ -16,7 +16,6 @@ import importlib
 import json
 import os
 import pkgutil
-import re
 import shlex
 import subprocess
 import sys
@@ -26,10 +25,11 @@ from pathlib import Path
 
 from benchmarks.run import UNRELATED_PLUGINS
 from preflight.activeprobe import (CONNECT_TIMEOUT, DEFAULT_HCCL_BASE_PORT, DEFAULT_RAY_PORTS,
-                                  HCCL_PORTS_PROBED, LAUNCHER_ROLES, PING_TIMEOUT)
+                                  HCCL_PORTS_PROBED, LAUNCHER_ROLES, LAUNCHER_SSH_OPTIONS, PING_TIMEOUT)
 from preflight.facts import resolve
 from preflight.gather import Gatherer, GatherSettings
 from preflight.inventory import load_inventory
+from preflight.parsers.hccn_tool import parse_ip
 from preflight.probe import ProbeCommand
 from preflight.run import probe_params
 
@@ -84,11 +84,14 @@ def floor(inventory: str, fanout: int) -> dict:
     return _on_every_host(inventory, fanout, lambda host, hosts: "true")
 
 
+HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"  # where the fakes (and CANN) put it
+
+
 def _exports(host, hosts) -> str:
     """The probe's ``PF_*`` values and tool paths as a shell prefix (what a per-check suite would
     have to send too)."""
     prefix = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(probe_params(host, hosts).items()))
-    return prefix + "export PF_NPUSMI=npu-smi PF_HCCN=/usr/local/Ascend/driver/tools/hccn_tool; "
+    return prefix + f"export PF_NPUSMI=npu-smi PF_HCCN={HCCN_TOOL}; "
 
 
 LIST_DEVICES = "ls /dev | sed -n 's/^davinci\\([0-9][0-9]*\\)$/\\1/p'"
@@ -126,7 +129,6 @@ def percheck(inventory: str, sample: int) -> dict:
     g = Gatherer(GatherSettings(fanout=1))
     execs = execs2 = 0
     ok = 0
-    phase_two_s = 0.0
     t0 = time.monotonic()
     for host in sample_hosts:
         t = g.transport(host)
@@ -207,11 +209,9 @@ def _peer_device_ips(g, host, hosts) -> list[str]:
     t = g.transport(peer)
     t.connect()
     devs = t.run(LIST_DEVICES, 30, 1 << 20).stdout.split()
-    ips = []
-    for dev in devs:
-        out = t.run(f"/usr/local/Ascend/driver/tools/hccn_tool -i {int(dev)} -ip -g", 30, 1 << 20)
-        ips += re.findall(r"ipaddr\s*:\s*(\S+)", out.stdout.decode(errors="replace"))[:1]
-    return ips
+    ips = [parse_ip(t.run(f"{HCCN_TOOL} -i {int(dev)} -ip -g", 30, 1 << 20).stdout.decode(errors="replace"))
+           for dev in devs]
+    return [ip.address for ip in ips if ip is not None]
 
 
 def _tcp_connect(address: str, port: int) -> str:
@@ -233,16 +233,15 @@ def phase_two_execs(host, hosts, peer_ips: list[str]) -> list[str]:
         for off in HCCL_PORTS_PROBED:
             bodies.append(_tcp_connect(peer.address, DEFAULT_HCCL_BASE_PORT + off))
         for dev, ip in enumerate(peer_ips):
-            bodies.append(f"timeout {PING_TIMEOUT} /usr/local/Ascend/driver/tools/hccn_tool -i {dev} -ping -g "
-                          f"address {shlex.quote(ip)}")
+            bodies.append(f"timeout {PING_TIMEOUT} {HCCN_TOOL} -i {dev} -ping -g address {shlex.quote(ip)}")
     return bodies
 
 
 def launcher_ssh_exec(target, timeout: float) -> str:
     """The launcher's non-interactive login to ``target``, as the checker's probe makes it."""
     login = f"{target.user + '@' if target.user else ''}{target.address}"
-    return (f"ssh -n -o BatchMode=yes -o ConnectTimeout={int(timeout)} -o StrictHostKeyChecking=yes "
-            f"-o UpdateHostKeys=no -o LogLevel=ERROR -p {int(target.port or 22)} {shlex.quote(login)} true")
+    return (f"ssh {LAUNCHER_SSH_OPTIONS} -o ConnectTimeout={int(timeout)} -p {int(target.port or 22)} "
+            f"{shlex.quote(login)} true")
 
 
 # The test module of the testinfra arm: one test per check command (per-NPU commands loop over the

@@ -100,13 +100,15 @@ pf_connect() {
 # Up to LAUNCHER_PARALLEL ssh at a time from the launcher (pdsh's own default fan-out is 32): one
 # line per target, each written whole, so lines from parallel jobs never mix.
 LAUNCHER_PARALLEL = 16
+# How the launcher logs in (as pdsh would, never prompting or learning a host key); ConnectTimeout,
+# port and address are added per target.
+LAUNCHER_SSH_OPTIONS = "-n -o BatchMode=yes -o StrictHostKeyChecking=yes -o UpdateHostKeys=no -o LogLevel=ERROR"
 _LAUNCHER_SSH = r"""
 t=$1; n=$2; shift 2
 pf_one() {
   local name=${1%%=*} rest=${1#*=} addr port err rc
   addr=${rest%:*}; port=${rest##*:}
-  err=$(timeout $((t + 2)) ssh -n -o BatchMode=yes -o ConnectTimeout="$t" -o StrictHostKeyChecking=yes \
-        -o UpdateHostKeys=no -o LogLevel=ERROR -p "$port" "$addr" true 2>&1 </dev/null); rc=$?
+  err=$(timeout $((t + 2)) ssh @OPTIONS@ -o ConnectTimeout="$t" -p "$port" "$addr" true 2>&1 </dev/null); rc=$?
   if [ $rc = 0 ]; then echo "ok $name $addr:$port"
   else err=${err//$'\n'/ }; echo "fail $name $addr:$port rc=$rc ${err:0:240}"; fi
 }
@@ -117,7 +119,7 @@ for target in "$@"; do
   running=$((running + 1))
 done
 wait
-"""
+""".replace("@OPTIONS@", LAUNCHER_SSH_OPTIONS)
 
 # Writes one marker per path, reports, waits for stdin to close, then removes them.
 _MARKER_WRITER = r"""
