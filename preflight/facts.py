@@ -118,10 +118,18 @@ def _first_line(text: str) -> str:
     return ""
 
 
-def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: str) -> str | None:
+# Why a probe ended early, as gather.py records it (HostFacts.error_kind): the probe's unfinished
+# and missing commands say this instead of the usual cause, the host's deadline.
+_CONNECTION_LOST = "the SSH connection was lost in the middle of the probe"
+
+
+def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: str,
+                  lost: bool = False) -> str | None:
     if out.skipped:
         return f"`{shown}` was not run: {out.skipped}"
     if out.rc is None:
+        if lost:
+            return f"`{shown}` did not finish: {_CONNECTION_LOST}"
         return f"`{shown}` did not finish before the host's deadline"
     if out.rc in (124, 137):
         return f"`{shown}` timed out{timeout_hint} (hung tool)"
@@ -156,6 +164,9 @@ _UNEVALUATED_REMEDIES = (
     ("timed out", "The command did not answer within --command-timeout. Run it by hand on that node: if it "
      "hangs there too, the NPU driver or device is stuck (read dmesg and npu-smi info; an operator may have "
      "to reset that NPU or reboot the node); if it is only slow, re-run with a larger --command-timeout."),
+    (_CONNECTION_LOST, "The node's SSH connection dropped while the probe ran (sshd restarted or was killed, "
+     "the node rebooted or ran out of memory, a network blip): check that the node is up and read its sshd "
+     "log and dmesg, then re-run the preflight."),
     ("before the host's deadline", "The node's probe ran past --host-timeout: re-run with a larger "
      "--host-timeout, or run the command shown by hand on that node to see which one is slow."),
     ("not found on the host", "Install the tool on that node, or make it visible to a non-interactive SSH "
@@ -247,11 +258,13 @@ class HostFacts:
 
     def _parse(self, key: str, spec: FactSpec, dev: int | None):
         shown = (spec.display or spec.command).format(dev=dev)
+        lost = self.error_kind == "lost"
         if key not in self.raw:
-            raise FactUnavailable(f"`{shown}` was not gathered from {self.host}")
+            raise FactUnavailable(f"`{shown}` was not gathered from {self.host}"
+                                  + (f": {_CONNECTION_LOST} before it ran" if lost else ""))
         out = self.raw[key]
         hint = f" after {self.command_timeout:g}s" if self.command_timeout else ""
-        why = _why_unusable(spec, out, shown, hint)
+        why = _why_unusable(spec, out, shown, hint, lost)
         if why:
             raise FactUnavailable(why)
         try:

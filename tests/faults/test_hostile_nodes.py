@@ -142,6 +142,13 @@ def test_sshd_dies_mid_probe(sim, tmp_path, baseline):
     reports_written(tmp_path)
     [bad] = [r for r in doc["results"] if r["check"] == "cluster.reachable" and r["host"] == "node-03"]
     assert bad["outcome"] == "failed" and "connection was lost" in bad["message"], bad
+    # The checks whose facts were cut off name the lost connection and its remedy, not the deadline.
+    cut = [r for r in doc["results"] if r["host"] == "node-03" and r["outcome"] == "error"
+           and not r["check"].startswith("cluster.")]
+    assert any("npu-smi info" in r["message"] for r in cut), cut
+    for r in cut:
+        assert "SSH connection was lost" in r["message"] and "deadline" not in r["message"], r
+        assert "sshd" in r["remedy"] and "--host-timeout" not in r["remedy"], r
     assert outcomes_except(doc, "node-03") - {r for r in outcomes_except(baseline, "node-03")} <= {
         r for r in outcomes_except(doc, "node-03") if r[0].startswith("cluster.")}  # peers of node-03 only
 

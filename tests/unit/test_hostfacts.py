@@ -10,7 +10,7 @@ import weakref
 import pytest
 
 from preflight.facts import FACTS, FactUnavailable, HostFacts, SharedOutputs
-from tests.factsets import make_facts, out
+from tests.factsets import healthy_raw, make_facts, out
 
 
 def test_compact_facts_drop_each_output_once_parsed_and_keep_the_answer():
@@ -157,6 +157,23 @@ def test_every_reason_a_fact_cannot_be_read_has_a_next_step(output, why, step):
     message = str(value)
     assert why in message
     assert step in remedy_for_unevaluated(message)
+
+
+def test_a_probe_cut_off_by_a_lost_connection_says_so_not_the_deadline():
+    # gather.py marks a probe whose SSH connection went away mid-run; its unfinished and
+    # never-started commands name that cause (and its remedy), not --host-timeout.
+    raw = healthy_raw()
+    del raw["hccn.tls/3"]
+    facts = make_facts(raw=raw, hccn_dot_link__3=CommandOutput("", "", None))
+    facts.error_kind = "lost"
+    link, tls = facts.per_device("hccn.link")[3], facts.per_device("hccn.tls")[3]
+    for value in (link, tls):
+        assert isinstance(value, FactUnavailable)
+        assert "SSH connection was lost" in str(value) and "deadline" not in str(value)
+        remedy = remedy_for_unevaluated(str(value))
+        assert "sshd" in remedy and "--host-timeout" not in remedy
+    assert str(link).startswith("`hccn_tool -i 3 -link -g` did not finish")
+    assert "was not gathered from node-01" in str(tls)
 
 
 def test_an_unreachable_host_and_unknown_reasons_get_no_remedy_here():
