@@ -9,6 +9,11 @@ built-in check on them and writes the three reports.  That isolates what the con
 host (pytest items, checks, reports, memory) from the nodes, which on this machine share its cores.
 Phase-two records (TCP probes, launcher SSH, pings) are the two nodes' own, copied.
 
+The same run also times pytest alone on as many items as the checker's run had: one trivial
+test per item (an indirect ``host`` parameter and a fixture reading the item, as the checks have),
+with pytest-html writing its page, so "vs pytest alone" is what the checks, facts and reports cost
+on top of pytest's own per-item price.
+
 With ``--browser``, the HTML reports are loaded by that headless browser (``--dump-dom``: parse,
 scripts, layout) and timed, minus the browser's start-up on an empty page.
 
@@ -107,6 +112,45 @@ def browser_load(browser: str, page: Path, blank: Path) -> float:
     return min(once(page) for _ in range(2)) - min(once(blank) for _ in range(2))
 
 
+_TRIVIAL = """import pytest
+
+
+@pytest.fixture
+def host(request):
+    return request.param
+
+
+@pytest.fixture
+def verdict(request):
+    return request.node.nodeid
+
+
+@pytest.mark.parametrize("host", range({items}), ids=[f"node-{{i:05d}}" for i in range({items})], indirect=True)
+def test_trivial(host, verdict):
+    assert host >= 0 and verdict
+"""
+
+
+def item_count(pytest_stdout: str) -> int:
+    """The items of a ``pytest -q`` run, from its last line ("3 failed, 7 passed, 2 errors in 1.0s")."""
+    last = [line for line in pytest_stdout.splitlines() if " in " in line][-1]
+    return sum(int(n) for n in re.findall(r"(\d+) (?:passed|failed|skipped|errors?|xfailed|xpassed)", last))
+
+
+def pytest_alone(scratch: Path, items: int) -> dict:
+    """Wall, CPU and peak RSS of pytest running ``items`` trivial tests and writing pytest-html's page."""
+    suite = scratch / f"trivial{items}"
+    suite.mkdir()
+    (suite / "test_trivial.py").write_text(_TRIVIAL.format(items=items))
+    m = measure([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *UNRELATED_PLUGINS,
+                 "--rootdir", str(suite), "-c", "/dev/null", f"--html={suite / 'report.html'}",
+                 "--self-contained-html", str(suite / "test_trivial.py")], scratch / f"trivial{items}.log")
+    ran = item_count(m["stdout"])
+    if ran != items:
+        raise RuntimeError(f"pytest alone ran {ran} items, not {items}: see {scratch / f'trivial{items}.log'}")
+    return m
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", default="1000", help="comma-separated sizes")
@@ -129,8 +173,12 @@ def main(argv=None) -> int:
                          "-q", *UNRELATED_PLUGINS], scratch / f"run{n}.log")
             doc = json.loads((reports / "preflight.json").read_text())
             run_dir = reports / "runs" / doc["run_id"]
+            items = item_count(m["stdout"])
+            alone = pytest_alone(scratch, items)
             row = {"hosts": n, "wall_s": m["wall_s"], "cpu_s": m["cpu_s"], "rss_mb": m["rss_mb"], "rc": m["rc"],
-                   "results": len(doc["results"]), "summary": doc["summary"],
+                   "results": len(doc["results"]), "summary": doc["summary"], "items": items,
+                   "pytest_alone_wall_s": alone["wall_s"], "pytest_alone_cpu_s": alone["cpu_s"],
+                   "pytest_alone_rss_mb": alone["rss_mb"],
                    "facts_file_mb": facts.stat().st_size / 2**20,
                    "html_mb": (run_dir / "preflight.html").stat().st_size / 2**20,
                    "matrix_mb": (run_dir / "matrix.html").stat().st_size / 2**20,
@@ -144,20 +192,26 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"controller-{stamp}.json").write_text(json.dumps({"machine": info, "rows": rows}, indent=1) + "\n")
-    head = ("| hosts | results | wall s | CPU s | peak RSS MB | facts file MB | preflight.html MB | matrix.html MB "
+    head = ("| hosts | pytest items | results | wall s | CPU s | peak RSS MB | pytest alone wall s | vs pytest alone "
+            "| facts file MB | preflight.html MB | matrix.html MB "
             "| preflight.json MB |" + (" preflight.html load s | matrix.html load s |" if args.browser else ""))
     lines = [f"# Controller at fleet size ({stamp}; python -m benchmarks.controller --hosts {args.hosts}"
              + (f" --browser {args.browser}" if args.browser else "") + ")", "",
              f"Machine: {info['cores']} cores, {info['memory_gib']} GiB RAM, {info['cpu']}; Python {info['python']}.",
              "", head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        cells = [r["hosts"], r["results"], f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}", f"{r['rss_mb']:.0f}",
+        cells = [r["hosts"], r["items"], r["results"], f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}", f"{r['rss_mb']:.0f}",
+                 f"{r['pytest_alone_wall_s']:.1f}", f"{r['wall_s'] / r['pytest_alone_wall_s']:.2f}×",
                  f"{r['facts_file_mb']:.0f}", f"{r['html_mb']:.1f}", f"{r['matrix_mb']:.1f}", f"{r['json_mb']:.1f}"]
         if args.browser:
             cells += [f"{r['html_load_s']:.1f}", f"{r['matrix_load_s']:.1f}"]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", "- One `preflight --facts-in` process per row: pytest collection, every built-in check, the three "
               "reports. No SSH: the gathering side is measured by benchmarks.run.",
+              "- pytest alone: the same number of items as trivial tests (an indirect `host` parameter, a fixture "
+              "reading the item, one assert), same pytest options, pytest-html writing its self-contained page; "
+              "vs pytest alone = wall ÷ its wall: what the checks, facts and the three reports add to pytest's "
+              "own price per item.",
               "- Load: headless browser `--dump-dom` of the file, minus the same on an empty page." if args.browser
               else "- HTML load not timed (no --browser)."]
     (out / f"controller-{stamp}.md").write_text("\n".join(lines) + "\n")
