@@ -348,6 +348,18 @@ def test_write_json_is_valid_and_atomic(doc, tmp_path):
     assert os.listdir(path.parent) == ["preflight.json"]
 
 
+def test_write_json_puts_one_result_and_one_host_per_line(doc, tmp_path):
+    # An operator greps preflight.json: every result (and host) is one whole line that parses alone.
+    path = tmp_path / "preflight.json"
+    write_json(str(path), doc)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    results = [json.loads(line.strip().rstrip(",")) for line in lines if line.startswith('  {"check"')]
+    hosts = [json.loads(line.strip().rstrip(",")) for line in lines if line.startswith('  {"name"')]
+    assert results == json.loads(json.dumps(doc["results"], default=lambda r: r.to_json()))
+    assert hosts == doc["hosts"]
+    assert ' "summary": {' in lines  # small objects stay laid out a key per line
+
+
 def test_write_json_failure_keeps_the_old_file_and_leaves_no_temp(doc, tmp_path):
     path = tmp_path / "preflight.json"
     write_json(str(path), doc)
