@@ -16,7 +16,7 @@ from . import __version__, forked
 from .activeprobe import run_phase_two
 from .facts import HostFacts, SharedOutputs, remedy_for_unevaluated, resolve
 from .gather import Gatherer, GatherSettings, raise_open_files_limit
-from .inventory import Host, Inventory, load_inventory
+from .inventory import Host, Inventory, check_host, load_inventory
 from .results import Result, ResultStore, worst
 from .shards import ShardedGatherer
 
@@ -631,6 +631,12 @@ def _read_facts_file(path: str) -> dict:
         if missing:
             raise pytest.UsageError(f"{path}: {where}[{i}] has no {', '.join(missing)}: not a facts file written "
                                     f"by --facts-out")
+        # The names become pytest ids, report rows and shell arguments, as an inventory's do.
+        for key in keys:
+            try:
+                check_host(entry[key])
+            except ValueError as exc:
+                raise pytest.UsageError(f"{path}: {where}[{i}].{key}: {exc}") from None
     return doc
 
 

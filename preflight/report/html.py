@@ -6,7 +6,11 @@ Registered only when pytest-html is active (its hook names are unknown otherwise
 
 from __future__ import annotations
 
+import html
+
 from .matrix import fragment, text
+
+_TEST_ID_CELL = '<td class="col-testId">'
 
 _COLUMNS = (("host", "Host"), ("check", "Check"), ("severity", "Severity"), ("preflight_outcome", "Preflight"))
 
@@ -31,6 +35,11 @@ class HtmlHooks:
             self.left_out += 1
             del cells[:]  # pytest-html 4 drops a row whose cells were all removed
             return
+        # pytest-html 4 puts the node id into its cell raw and its page inserts cells as HTML: a
+        # host name from a --facts-in file or a user's check file name must not become markup.
+        for i, cell in enumerate(cells):
+            if cell.startswith(_TEST_ID_CELL) and cell.endswith("</td>"):
+                cells[i] = _TEST_ID_CELL + html.escape(cell[len(_TEST_ID_CELL):-len("</td>")], quote=False) + "</td>"
         for offset, (key, _) in enumerate(_COLUMNS):
             cells.insert(2 + offset, f'<td class="col-{key}">{text(props.get(key, ""))}</td>')
 

@@ -288,7 +288,9 @@ def test_corrupt_facts_file_is_a_usage_error(pytester, content):
 @pytest.mark.parametrize("content", [
     '{"schema": 1, "hosts": [{}], "inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
     '{"schema": 1, "hosts": [], "inventory": {"hosts": [{"name": "x"}]}}',
-], ids=["host-entry-without-host", "inventory-host-without-address"])
+    '{"schema": 1, "hosts": [], "inventory": {"hosts": [{"name": "<img src=x onerror=alert(1)>", "address": "x"}]}}',
+    '{"schema": 1, "hosts": [{"host": "a b"}], "inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
+], ids=["host-entry-without-host", "inventory-host-without-address", "markup-as-a-name", "space-in-a-name"])
 def test_malformed_facts_file_is_a_usage_error(pytester, content):
     (pytester.path / "f.json").write_text(content)
     result = run(pytester, "--facts-in", "f.json")

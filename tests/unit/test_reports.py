@@ -476,3 +476,19 @@ def test_a_cluster_wide_finding_names_its_subject_not_a_cluster_host():
     page = fragment({"hosts": hosts, "results": results, "ready": False})
     assert "on <b>node-03 (cluster-wide)</b>: tls switch[1] (on) on node-03 npu5" in page
     assert "on <b>cluster" not in page
+
+
+def test_the_html_row_escapes_pytest_htmls_raw_test_id_cell():
+    # pytest-html 4 writes the node id into its cell unescaped and inserts cells as HTML.
+    from types import SimpleNamespace
+
+    from preflight.report.html import HtmlHooks
+
+    cells = ['<td class="col-result">Failed</td>',
+             '<td class="col-testId">checks/my<b>.py::test_x[<img src=x onerror=alert(1)>]</td>',
+             '<td class="col-duration">1 ms</td>']
+    report = SimpleNamespace(user_properties=[("host", "node-01")], when="call")
+    HtmlHooks(run=None).pytest_html_results_table_row(report, cells)
+    assert cells[1] == ('<td class="col-testId">checks/my&lt;b&gt;.py::test_x[&lt;img src=x onerror=alert(1)&gt;]'
+                        '</td>')
+    assert cells[0] == '<td class="col-result">Failed</td>' and '<td class="col-host">node-01</td>' in cells
