@@ -167,6 +167,28 @@ class _Connection(Connection):
 
     inline_ssh_env = None
 
+    def get_gateway(self):
+        # SshContext resolves ProxyJump itself (one shared, host-key-checked connection per jump
+        # host).  fabric's own resolution recurses without end on the usual OpenSSH pattern
+        # `Host bastion / ProxyJump none` + `Host * / ProxyJump bastion` ("none" read as a host).
+        if "proxyjump" in self.ssh_config:
+            return None
+        command = self.ssh_config.get("proxycommand")
+        if command:
+            return None if command.strip().lower() == "none" else command
+        return self.config.gateway
+
+
+def _jump_target(spec: str, label: str) -> tuple[str | None, str, int | None]:
+    """(user, host, port) of a jump host as the inventory or ssh_config's ProxyJump writes it
+    (``[user@]host[:port]``, IPv6 as ``[addr]:port``, or an ``ssh://`` URI)."""
+    from ..inventory import parse_jump_host
+
+    try:
+        return parse_jump_host(spec[len("ssh://"):] if spec.lower().startswith("ssh://") else spec)
+    except ValueError as exc:
+        raise TransportError("config", f"{label}: jump host {spec!r}: {exc}") from None
+
 
 class SshContext:
     """What SSH connections of one run share: host keys, ssh_config, gateways."""
@@ -203,7 +225,8 @@ class SshContext:
         return tuple(os.path.expanduser(p) for p in DEFAULT_KNOWN_HOSTS)
 
     def connection(self, host, address: str, user: str | None, port: int | None, gateway_spec: str | None,
-                   label: str) -> tuple[Connection, threading.Semaphore | None]:
+                   label: str, chain: tuple[str, ...] = ()) -> tuple[Connection, threading.Semaphore | None]:
+        """``chain``: the hosts this connection is a jump host for (a ProxyJump loop is an error)."""
         cfg = self.fabric_config(host.ssh_config)
         kwargs = {
             "banner_timeout": self.settings.connect_timeout,
@@ -216,9 +239,14 @@ class SshContext:
         gateway, gate = None, None
         conn = _Connection(address, user=user, port=port, config=cfg, connect_timeout=self.settings.connect_timeout,
                            connect_kwargs=dict(kwargs))
-        spec = gateway_spec or conn.ssh_config.get("proxyjump")
-        if spec:
-            gateway, gate = self.gateway(host, spec.split(",")[-1].strip())
+        spec = (gateway_spec or conn.ssh_config.get("proxyjump") or "").split(",")[-1].strip()
+        jump = _jump_target(spec, label) if spec.lower() not in ("", "none") else None
+        # A jump host that is the target itself (`Host *` naming the bastion) means: go direct.
+        if jump is not None and jump[1] != address:
+            if jump[1] in chain:
+                raise TransportError("config", f"{label}: ProxyJump loop in ssh_config: "
+                                               f"{' -> '.join((*chain, address, jump[1]))}")
+            gateway, gate = self.gateway(host, spec, jump, chain + (address,))
             conn = _Connection(address, user=user, port=port, config=cfg, gateway=gateway,
                                connect_timeout=self.settings.connect_timeout, connect_kwargs=dict(kwargs))
         self._guard_host_keys(conn, host, label)
@@ -234,14 +262,13 @@ class SshContext:
         conn.client.set_missing_host_key_policy(
             _KnownHostsPolicy(self.hostkeys, paths, self.settings.accept_new_host_keys, label))
 
-    def gateway(self, host, spec: str) -> tuple[Connection, threading.Semaphore]:
-        user, _, rest = spec.rpartition("@")
-        address, _, port = rest.partition(":")
-        key = (user or None, address, port or None, host.identity_file, host.ssh_config)
+    def gateway(self, host, spec: str, jump: tuple[str | None, str, int | None],
+                chain: tuple[str, ...] = ()) -> tuple[Connection, threading.Semaphore]:
+        user, address, port = jump
+        key = (user, address, port, host.identity_file, host.ssh_config)
         with self._lock:
             if key not in self._gateways:
-                conn, _ = self.connection(host, address, user or None, int(port) if port else None, None,
-                                          f"jump host {spec}")
+                conn, _ = self.connection(host, address, user, port, None, f"jump host {spec}", chain)
                 self._gateways[key] = (conn, threading.Semaphore(GATEWAY_HANDSHAKES), threading.Lock())
             conn, gate, opening = self._gateways[key]
         # One handshake with the bastion, shared by every target behind it.

@@ -49,3 +49,57 @@ def test_connections_built_side_by_side_all_see_the_config(monkeypatch, tmp_path
     finally:
         sys.setswitchinterval(interval)
     assert errors == []
+
+
+# -- ProxyJump as ssh_config and the inventory write it: resolved by SshContext, never recursing ---
+
+import pytest  # noqa: E402
+
+import preflight.transport.ssh as ssh_module  # noqa: E402
+from preflight.transport import TransportError  # noqa: E402
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    opened = []
+    monkeypatch.setattr(ssh_module, "open_connection", lambda conn, timeout: opened.append(conn))
+    return opened
+
+
+def _jumped(tmp_path, config: str, target="node-01", jump_host=None):
+    path = tmp_path / "ssh_config"
+    path.write_text(config)
+    host = Host(name=target, address=target, ssh_config=str(path), jump_host=jump_host)
+    conn, _ = SshContext(SshSettings()).connection(host, target, "root", 22, jump_host, target)
+    return conn
+
+
+@pytest.mark.parametrize("config", [
+    "Host bastion\n  ProxyJump none\n\nHost *\n  ProxyJump bastion\n",  # OpenSSH's usual exception
+    "Host *\n  ProxyJump bastion\n",  # no exception: the bastion itself goes direct
+    "Host bastion\n  ProxyJump NONE\nHost *\n  ProxyJump bastion\n",
+], ids=["proxyjump-none", "bastion-matches-its-own-pattern", "none-in-capitals"])
+def test_ssh_config_proxyjump_reaches_the_bastion_directly(tmp_path, no_network, config):
+    conn = _jumped(tmp_path, config)
+    assert conn.host == "node-01" and conn.gateway is not None
+    assert conn.gateway.host == "bastion" and conn.gateway.gateway is None
+    assert no_network == [conn.gateway]  # only the bastion was connected (the target is the caller's)
+
+
+def test_a_proxyjump_loop_is_one_config_error(tmp_path, no_network):
+    with pytest.raises(TransportError) as caught:
+        _jumped(tmp_path, "Host node-01\n  ProxyJump a\nHost a\n  ProxyJump b\nHost b\n  ProxyJump a\n")
+    assert caught.value.kind == "config"
+    assert "ProxyJump loop in ssh_config: node-01 -> a -> b -> a" in str(caught.value)
+    assert no_network == []
+
+
+@pytest.mark.parametrize("jump, host, port, user", [
+    ("[2001:db8::1]:2222", "2001:db8::1", 2222, "root"),
+    ("admin@[2001:db8::1]", "2001:db8::1", None, "admin"),
+    ("ssh://admin@bastion:2222", "bastion", 2222, "admin"),
+])
+def test_jump_hosts_in_every_written_form(tmp_path, no_network, jump, host, port, user):
+    conn = _jumped(tmp_path, "", jump_host=jump)
+    assert (conn.gateway.host, conn.gateway.user) == (host, user)
+    assert conn.gateway.port == (port or 22)
