@@ -27,6 +27,58 @@ class MergeError(Exception):
     pass
 
 
+# What merge() and the matrix page read, with the JSON types the current preflight writes there
+# (run.py document()/hosts_json(), Result.to_json()). Checked on load, before anything is written:
+# a bad shard is then one clear line and exit code 4, not a traceback (exit 1, "not ready" to CI)
+# or a traceback after the merged JSON was already written. A key read as d[key] is required.
+# null is allowed where the schema or a merged document (``started_at`` of no shard) writes it.
+_STR, _STR_OR_NULL, _LIST = (str,), (str, type(None)), (list,)
+_TOP = {"started_at": (False, _STR_OR_NULL)}
+_HOST = {"name": (True, _STR), "reachable": (False, (bool,))}
+_RESULT = {"check": (True, _STR), "outcome": (True, _STR), "message": (True, _STR),
+           "host": (True, _STR_OR_NULL), "subject": (False, _STR_OR_NULL),
+           "remedy": (False, _STR_OR_NULL), "reference": (False, _STR_OR_NULL),
+           "outliers": (False, _LIST)}
+
+
+# JSON's names for the types, as the user editing the file sees them.
+_KIND = {bool: "a boolean", str: "a string", int: "a number", float: "a number", list: "an array",
+         dict: "an object", type(None): "null"}
+
+
+def _json_kind(value) -> str:
+    return _KIND[type(value)]  # type(), not isinstance: True is an int too
+
+
+def _check(where: str, obj, fields: dict) -> None:
+    """MergeError (its place, not yet its file) unless ``obj`` is an object with ``fields``;
+    ``where`` is "" for the document itself, else e.g. "hosts[3]"."""
+    if not isinstance(obj, dict):
+        raise MergeError(f"{where}: expected an object, got {_json_kind(obj)}")
+    prefix = where + "." if where else ""
+    for key, (required, types) in fields.items():
+        if key not in obj:
+            if required:
+                raise MergeError(f"{where}: missing {key!r}")
+            continue
+        if not isinstance(obj[key], types):
+            wanted = " or ".join(_KIND[t] for t in types)
+            raise MergeError(f"{prefix}{key}: expected {wanted}, got {_json_kind(obj[key])}")
+
+
+def _validate(doc: dict) -> None:
+    _check("", doc, _TOP)
+    for i, h in enumerate(doc["hosts"]):
+        _check(f"hosts[{i}]", h, _HOST)
+    for i, r in enumerate(doc["results"]):
+        _check(f"results[{i}]", r, _RESULT)
+        if r["outcome"] not in OUTCOMES:
+            raise MergeError(f"results[{i}].outcome: {r['outcome']!r} is not one of {', '.join(OUTCOMES)}")
+        for j, name in enumerate(r.get("outliers", ())):
+            if not isinstance(name, str):
+                raise MergeError(f"results[{i}].outliers[{j}]: expected a string, got {_json_kind(name)}")
+
+
 def _load(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -35,9 +87,14 @@ def _load(path: str) -> dict:
         raise MergeError(f"{path}: cannot read: {exc.strerror}") from None
     except ValueError as exc:
         raise MergeError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != 1 or not isinstance(doc.get("hosts"), list) \
-            or not isinstance(doc.get("results"), list):
+    # type() is int: "schema": true (True == 1) or 1.0 is not schema 1.
+    if not isinstance(doc, dict) or type(doc.get("schema")) is not int or doc["schema"] != 1 \
+            or not isinstance(doc.get("hosts"), list) or not isinstance(doc.get("results"), list):
         raise MergeError(f"{path}: not a preflight.json (schema 1) document")
+    try:
+        _validate(doc)
+    except MergeError as exc:
+        raise MergeError(f"{path}: {exc}") from None
     return doc
 
 

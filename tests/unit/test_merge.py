@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from preflight.cli import main as cli_main
 from preflight.merge import main, merge
+from preflight.results import Result
 
 
 def shard(name, hosts, ready=True, failed=(), started="2026-12-02T10:00:00Z", duration=4.0):
@@ -69,3 +72,81 @@ def test_preflight_merge_subcommand(tmp_path):
     out = tmp_path / "o.json"
     assert cli_main(["merge", a, "-o", str(out)]) == 0
     assert json.loads(out.read_text())["ready"] is True
+
+
+def _set(key, value):  # the document's own key
+    return lambda d: d.__setitem__(key, value)
+
+
+def _replace(kind, i, value):  # hosts[i] or results[i] replaced by a non-object
+    return lambda d: d[kind].__setitem__(i, value)
+
+
+def _host(i, **fields):
+    return lambda d: d["hosts"][i].update(fields)
+
+
+def _result(i, **fields):
+    return lambda d: d["results"][i].update(fields)
+
+
+def _drop(kind, i, key):
+    return lambda d: d[kind][i].pop(key)
+
+
+# Each broke merge (or the matrix page, after the merged JSON was written) with a traceback and
+# exit code 1, which CI reads as "not ready"; a bad input file is exit code 4. results[1] is the
+# cluster-wide result of a one-host shard.
+BAD = {
+    "host is a string": (_replace("hosts", 0, "n2"), "hosts[0]: expected an object, got a string"),
+    "host name is a list": (_host(0, name=["n2"]), "hosts[0].name: expected a string, got an array"),
+    "host name missing": (_drop("hosts", 0, "name"), "hosts[0]: missing 'name'"),
+    "reachable is a string": (_host(0, reachable="yes"), "hosts[0].reachable: expected a boolean"),
+    "result is null": (_replace("results", 0, None), "results[0]: expected an object, got null"),
+    "started_at is a number": (_set("started_at", 5), ": started_at: expected a string or null, got a number"),
+    "outcome bogus": (_result(0, outcome="bogus"),
+                      "results[0].outcome: 'bogus' is not one of passed, failed, warning, error, skipped"),
+    "outcome null": (_result(0, outcome=None), "results[0].outcome: expected a string, got null"),
+    "check missing": (_drop("results", 0, "check"), "results[0]: missing 'check'"),
+    "message missing": (_drop("results", 0, "message"), "results[0]: missing 'message'"),
+    "host key missing": (_drop("results", 1, "host"), "results[1]: missing 'host'"),
+    "check null": (_result(0, check=None), "results[0].check: expected a string, got null"),
+    "outliers a number": (_result(1, outliers=5), "results[1].outliers: expected an array, got a number"),
+    "outlier a number": (_result(1, outliers=["n2", 5]), "results[1].outliers[1]: expected a string"),
+    "subject a number": (_result(0, subject=5), "results[0].subject: expected a string or null, got a number"),
+    "remedy a list": (_result(0, remedy=["x"]), "results[0].remedy: expected a string or null, got an array"),
+    "reference an object": (_result(0, reference={}), "results[0].reference: expected a string or null"),
+    "schema true": (_set("schema", True), ": not a preflight.json (schema 1) document"),
+}
+
+
+@pytest.mark.parametrize("break_it, place", BAD.values(), ids=BAD.keys())
+def test_malformed_shard_is_exit_4_naming_file_and_place_and_writes_nothing(tmp_path, capsys, break_it, place):
+    good = write(tmp_path, "shard-a", shard("a", ["n1"], failed=("n1",)))
+    doc = shard("b", ["n2"], failed=("n2",))
+    break_it(doc)
+    bad = write(tmp_path, "shard-b", doc)
+    out, page = tmp_path / "out" / "m.json", tmp_path / "out" / "m.html"
+    assert main([good, bad, "-o", str(out), "--matrix", str(page)]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith(f"preflight-merge: {bad}: ") and place in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_what_preflight_writes_is_accepted_and_a_merged_file_merges_again(tmp_path):
+    # Results as the run writes them (Result.to_json: observed, expected, nodeid, outliers), and
+    # a merged document (results with "shard", started_at null when no shard had one) as a shard.
+    doc = shard("a", ["n1", "n2"], ready=False)
+    doc["results"] = [Result("npu.health", "n1", "npu0", "failed", "error", "m", observed="x", expected="y",
+                             nodeid="t.py::x").to_json(),
+                      Result("cluster.versions_agree", None, None, "warning", "warning", "differs",
+                             remedy="r", reference="ref", outliers=("n2",)).to_json()]
+    a = write(tmp_path, "a", doc)
+    once = tmp_path / "once.json"
+    assert main([a, "-o", str(once), "--matrix", str(tmp_path / "once.html")]) == 1
+    again = json.loads(once.read_text())
+    again["started_at"] = None
+    twice = tmp_path / "twice.json"
+    assert main([write(tmp_path, "again", again), write(tmp_path, "b", shard("b", ["n3"])),
+                 "-o", str(twice), "--matrix", str(tmp_path / "twice.html")]) == 1
+    assert [h["name"] for h in json.loads(twice.read_text())["hosts"]] == ["n1", "n2", "n3"]
