@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from .facts import remedy_for_unevaluated
-from .results import SEVERITIES, Result
+from .results import SEVERITIES, Result, visible
 
 MARKER = "preflight_check"
 
@@ -52,6 +52,10 @@ def info_of(item) -> CheckInfo | None:
     return marker.args[0] if marker else None
 
 
+def _visible(value):
+    return visible(value) if isinstance(value, str) else value
+
+
 class Verdict:
     """Collects the results of one check invocation (one host, or the cluster)."""
 
@@ -69,11 +73,12 @@ class Verdict:
             subject=subject,
             outcome=outcome,
             severity=severity or self.info.severity,
-            message=message,
+            # What a check quotes may come from a node: it reaches the terminal and the reports.
+            message=_visible(message),
             remedy=self.info.remedy if remedy is None else remedy,
             reference=self.info.reference,
-            observed=observed,
-            expected=expected,
+            observed=_visible(observed),
+            expected=_visible(expected),
             outliers=tuple(outliers),
             nodeid=self.nodeid,
         ))

@@ -19,6 +19,7 @@ from .parsers import hccn_tool as hccn
 from .parsers import npu_smi
 from .parsers import system
 from .probe import CommandOutput, ProbeCommand
+from .results import visible
 
 
 class FactUnavailable(Exception):
@@ -114,7 +115,7 @@ def resolve(names) -> list[FactSpec]:
 def _first_line(text: str) -> str:
     for line in text.splitlines():
         if line.strip():
-            return line.strip()[:160]
+            return visible(line.strip()[:160])
     return ""
 
 

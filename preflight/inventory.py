@@ -29,6 +29,7 @@ from __future__ import annotations
 import difflib
 import functools
 import ipaddress
+import math
 import os
 import re
 import shlex
@@ -219,6 +220,8 @@ def _number(low: float = 0) -> Callable[[Any], float]:
     def check(value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _Invalid(f"must be a number, not {_type_name(value)} {value!r}")
+        if not math.isfinite(value):  # nan compares false with everything: a check could never fail
+            raise _Invalid(f"must be a finite number, not {value!r}")
         if value < low:
             raise _Invalid(f"{value!r} is out of range (expected >= {low})")
         return value
@@ -1015,7 +1018,11 @@ def _load_ansible(doc: _Doc, top: list[tuple[str, yaml.Node, yaml.Node]]) -> tup
                     raise doc.error(hknode, kpath, e.message) from None
                 hv = _ansible_vars(doc, hvnode, kpath)
                 if port is not None:
-                    hv.raw.setdefault("ansible_port", (1, {"port": _int(1, 65535)(port)}, {}))
+                    try:
+                        port = _int(1, 65535)(port)
+                    except _Invalid as e:
+                        raise doc.error(hknode, kpath, f"port in the host key: {e.message}") from None
+                    hv.raw.setdefault("ansible_port", (1, {"port": port}, {}))
                 for n in names:
                     h = hosts.get(n)
                     if h is None:
@@ -1107,6 +1114,9 @@ def _is_ansible_group(doc: _Doc, node: yaml.Node) -> bool:
     return bool(keys) and all(k in _ANSIBLE_GROUP_KEYS for k in keys)
 
 
+_TOO_DEEP = "nested too deeply (hundreds of levels of lists or mappings): not an inventory"
+
+
 def load_inventory(path: str | os.PathLike) -> Inventory:
     """Load a native or Ansible YAML inventory; raise :class:`InventoryError` when it is bad."""
     file = os.fspath(path)
@@ -1127,7 +1137,10 @@ def load_inventory(path: str | os.PathLike) -> Inventory:
         line = data[: e.start].count(b"\n") + 1
         raise InventoryError(file, line, None, "not UTF-8 text") from None
 
-    doc = _Doc(file, text)
+    try:
+        doc = _Doc(file, text)
+    except RecursionError:
+        raise InventoryError(file, None, None, _TOO_DEEP) from None
     try:
         root = doc.root
         if root is None:
@@ -1154,6 +1167,8 @@ def load_inventory(path: str | os.PathLike) -> Inventory:
                     raise doc.error(knode, key, f"unknown top-level key {key!r}"
                                                 f"{_suggest(key, [*_NATIVE_TOP, 'all'])}")
             hosts = _load_native(doc, {k: (kn, vn) for k, kn, vn in top})
+    except RecursionError:
+        raise InventoryError(file, None, None, _TOO_DEEP) from None
     finally:
         doc.close()
     return Inventory(path=file, hosts=hosts)

@@ -7,6 +7,7 @@ Outcomes are the ones of the preflight.json contract (DESIGN.md, schema 1):
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field, fields
 
@@ -15,6 +16,16 @@ SEVERITIES = ("error", "warning")
 
 # Worst first: the matrix shows the worst outcome of a (host, check) cell.
 _RANK = {"failed": 0, "error": 1, "warning": 2, "passed": 3, "skipped": 4}
+
+
+# Control characters (tab and newline aside) in text that came from a node: shown as \xNN, so a
+# tool's stderr cannot retitle, clear or recolour the operator's terminal, or hide lines.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    r"""``text`` with control characters written out as ``\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def worst(outcomes) -> str | None:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import html
 import os
-import re
 
 from ..hostlist import fold
-from ..results import worst
+from ..results import visible, worst
 
 # outcome -> (symbol, label, css class); symbols differ as well as colours.
 STYLE = {
@@ -43,14 +42,13 @@ table.pf-matrix{border-collapse:collapse;font:13px/1.3 sans-serif;margin:8px 0}
 .pf-verdict-ready{color:#185c18}.pf-verdict-not{color:#8b0000}
 """
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def text(value) -> str:
     """Untrusted text as HTML: control characters made visible, then escaped."""
     if value is None:
         return ""
-    shown = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    shown = visible(str(value))
     return html.escape(shown, quote=True)
 
 

@@ -190,3 +190,19 @@ def test_verdict_error_carries_the_next_step_unless_the_check_gives_one():
     hung, own, none = verdict.results
     assert "--command-timeout" in hung.remedy and "reseat" not in hung.remedy
     assert own.remedy == "ask the vendor" and none.remedy == ""
+
+
+def test_a_tools_terminal_escapes_never_reach_the_operators_terminal():
+    # A node's stderr quoted in a message: escape sequences are written out, not sent.
+    hostile = "\x1b]0;PWNED\x07\x1b[2J\x1b[31mdcmi failed"
+    with pytest.raises(FactUnavailable) as unreadable:
+        make_facts(npu_smi_dot_info=CommandOutput("", hostile, 3)).get("npu_smi.info")
+    info = CheckInfo(id="npu.health", severity="error", title="t", remedy="r", reference="FAQ")
+    verdict = Verdict(info, "node-01")
+    verdict.failed("npu0", observed=f"health {hostile}", expected="OK")
+    verdict.error("npu1", message=f"odd: {hostile}")
+    texts = [str(unreadable.value), verdict.results[0].message, verdict.results[0].observed,
+             verdict.results[1].message]
+    for text in texts:
+        assert "\x1b" not in text and "\x07" not in text, text
+        assert "\\x1b]0;PWNED\\x07\\x1b[2J" in text, text

@@ -1265,3 +1265,25 @@ def test_alias_bomb_is_cheap(tmp_path):
     text = "hosts: [h]\ndefaults:\n  tags:\n" + "\n".join("    " + line for line in lines) + "\n"
     inv = load(tmp_path, text)
     assert inv.names == ("h",)
+
+
+# ========================================================================= found by review
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_a_number_setting_must_be_finite(tmp_path, value):
+    # nan compares false with everything: max_clock_skew_s: .nan would pass every clock.
+    e = error(tmp_path, f"hosts:\n  - {{name: n1, max_clock_skew_s: {value}}}\n")
+    assert where(e) == (2, "hosts[0].max_clock_skew_s") and "finite" in e.message
+
+
+def test_an_ansible_host_key_with_a_bad_port_is_an_inventory_error(tmp_path):
+    e = error(tmp_path, 'all:\n  hosts:\n    "a:99999":\n')
+    assert where(e) == (3, "all.hosts.a:99999")
+    assert "port in the host key" in e.message and "1..65535" in e.message
+
+
+def test_absurdly_nested_yaml_is_an_inventory_error(tmp_path):
+    deep = "[" * 600 + "]" * 600
+    e = error(tmp_path, f"hosts:\n  - {{name: n1, tags: {{x: {deep}}}}}\n")
+    assert "nested too deeply" in e.message
