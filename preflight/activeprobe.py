@@ -156,11 +156,16 @@ PING_TIMEOUT = 10
 _PING = r"""
 PF_HCCN=$(command -v hccn_tool 2>/dev/null)
 [ -z "$PF_HCCN" ] && PF_HCCN=/usr/local/Ascend/driver/tools/hccn_tool
+# sudo: true in the inventory: hccn_tool through `sudo -n`, as phase one ran it (never a prompt).
+pre=(); [ -n "$PF_SUDO" ] && pre=(sudo -n --)
 hung=
 for pair in "$@"; do
   d=${pair%%=*}; ip=${pair#*=}
   if [ -n "$hung" ]; then echo "$d $ip skipped hccn_tool -ping hung earlier (npu$hung)"; continue; fi
-  out=$(timeout 10 "$PF_HCCN" -i "$d" -ping -g address "$ip" 2>&1 </dev/null); rc=$?
+  out=$(timeout 10 "${pre[@]}" "$PF_HCCN" -i "$d" -ping -g address "$ip" 2>&1 </dev/null); rc=$?
+  case $rc:$out in 1:*"a password is required"*|1:*"a terminal is required"*)
+    echo "$d $ip skipped sudo -n needs a password for hccn_tool on this host (inventory sudo: true)"; continue ;;
+  esac
   s=; [[ $out =~ [0-9]+\ packets\ transmitted,\ [0-9]+\ received ]] && s=${BASH_REMATCH[0]}
   echo "$d $ip rc=$rc ${s:-no summary}"
   case $rc in 124|137) hung=$d ;; esac
@@ -457,7 +462,8 @@ class PhaseTwo:
                 _, dst_ips = by_name[dst]
                 pairs = list(zip(sorted(src_ips), sorted(dst_ips)))  # NPU i pings the peer's NPU i
                 args = " ".join(shlex.quote(f"{d}={dst_ips[dd]}") for d, dd in pairs)
-                out = self.run(src_host, "bash -c " + shlex.quote(_PING) + " preflight " + args,
+                sudo = "PF_SUDO=1 " if src_host.vars.get("sudo") else ""
+                out = self.run(src_host, sudo + "bash -c " + shlex.quote(_PING) + " preflight " + args,
                                (PING_TIMEOUT + 1) * len(pairs) + 5)
                 lines = [f"{dst} {dd} {line}" for (d, dd), line in zip(pairs, out.stdout.splitlines())]
                 facts = self.cluster.facts[src]

@@ -503,3 +503,27 @@ def test_sudo_wanting_a_password_is_a_clear_error(tmp_path):
     facts = HostFacts(host="n1", raw=parse_probe_output(proc.stdout, nonce).outputs)
     with pytest.raises(FactUnavailable, match="sudo -n needs a password"):
         facts.get("npu_smi.info")
+
+
+@pytest.mark.parametrize("sudo_body, want", [
+    ('echo "sudo $*" >> "$HOME/sudo.log"; shift; shift; exec "$@"\n', "rc=0 3 packets transmitted, 3 received"),
+    ('echo "sudo: a password is required" >&2; exit 1\n', "skipped sudo -n needs a password for hccn_tool"),
+], ids=["nopasswd", "password-wanted"])
+def test_the_npu_ping_runs_hccn_tool_through_sudo_when_the_inventory_says_so(tmp_path, sudo_body, want):
+    # Phase one's hccn_tool calls go through `sudo -n` with sudo: true; the ping must too, or a
+    # non-root user's every ping reads as a network fault.
+    from preflight.activeprobe import _PING
+    from preflight.facts import remedy_for_unevaluated
+
+    env = _fake_sudo(tmp_path, sudo_body)
+    hccn = tmp_path / "bin" / "hccn_tool"
+    hccn.write_text('#!/bin/sh\necho "3 packets transmitted, 3 received, 0.00% packet loss"\n')
+    hccn.chmod(0o755)
+    env["PF_SUDO"] = "1"
+    proc = subprocess.run(["bash", "-c", _PING, "preflight", "0=29.0.0.2"], capture_output=True, env=env,
+                          text=True, timeout=30)
+    assert proc.stdout.startswith("0 29.0.0.2 ") and want in proc.stdout, proc.stdout
+    if "skipped" in want:  # cluster.device_ping reports it as not evaluated, with this remedy
+        assert "NOPASSWD" in remedy_for_unevaluated(proc.stdout)
+    else:
+        assert f"sudo -n -- {hccn} -i 0 -ping -g address 29.0.0.2" in (tmp_path / "sudo.log").read_text()
