@@ -3,7 +3,7 @@
 from collections import Counter
 
 from preflight import faq
-from preflight.activeprobe import launcher_hosts, ray_target, rendezvous_plan, shared_paths
+from preflight.activeprobe import hccl_ring, launcher_hosts, ray_target, rendezvous_plan, shared_paths
 from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
@@ -175,14 +175,24 @@ def test_rendezvous(cluster, verdict):
 
 
 @check("cluster.hccl_ports", title="HCCL host ports (HCCL_IF_BASE_PORT block) reachable between nodes",
-       reference=faq.R_CROSS_NODE_PORT, needs=("tcp.hccl", "session.env?", "net.listening?", "tools.python3?"),
+       reference=faq.R_CROSS_NODE_PORT,
+       needs=("tcp.hccl", "session.env?", "net.listening?", "tools.python3?", "ascend.files?"),
        remedy=FIREWALL_REMEDY + " HCCL uses a block of 16 ports from HCCL_IF_BASE_PORT (default 60000-60015; "
-                                "32 on CANN 8.5 and later); reserve them with "
+                                "32 on CANN 8.5 and later), or the ranges in HCCL_HOST_SOCKET_PORT_RANGE when "
+                                "that is set; reserve them with "
                                 "sysctl -w net.ipv4.ip_local_reserved_ports=60000-60031.")
 def test_hccl_ports(host, facts, cluster, verdict):
     if len(cluster.reachable()) < 2:
         verdict.skipped(message="fewer than two reachable nodes: no pair to probe")
         return
+    ring = hccl_ring(cluster)
+    names = [h.name for h, _, _ in ring]
+    if host.name in names:
+        peer, _, ports = ring[(names.index(host.name) + 1) % len(ring)]
+        if not ports:  # phase two connects to nothing there
+            verdict.skipped(message=f"{peer.name} lets the OS pick HCCL's host ports "
+                                    f"(HCCL_HOST_SOCKET_PORT_RANGE=auto): no fixed port to probe")
+            return
     probes = _probes(verdict, facts, "tcp.hccl", host.name)
     if probes is None:
         return

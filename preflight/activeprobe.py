@@ -16,6 +16,7 @@ removed by the same mechanism.  Nothing else is started or written on a node.
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ DEFAULT_RAY_PORTS = (("ray_port", "GCS", 6379), ("ray_dashboard_port", "dashboar
                      ("ray_max_worker_port", "worker range (last)", 19999))
 DEFAULT_HCCL_BASE_PORT = 60000
 HCCL_PORTS_PROBED = (0, 15)  # offsets from HCCL_IF_BASE_PORT: the first and the last of its 16-port block
+HCCL_PORTS_PROBED_85 = (0, 31)  # CANN 8.5 and later reserve 32 ports from the base
 
 # A port we cannot bind is BUSY when something listens on it (on any address), HELD when only a
 # connection holds it as its local port (an outgoing connection's ephemeral port, or one in
@@ -334,7 +336,8 @@ class PhaseTwo:
             # if the run is stopped meanwhile.
             def start(entry):
                 host, _, ports = entry
-                listenings[host.name] = self.listen(host, ports)
+                # No fixed port (HCCL_HOST_SOCKET_PORT_RANGE=auto): nothing to listen on or probe.
+                listenings[host.name] = self.listen(host, ports) if ports else Listening()
                 return listenings[host.name]
 
             def no_listener(entry, _elapsed):
@@ -345,6 +348,8 @@ class PhaseTwo:
 
             def work(pair):
                 (src, _, _), (dst, _, ports) = pair
+                if not ports:
+                    return None
                 out = self.connect_from(src, [(dst.address, p, listenings[dst.name].states[p]) for p in ports])
                 self.cluster.facts[src.name].raw["tcp.hccl"] = out
                 return out
@@ -559,7 +564,11 @@ def launcher_hosts(cluster):
 
 
 def hccl_ring(cluster):
-    """[(host, base port, ports probed)] for reachable hosts, in inventory order."""
+    """[(host, base port, ports probed)] for reachable hosts, in inventory order.
+
+    The ports are the ends of the block HCCL binds on that host: HCCL_HOST_SOCKET_PORT_RANGE's
+    ranges when it is set (it wins over HCCL_IF_BASE_PORT; ``auto``: the OS picks, nothing to
+    probe, an empty list), else HCCL_IF_BASE_PORT's 16 ports, 32 from CANN 8.5 on."""
     from .ifname import effective_env
 
     ring = []
@@ -571,8 +580,42 @@ def hccl_ring(cluster):
         value = env.get("HCCL_IF_BASE_PORT", "")
         base = int(value) if value.isascii() and value.isdigit() and 1024 <= int(value) <= 65520 else \
             DEFAULT_HCCL_BASE_PORT
-        ring.append((host, base, [base + off for off in HCCL_PORTS_PROBED]))
+        ranges = hccl_host_port_ranges(env.get("HCCL_HOST_SOCKET_PORT_RANGE", ""))
+        if ranges is not None:
+            ports = sorted({p for first, last in (ranges[:1] + ranges[-1:]) for p in (first, last)})
+        else:
+            offsets = HCCL_PORTS_PROBED_85 if _cann_at_least(facts, (8, 5)) else HCCL_PORTS_PROBED
+            ports = [base + off for off in offsets]
+        ring.append((host, base, ports))
     return ring
+
+
+def hccl_host_port_ranges(value: str) -> list[tuple[int, int]] | None:
+    """HCCL_HOST_SOCKET_PORT_RANGE (``60000-60050``, ``60000,60050-60100``, ``auto``) as
+    [(first, last)]; [] for ``auto``; None when unset or not valid (HCCL then uses the base port)."""
+    value = value.strip()
+    if value.lower() == "auto":
+        return []
+    ranges = []
+    for part in filter(None, (p.strip() for p in value.split(","))):
+        first, _, last = part.partition("-")
+        if not (first.isascii() and first.isdigit() and (not last or last.isascii() and last.isdigit())):
+            return None
+        first, last = int(first), int(last or first)
+        if not 1 <= first <= last <= 65535:
+            return None
+        ranges.append((first, last))
+    return ranges or None
+
+
+def _cann_at_least(facts, release: tuple[int, int]) -> bool:
+    """Whether the host's active CANN is ``release`` (major, minor) or later; False when unknown."""
+    try:
+        active = facts.get("ascend.files").active_cann()
+    except (FactUnavailable, KeyError):
+        return False
+    m = re.match(r"(\d+)\.(\d+)", str(active.version)) if active else None
+    return bool(m) and (int(m[1]), int(m[2])) >= release
 
 
 @dataclass

@@ -407,3 +407,52 @@ def test_listener_reads_ipv6_listeners_survives_a_port_out_of_range_and_is_pytho
         server.close()
     # The listener on [::] is seen in /proc/net/tcp6; 65545 is neither bound nor in use.
     assert line == ["READY", "-", "BUSY", str(v6), "HELD", "-"]
+
+
+# -- which HCCL host ports are probed: the block HCCL really binds --------------------------------
+
+class _RingFacts:
+    """Just what hccl_ring reads: the session's environment and the active CANN."""
+
+    def __init__(self, env, cann=None):
+        self.env, self.cann = env, cann
+
+    def get(self, name):
+        from types import SimpleNamespace
+
+        from preflight.facts import FactUnavailable
+        if name == "session.env":
+            return dict(self.env)
+        if name == "ascend.files" and self.cann:
+            return SimpleNamespace(active_cann=lambda: SimpleNamespace(version=self.cann))
+        raise FactUnavailable(f"{name} not gathered")
+
+
+@pytest.mark.parametrize("env, cann, ports", [
+    ({}, "8.2.RC1", [60000, 60015]),
+    ({}, None, [60000, 60015]),  # CANN unknown: the 16 ports every release reserves
+    ({}, "8.5.0", [60000, 60031]),
+    ({}, "9.0.0.B100", [60000, 60031]),
+    ({"HCCL_IF_BASE_PORT": "50000"}, "8.5.0", [50000, 50031]),
+    ({"HCCL_HOST_SOCKET_PORT_RANGE": "61000-61050"}, "8.5.0", [61000, 61050]),
+    ({"HCCL_HOST_SOCKET_PORT_RANGE": "61000,61050-61100,61200-61210", "HCCL_IF_BASE_PORT": "50000"}, "8.2.RC1",
+     [61000, 61200, 61210]),
+    ({"HCCL_HOST_SOCKET_PORT_RANGE": "auto"}, "8.5.0", []),
+    ({"HCCL_HOST_SOCKET_PORT_RANGE": "61050-61000"}, "8.2.RC1", [60000, 60015]),  # invalid: the base port
+])
+def test_hccl_ports_probed_are_the_ends_of_the_block_hccl_binds(env, cann, ports):
+    from types import SimpleNamespace
+
+    from preflight.activeprobe import hccl_ring
+
+    host = make_host("node-01")
+    cluster = SimpleNamespace(reachable=lambda: [(host, _RingFacts(env, cann))])
+    [(_, _, probed)] = hccl_ring(cluster)
+    assert probed == ports
+
+
+def test_a_peer_letting_the_os_pick_hccl_ports_is_skipped_not_silent():
+    hosts, cl = _cluster({"node-01": {"tcp.hccl": ""}})
+    cl.facts["node-02"].raw["session.env"] = out("HCCL_HOST_SOCKET_PORT_RANGE=auto\0PATH=/bin\0")
+    [result] = run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert result.outcome == "skipped" and "node-02" in result.message and "auto" in result.message
