@@ -1,33 +1,103 @@
 """Device nodes: what a job inside the node (or its container) can open."""
 
+from __future__ import annotations
+
+from dataclasses import dataclass
+
 from preflight import faq
 from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
+from preflight.parsers.versions import soc_family
 
 MANAGEMENT_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 
 
-def _expected_chips(host, facts):
-    """(expected number of /dev/davinciN, how we know) from the inventory, else npu-smi."""
-    chips_per_npu = 1
+# Chips (and /dev/davinciN nodes) per NPU by SoC family, when npu-smi cannot say: an A2 NPU is one chip,
+# an A3 NPU two dies. Others are left unknown: 310P cards have one (300I Pro) or two (300I Duo) chips, and
+# "Ascend910" is what npu-smi names both an A1 910A and an A3 die.
+FAMILY_CHIPS_PER_NPU = {"A2": 1, "A3": 2}
+
+SMI_REMEDY = ("Make npu-smi info readable on the node (in a container mount /usr/local/dcmi, /usr/local/bin/npu-smi "
+              "and /usr/local/Ascend/driver/lib64 from the host, or start it with the Ascend docker runtime), or set "
+              "`chip` in the inventory to the SoC (for example Ascend910_9392 on an A3 node, 2 chips per NPU; "
+              "910B3 on an A2 node, 1 chip per NPU) so the number of /dev/davinciN nodes can be checked.")
+
+
+@dataclass(frozen=True)
+class _Expectation:
+    count: int | None  # /dev/davinciN nodes expected (the minimum when chips per NPU are unknown)
+    how: str
+    ids: dict | None = None  # davinci number -> NPU id, as npu-smi info lists them (None: unknown)
+    per_npu_known: bool = True
+    why_unknown: str = ""
+
+
+def _davinci_ids(info, chips_per_npu):
+    """The /dev/davinciN numbers npu-smi info implies (-> NPU id), or None when it does not tell them.
+
+    A3 prints each die's Phy-ID and 310P its Device id; A2 has one chip per NPU, whose NPU id is the
+    device number (a container given NPUs 3 and 4 lists NPU 3 and 4 and has /dev/davinci3 and 4)."""
+    if all(c.phy_id is not None for c in info.chips):
+        ids = {c.phy_id: c.npu_id for c in info.chips}
+    elif chips_per_npu == 1:
+        ids = {c.npu_id: c.npu_id for c in info.chips}
+    else:
+        return None
+    return ids if len(ids) == len(info.chips) else None
+
+
+def _expected_chips(host, facts) -> _Expectation:
+    """How many /dev/davinciN to expect, and how we know: from the inventory, else npu-smi."""
+    chip = host.vars.get("chip")
     try:
         info = facts.get("npu_smi.info")
+        smi_error = None
+    except FactUnavailable as exc:
+        info, smi_error = None, str(exc)
+    ids, listed = None, None
+    if info is not None and info.chips:
         per_npu = {}
-        for chip in info.chips:
-            per_npu[chip.npu_id] = per_npu.get(chip.npu_id, 0) + 1
-        chips_per_npu = max(per_npu.values(), default=1)
+        for c in info.chips:
+            per_npu[c.npu_id] = per_npu.get(c.npu_id, 0) + 1
+        chips_per_npu = max(per_npu.values())
         listed = len(info.chips)
-    except FactUnavailable:
-        info, listed = None, None
+        ids = _davinci_ids(info, chips_per_npu)
+        source = "npu-smi info"
+    elif chip and FAMILY_CHIPS_PER_NPU.get(soc_family(str(chip))):
+        chips_per_npu = FAMILY_CHIPS_PER_NPU[soc_family(str(chip))]
+        source = f"inventory chip {chip} ({soc_family(str(chip))})"
+    else:
+        chips_per_npu = None
+        reason = f"npu-smi info could not be read ({smi_error})" if smi_error else "npu-smi info lists no chip"
+        source = reason + (f" and the inventory chip {chip} does not tell the SoC family" if chip
+                           else " and the inventory sets no chip")
     expected_npus = host.vars.get("npus_per_node")
     if expected_npus:
-        count = int(expected_npus) * chips_per_npu
-        how = f"npus_per_node={expected_npus}" + (f" x {chips_per_npu} chips per NPU" if chips_per_npu > 1 else "")
-        return count, how
+        npus = int(expected_npus)
+        if chips_per_npu is None:
+            return _Expectation(npus, f"npus_per_node={expected_npus}", ids,
+                                per_npu_known=False, why_unknown=source)
+        how = f"npus_per_node={expected_npus}" + (f" x {chips_per_npu} chips per NPU from {source}"
+                                                  if chips_per_npu > 1 else "")
+        return _Expectation(npus * chips_per_npu, how, ids)
     if listed:
-        return listed, f"npu-smi info lists {listed} chip(s)"
-    return None, "no npus_per_node in the inventory and npu-smi info unavailable"
+        return _Expectation(listed, f"npu-smi info lists {listed} chip(s)", ids)
+    return _Expectation(None, "no npus_per_node in the inventory and npu-smi info unavailable")
+
+
+def _missing(present, exp: _Expectation):
+    """(the device numbers that are missing, on what basis), or (None, "") when numbers would be a guess:
+    NPU ids are labels, not indexes (a container given NPUs 3 and 4 has /dev/davinci3 and 4)."""
+    if not present:
+        return None, ""
+    if exp.ids and set(present) <= set(exp.ids) and set(exp.ids) - set(present):
+        missing = sorted(set(exp.ids) - set(present))
+        npus = fold(f"npu{n}" for n in sorted({exp.ids[i] for i in missing}))
+        return missing, f"npu-smi info shows them as {npus}"
+    if max(present) < exp.count:
+        return [i for i in range(exp.count) if i not in present], f"numbered davinci0..{exp.count - 1}"
+    return None, ""
 
 
 @check("devices.davinci_nodes", title="/dev/davinciN exists for every NPU", reference=faq.R_NPU_VISIBLE,
@@ -42,7 +112,8 @@ def test_davinci_nodes(host, facts, verdict):
         suffix = name[len("davinci"):]
         if name.startswith("davinci") and suffix.isdigit():
             present[int(suffix)] = node
-    expected, how = _expected_chips(host, facts)
+    exp = _expected_chips(host, facts)
+    expected, how = exp.count, exp.how
     found = fold(f"davinci{i}" for i in sorted(present)) or "none"
     not_char = sorted(i for i, n in present.items() if n.kind != "char")
     for i in not_char:
@@ -54,16 +125,36 @@ def test_davinci_nodes(host, facts, verdict):
         else:
             verdict.failed(observed="no /dev/davinciN device nodes", expected="one per NPU chip", where=host.name)
         return
-    missing = [i for i in range(expected) if i not in present]
-    if missing:
-        verdict.failed(observed=f"/dev/{fold(f'davinci{i}' for i in missing)} missing "
-                                f"({len(present)} present: {found})",
-                       expected=f"{expected} device nodes davinci0..{expected - 1} ({how})")
+    # NPU ids are labels, not indexes: the count is what must match, whatever the numbers.
+    if len(present) < expected:
+        missing, basis = _missing(present, exp)
+        at_least = "" if exp.per_npu_known else "at least "
+        if not exp.per_npu_known:
+            how += f", 1 or more chips per NPU: {exp.why_unknown}"
+        if missing:
+            verdict.failed(observed=f"/dev/{fold(f'davinci{i}' for i in missing)} missing "
+                                    f"({len(present)} present: {found})",
+                           expected=f"{at_least}{expected} device nodes ({how}; {basis})")
+        elif not present:
+            verdict.failed(observed="no /dev/davinciN device nodes",
+                           expected=f"{at_least}{expected} device nodes ({how})")
+        else:
+            verdict.failed(observed=f"{len(present)} device nodes ({found})",
+                           expected=f"{at_least}{expected} device nodes ({how})")
+    elif len(present) > expected and not exp.per_npu_known:
+        fits = (f" ({len(present)} = {expected} x {len(present) // expected} would fit"
+                f"{' an A3 node' if len(present) == 2 * expected else ''})" if len(present) % expected == 0 else "")
+        verdict.error(message=(f"{host.name}: {len(present)} device nodes ({found}) for npus_per_node={expected}: "
+                               f"cannot tell how many chips each NPU has (an A3 NPU has 2), because "
+                               f"{exp.why_unknown}; expected {expected} x chips per NPU{fits}"),
+                      observed=f"{len(present)} device nodes ({found})",
+                      expected=f"npus_per_node={expected} x chips per NPU (unknown)", remedy=SMI_REMEDY)
     elif len(present) > expected:
         verdict.failed(observed=f"{len(present)} device nodes ({found})",
                        expected=f"{expected} ({how}); check npus_per_node in the inventory")
     elif not not_char:
-        verdict.passed(message=f"{len(present)} device nodes present ({found}; {how})")
+        note = "" if exp.per_npu_known else f"; 1 chip per NPU assumed: {exp.why_unknown}"
+        verdict.passed(message=f"{len(present)} device nodes present ({found}; {how}{note})")
 
 
 @check("devices.management_nodes", title="/dev/davinci_manager, /dev/devmm_svm and /dev/hisi_hdc exist",

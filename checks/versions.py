@@ -45,6 +45,19 @@ STACK_REMEDY = ("Install one published set on every node: the CANN toolkit, its 
                 "pip install torch==<X> torch_npu==<X.postN> in the job's Python.")
 
 
+DRIVER_INFO = "/usr/local/Ascend/driver/version.info"
+FIRMWARE_INFO = "/usr/local/Ascend/firmware/version.info"
+VERSION_FILES_MOUNT = ("mount the host's version files read-only into the container: "
+                      f"-v {DRIVER_INFO}:{DRIVER_INFO}:ro -v {FIRMWARE_INFO}:{FIRMWARE_INFO}:ro")
+DRIVER_FIRMWARE_REMEDY = (
+    "On a host: install (or repair) the NPU driver and firmware packages of one HDK release "
+    "(Ascend-hdk-*-npu-driver_*.run --full, then Ascend-hdk-*-npu-firmware_*.run --full); each writes its "
+    "version.info under /usr/local/Ascend/driver and /usr/local/Ascend/firmware. If they were installed elsewhere, "
+    "Driver_Install_Path_Param / Firmware_Install_Path_Param in /etc/ascend_install.info name the path. "
+    "In a container, " + VERSION_FILES_MOUNT[0].lower() + VERSION_FILES_MOUNT[1:]
+    + ", or run the preflight against the host itself, which owns the driver and firmware.")
+
+
 def _cann_of(files):
     active = files.active_cann()
     return active.version if active else None
@@ -92,12 +105,25 @@ def test_stack(host, facts, verdict, compat):
     # driver <-> firmware, from the machine-readable ranges in the files themselves
     drv, fw = files.driver, files.firmware
     if files.driver_error or files.firmware_error:
-        verdict.error("driver/firmware", message=f"{host.name}: {files.driver_error or files.firmware_error}")
+        verdict.error("driver/firmware", message=f"{host.name}: {files.driver_error or files.firmware_error}",
+                      remedy=DRIVER_FIRMWARE_REMEDY)
     elif drv is None or fw is None:
-        missing = [p for p, x in (("/usr/local/Ascend/driver/version.info", drv),
-                                  ("/usr/local/Ascend/firmware/version.info", fw)) if x is None]
-        verdict.error("driver/firmware", message=f"{host.name}: cannot tell the driver/firmware versions: "
-                                                 f"{', '.join(missing)} not found")
+        missing = [p for p, x in ((DRIVER_INFO, drv), (FIRMWARE_INFO, fw)) if x is None]
+        if files.container:
+            # The Ascend docker runtime mounts driver/lib64 but not the version files: the driver and
+            # firmware belong to the host, and the preflight run against the host judges them.
+            verdict.skipped("driver/firmware", message=(
+                f"{host.name} is a container: {', '.join(missing)} not found (the Ascend docker runtime does "
+                f"not mount {'them' if len(missing) > 1 else 'it'}), so the driver/firmware pairing"
+                f"{' and the CANN minimum driver' if drv is None else ''} cannot be read here; the host owns the "
+                f"driver and firmware, and the preflight run against the host judges them. To judge them here, "
+                f"{VERSION_FILES_MOUNT}, or run the preflight against the host itself."))
+        else:
+            verdict.error("driver/firmware", message=(
+                f"{host.name}: cannot tell the driver/firmware versions: {', '.join(missing)} not found; "
+                f"expected both version files of the installed NPU driver and firmware"),
+                observed=f"{', '.join(missing)} not found", expected="the driver's and the firmware's version.info",
+                remedy=DRIVER_FIRMWARE_REMEDY)
     else:
         problems = []
         if drv.firmware_range:

@@ -86,6 +86,89 @@ def test_no_devices_and_no_expectation_fails():
     assert result.outcome == "failed" and "no /dev/davinciN" in result.message
 
 
+def _container_npus_3_4(devices=(3, 4)):
+    """A container given NPUs 3 and 4: /dev/davinci3 and 4, and npu-smi lists NPU 3 and 4 (labels, not indexes)."""
+    raw = healthy_raw(npus=0)
+    raw["dev.nodes"] = out("".join(f"davinci{i}|character special file|ec|{i:x}|root|root|660\n" for i in devices)
+                           + raw["dev.nodes"].stdout)
+    text = fixture("npu-smi/info/a2-910b1-23.0.rc3.3-busy-2npu-docstring.txt")
+    for old, new in (("| 0     910B1", "| 3     910B1"), ("| 1     910B1", "| 4     910B1"),
+                     ("| 0       0 ", "| 3       0 "), ("| 1       0 ", "| 4       0 ")):
+        text = text.replace(old, new)
+    raw["npu_smi.info"] = out(text)
+    return raw
+
+
+def test_davinci_nodes_are_labels_not_indexes_in_a_container():
+    raw = _container_npus_3_4()
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=2), facts=make_facts(raw=raw))
+    assert result.outcome == "passed" and "davinci[3-4]" in result.message, result.message
+    raw["npu_smi.info"] = out("", rc=127)  # npu-smi not mounted: the count still matches, whatever the numbers
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=2), facts=make_facts(raw=raw))
+    assert result.outcome == "passed", result.message
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=2, chip="910B1"),
+                         facts=make_facts(raw=raw))
+    assert result.outcome == "passed", result.message
+
+
+def test_davinci_missing_node_is_named_from_the_npu_smi_ids():
+    raw = _container_npus_3_4(devices=(3,))
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=2), facts=make_facts(raw=raw))
+    assert result.outcome == "failed"
+    assert_explained(result, "node-01", "/dev/davinci4 missing", "npu-smi info shows them as npu4", "1 present: davinci3")
+    assert "davinci0" not in result.message and "davinci[0" not in result.message
+
+
+def test_davinci_count_is_reported_when_missing_numbers_would_be_a_guess():
+    # 3 NPUs expected, the container has davinci3 and davinci4 and npu-smi lists only those: no index is missing
+    # that anyone can name (davinci0..2 would be a guess), so the count is what the result reports.
+    raw = _container_npus_3_4()
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=3), facts=make_facts(raw=raw))
+    assert result.outcome == "failed"
+    assert_explained(result, "node-01", "2 device nodes (davinci[3-4])", "expected 3 device nodes (npus_per_node=3)")
+    assert "davinci0" not in result.message and "davinci[0" not in result.message and "missing" not in result.message
+    raw["npu_smi.info"] = out("", rc=127)
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=3), facts=make_facts(raw=raw))
+    assert result.outcome == "failed" and "davinci[0" not in result.message and "2 device nodes" in result.message
+
+
+def test_davinci_nodes_on_a3_without_npu_smi_take_chips_per_npu_from_the_inventory_chip():
+    raw = healthy_raw(npus=16)
+    raw["npu_smi.info"] = out("", rc=127)
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=8, chip="Ascend910_9392"),
+                         facts=make_facts(raw=raw))
+    assert result.outcome == "passed", result.message
+    assert "16 device nodes" in result.message and "2 chips per NPU" in result.message
+    # Only 8 of the 16 dies exposed: the inventory chip says A3, so 8 nodes are missing, by name.
+    raw = healthy_raw(npus=8)
+    raw["npu_smi.info"] = out("", rc=127)
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=8, chip="Ascend910_9392"),
+                         facts=make_facts(raw=raw))
+    assert result.outcome == "failed"
+    assert_explained(result, "node-01", "/dev/davinci[8-15] missing", "16 device nodes", "2 chips per NPU")
+
+
+def test_davinci_nodes_without_npu_smi_or_chip_are_an_error_not_a_failure():
+    raw = healthy_raw(npus=16)
+    raw["npu_smi.info"] = out("", rc=127)
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=8), facts=make_facts(raw=raw))
+    assert result.outcome == "error", result.message
+    assert "node-01" in result.message and "16 device nodes" in result.message
+    assert "chips" in result.message and "npu-smi info could not be read" in result.message
+    assert result.observed and result.expected and result.reference
+    assert "chip" in result.remedy and "npu-smi" in result.remedy
+    # "Ascend910" is how npu-smi names both an A1 910A and an A3 die: it does not tell chips per NPU.
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=8, chip="Ascend910"),
+                         facts=make_facts(raw=raw))
+    assert result.outcome == "error" and "Ascend910 does not tell" in result.message
+    # Fewer nodes than NPUs is missing nodes whatever the chips per NPU.
+    raw = healthy_raw(npus=6)
+    raw["npu_smi.info"] = out("", rc=127)
+    [result] = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=8), facts=make_facts(raw=raw))
+    assert result.outcome == "failed" and "/dev/davinci[6-7] missing" in result.message
+    assert "at least 8" in result.message
+
+
 def test_management_nodes():
     assert {o for _, o in outcomes(run_check(devices.test_management_nodes, host=make_host(),
                                              facts=make_facts()))} == {"passed"}

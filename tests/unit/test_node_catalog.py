@@ -304,6 +304,34 @@ def test_stack_unreadable_driver_is_an_error_not_a_guess():
     assert ("driver/firmware", "error") in {(r.subject, r.outcome) for r in results}
 
 
+@pytest.mark.parametrize("driver, firmware", [(None, None), ("driver-version-info/25.0.rc1.1.txt", None),
+                                               (None, "firmware-version-info/7.7.0.1.231.txt")])
+def test_stack_in_a_container_without_version_files_is_skipped_for_the_host_to_judge(driver, firmware):
+    # The Ascend docker runtime mounts driver/lib64 but not driver/ or firmware/version.info (ascend-formats 5.2).
+    raw = node_raw(ascend_dot_files=out(files_output(driver=driver, firmware=firmware, container=True)))
+    results = ok(run(versions.test_stack, H, make_facts(raw=raw)))  # no error: the node can be READY
+    [r] = [x for x in results if x.subject == "driver/firmware"]
+    assert r.outcome == "skipped"
+    for needle in ("node-01 is a container", "not found", "version.info:/usr/local/Ascend/driver/version.info:ro",
+                   "/usr/local/Ascend/firmware/version.info:ro", "against the host"):
+        assert needle in r.message, (needle, r.message)
+    if driver is None:
+        assert "/usr/local/Ascend/driver/version.info" in r.message.split("not found")[0]
+        assert "CANN minimum driver" in r.message
+    else:  # the driver's version is known, so the CANN minimum is still judged here
+        assert ("cann/driver", "passed") in {(x.subject, x.outcome) for x in results}
+
+
+def test_stack_missing_version_files_outside_a_container_is_an_error_with_a_remedy():
+    raw = node_raw(ascend_dot_files=out(files_output(driver=None, firmware=None)))
+    [r] = [x for x in run(versions.test_stack, H, make_facts(raw=raw)) if x.subject == "driver/firmware"]
+    assert r.outcome == "error"
+    assert r.remedy and "npu-driver" in r.remedy and "npu-firmware" in r.remedy and ":ro" in r.remedy
+    assert r.observed and r.expected and r.reference
+    assert "node-01" in r.message and "/usr/local/Ascend/firmware/version.info" in r.message
+    assert "container" not in r.message
+
+
 @pytest.mark.parametrize("torch, tnpu, outcome", [
     ("2.6.0", "2.6.0", "passed"), ("2.1.0+cpu", "2.1.0.post8.dev20241009", "passed"),
     ("2.5.1", "2.6.0", "failed"), (None, "2.6.0", "failed")])
