@@ -637,7 +637,36 @@ def _read_facts_file(path: str) -> dict:
                 check_host(entry[key])
             except ValueError as exc:
                 raise pytest.UsageError(f"{path}: {where}[{i}].{key}: {exc}") from None
+        problem = _facts_entry_problem(entry, where)
+        if problem:
+            raise pytest.UsageError(f"{path}: {where}[{i}].{problem}: not a facts file written by --facts-out")
     return doc
+
+
+# The shapes the replay reads (HostFacts.from_json, _hosts_from_facts_file): a hand-edited file
+# gets one usage error naming the place, not an INTERNALERROR or every check "crashed".
+_OUTPUT_TYPES = {"stdout": (str,), "stderr": (str,), "rc": (int, type(None)), "truncated": (bool,),
+                 "skipped": (str, type(None)), "elapsed_s": (int, float)}
+
+
+def _facts_entry_problem(entry: dict, where: str) -> str | None:
+    if where == "hosts":
+        raw = entry.get("raw", {})
+        if not isinstance(raw, dict):
+            return "raw is not a mapping"
+        for key, output in raw.items():
+            if not isinstance(output, dict):
+                return f"raw[{key!r}] is not a mapping"
+            for field, types in _OUTPUT_TYPES.items():
+                if field in output and not isinstance(output[field], types):
+                    return f"raw[{key!r}].{field} has the wrong type"
+        return None
+    groups, vars_ = entry.get("groups", []), entry.get("vars", {})
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        return "groups is not a list of names"
+    if not isinstance(vars_, dict):
+        return "vars is not a mapping"
+    return None
 
 
 def _load_facts(path: str, outputs: SharedOutputs | None = None) -> dict[str, HostFacts]:

@@ -290,7 +290,14 @@ def test_corrupt_facts_file_is_a_usage_error(pytester, content):
     '{"schema": 1, "hosts": [], "inventory": {"hosts": [{"name": "x"}]}}',
     '{"schema": 1, "hosts": [], "inventory": {"hosts": [{"name": "<img src=x onerror=alert(1)>", "address": "x"}]}}',
     '{"schema": 1, "hosts": [{"host": "a b"}], "inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
-], ids=["host-entry-without-host", "inventory-host-without-address", "markup-as-a-name", "space-in-a-name"])
+    '{"schema": 1, "hosts": [], "inventory": {"hosts": [{"name": "x", "address": "x", "groups": 5}]}}',
+    '{"schema": 1, "hosts": [], "inventory": {"hosts": [{"name": "x", "address": "x", "vars": [1]}]}}',
+    '{"schema": 1, "hosts": [{"host": "x", "raw": {"npu_smi.info": 5}}], '
+    '"inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
+    '{"schema": 1, "hosts": [{"host": "x", "raw": {"npu_smi.info": {"stdout": 5}}}], '
+    '"inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
+], ids=["host-entry-without-host", "inventory-host-without-address", "markup-as-a-name", "space-in-a-name",
+        "groups-a-number", "vars-a-list", "output-a-number", "stdout-a-number"])
 def test_malformed_facts_file_is_a_usage_error(pytester, content):
     (pytester.path / "f.json").write_text(content)
     result = run(pytester, "--facts-in", "f.json")
