@@ -9,6 +9,7 @@ from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
 from preflight.outliers import split
 from preflight.ifname import VARIABLES, describe, effective_env, select
+from preflight.parsers.versions import soc_family
 
 IFNAME_REMEDY = ("List the node's interfaces (ip -br addr) and set the variable to the NIC that carries "
                  "the cluster network, with the same name on every node: export HCCL_SOCKET_IFNAME=<nic> "
@@ -309,10 +310,29 @@ def _int_or_none(value):
         return None
 
 
+# HCCL_EXEC_TIMEOUT's range on A1 (Atlas training, 910A/910ProB) and 310P cards: (0, 17340], in
+# steps of 68 s; 0 ("never") exists only on A2/A3.
+EXEC_TIMEOUT_MAX_A1 = 17340
+
+
+def _exec_timeout_family(host, facts):
+    """'A1' or '310P' when the node's SoC is one of them (inventory chip, else npu-smi's 310P name)."""
+    family = soc_family(str(host.vars.get("chip") or ""))
+    if family is None:
+        try:
+            names = {c.name for c in facts.get("npu_smi.info").chips}
+        except FactUnavailable:
+            names = set()
+        # npu-smi names an A3 die "Ascend910" too: only the 310P name is distinctive.
+        family = "310P" if names and all(soc_family(n) == "310P" for n in names) else None
+    return family if family in ("A1", "310P") else None
+
+
 @check("env.hccl_timeouts", title="HCCL_CONNECT_TIMEOUT >= 600 s and HCCL_EXEC_TIMEOUT sane", severity="warning",
-       reference=faq.M18, needs=("session.env",),
+       reference=faq.M18, needs=("session.env", "npu_smi.info?"),
        remedy=("export HCCL_CONNECT_TIMEOUT=1200 (range 120..7200; the default 120 s is too short for large jobs) "
-               "and HCCL_EXEC_TIMEOUT=0 (never) or several thousand seconds, in ~/.bashrc or the launch script."))
+               "and HCCL_EXEC_TIMEOUT=0 (never) or several thousand seconds (on A1 and 310P cards at most "
+               "17340, and not 0), in ~/.bashrc or the launch script."))
 def test_hccl_timeouts(host, facts, verdict):
     env = effective_env(host, facts.get("session.env"))
     minimum = int(host.vars.get("hccl_connect_timeout") or 600)
@@ -338,6 +358,10 @@ def test_hccl_timeouts(host, facts, verdict):
     elif 0 < value < 600:
         verdict.failed("HCCL_EXEC_TIMEOUT", observed=f"HCCL_EXEC_TIMEOUT={value}: shorter than a slow collective "
                                                      f"on a large job", expected="0 (never) or at least 600 s")
+    elif (family := _exec_timeout_family(host, facts)) and not 0 < value <= EXEC_TIMEOUT_MAX_A1:
+        verdict.failed("HCCL_EXEC_TIMEOUT", observed=f"HCCL_EXEC_TIMEOUT={value} on an {family} node",
+                       expected=f"600..{EXEC_TIMEOUT_MAX_A1} s on {family} (its range is (0, {EXEC_TIMEOUT_MAX_A1}], "
+                                f"rounded down to a multiple of 68; 0 = never exists only on A2/A3)")
     else:
         verdict.passed("HCCL_EXEC_TIMEOUT", message=f"HCCL_EXEC_TIMEOUT={value}")
 

@@ -456,6 +456,22 @@ def test_hccl_timeouts(conn, exe, outcomes):
     assert [r.outcome for r in results] == outcomes
 
 
+@pytest.mark.parametrize("chip, exe, outcome", [
+    ("910B4", "0", "passed"), ("910B4", "36000", "passed"),  # A2: 0 = never, up to 2^31-1
+    ("910ProB", "0", "warning"), ("910A", "36000", "warning"), ("910A", "17340", "passed"),
+    ("310P3", "0", "warning"), ("Ascend910_9392", "0", "passed"),  # A3 as A2
+])
+def test_hccl_exec_timeout_range_follows_the_chip(chip, exe, outcome):
+    # A1 and 310P take (0, 17340]: 0 ("never") and larger values are out of range there.
+    host = make_host(npus_per_node=8, chip=chip)
+    results = run(env.test_hccl_timeouts, host, facts_of(env_={"HCCL_CONNECT_TIMEOUT": "1200",
+                                                             "HCCL_EXEC_TIMEOUT": exe}))
+    [r] = [r for r in results if r.subject == "HCCL_EXEC_TIMEOUT"]
+    assert r.outcome == outcome, r.message
+    if outcome == "warning":
+        assert "17340" in r.message and host.vars["chip"] not in ("910B4",)
+
+
 def test_recommended():
     ok(run(env.test_recommended, H, facts_of()))
     results = run(env.test_recommended, H, facts_of(env_={"TASK_QUEUE_ENABLE": None, "ASCEND_GLOBAL_LOG_LEVEL": "0",
