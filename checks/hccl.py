@@ -16,11 +16,37 @@ def _no_devices(host, verdict):
     verdict.error(message=f"{host.name}: no /dev/davinciN device nodes, so there is no NPU to ask hccn_tool about")
 
 
+LINK_REMEDY = ("Check the NPU's cable, optical module and switch port (hccn_tool -i {dev} -optical -g, "
+               "hccn_tool -i {dev} -link_stat -g); reseat or replace it, or have the operator reset the chip "
+               "({reset}) if the port stays down.")
+
+
+def npu_smi_chip(facts, dev):
+    """(NPU id, chip id) that npu-smi uses for hccn_tool's device ``dev``, or None when unknown.
+
+    hccn_tool -i takes the physical id: on an A3 node 0..15, two dies per NPU (phy 13 is NPU 6
+    chip 1, the Phy-ID column of npu-smi info); on A2 one chip per NPU, numbered alike."""
+    try:
+        chips = facts.get("npu_smi.info").chips
+    except (FactUnavailable, KeyError):
+        return None
+    if any(c.phy_id is not None for c in chips):
+        match = [c for c in chips if c.phy_id == dev]
+    else:
+        match = [c for c in chips if c.npu_id == dev and c.chip_id == 0]
+    return (match[0].npu_id, match[0].chip_id) if len(match) == 1 else None
+
+
+def _link_remedy(facts, dev):
+    where = npu_smi_chip(facts, dev)
+    reset = (f"npu-smi set -t reset -i {where[0]} -c {where[1]}" if where else
+             f"npu-smi set -t reset -i <NPU id> -c <chip id>, the NPU and chip npu-smi info shows for device {dev}")
+    return LINK_REMEDY.format(dev=dev, reset=reset)
+
+
 @check("hccl.link_up", title="Every NPU's RoCE link is UP (and not flapping)", reference=faq.R_HCCL_LINK,
-       needs=("hccn.link", "hccn.link_stat?"),
-       remedy=("Check the NPU's cable, optical module and switch port (hccn_tool -i <N> -optical -g, "
-               "hccn_tool -i <N> -link_stat -g); reseat or replace it, or have the operator reset the chip "
-               "(npu-smi set -t reset -i <N> -c 0) if the port stays down."))
+       needs=("hccn.link", "hccn.link_stat?", "npu_smi.info?"),
+       remedy=LINK_REMEDY.format(dev="<N>", reset="npu-smi set -t reset -i <NPU id> -c <chip id>"))
 def test_link_up(host, facts, verdict):
     links = facts.per_device("hccn.link")
     if not links:
@@ -33,12 +59,21 @@ def test_link_up(host, facts, verdict):
             flap = _flapping(facts, dev)
             if flap:
                 verdict.failed(subject, severity="warning", observed=f"link UP, but {flap}",
-                               expected=f"fewer than {FLAP_DOWNS} link-down events since boot (a stable link)")
+                               expected=f"fewer than {FLAP_DOWNS} link-down events since boot (a stable link)",
+                               where=_where(host, facts, dev), remedy=_link_remedy(facts, dev))
             else:
                 verdict.passed(subject, message=f"hccn_tool -i {dev} -link -g: link status UP")
         else:
             verdict.failed(subject, observed=f"hccn_tool -i {dev} -link -g reports link status: {state}",
-                           expected="link status: UP")
+                           expected="link status: UP", where=_where(host, facts, dev),
+                           remedy=_link_remedy(facts, dev))
+
+
+def _where(host, facts, dev):
+    """"node-01 npu13 (npu-smi NPU 6 chip 1)" where npu-smi numbers the chip otherwise."""
+    where = npu_smi_chip(facts, dev)
+    shown = f" (npu-smi NPU {where[0]} chip {where[1]})" if where and where != (dev, 0) else ""
+    return f"{host.name} npu{dev}{shown}"
 
 
 def tls_states(facts) -> tuple[dict[int, bool], dict[int, FactUnavailable]]:

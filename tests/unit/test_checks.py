@@ -222,6 +222,21 @@ def test_link_down_on_one_npu():
     assert_explained(bad, "hccn_tool -i 3 -link -g", "DOWN")
 
 
+def test_link_down_remedy_names_the_chip_npu_smi_resets():
+    # hccn_tool -i takes the physical id; npu-smi's reset takes NPU and chip: on A3 phy 13 is NPU 6 chip 1.
+    a3 = out(fixture("npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt"))
+    raw = healthy_raw(npus=16)
+    raw["npu_smi.info"] = a3
+    raw["hccn.link/13"] = out(fixture("hccn_tool/link/down.txt"))
+    [bad] = failed(run_check(hccl.test_link_up, host=make_host(), facts=make_facts(raw=raw)))
+    assert bad.subject == "npu13" and "npu13 (npu-smi NPU 6 chip 1)" in bad.message
+    assert "npu-smi set -t reset -i 6 -c 1" in bad.remedy and "hccn_tool -i 13 -optical -g" in bad.remedy
+    # A2: one chip per NPU, the same number
+    facts = make_facts(**{"hccn.link__3": out(fixture("hccn_tool/link/down.txt"))})
+    [bad] = failed(run_check(hccl.test_link_up, host=make_host(), facts=facts))
+    assert "npu-smi set -t reset -i 3 -c 0" in bad.remedy and "(npu-smi" not in bad.message
+
+
 def test_link_unreadable_is_an_error_for_that_npu_only():
     facts = make_facts(**{"hccn.link__2": out("", rc=124)})
     results = run_check(hccl.test_link_up, host=make_host(), facts=facts)
