@@ -92,6 +92,7 @@ _HOSTNAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
 _HOST_CHARS = re.compile(r"[A-Za-z0-9_.:%-]+")
 _IPV4ISH = re.compile(r"[0-9.]*\.[0-9.]*")
 _SCOPE = re.compile(r"[A-Za-z0-9_.-]+")
+_NUMERIC_HOST = re.compile(r"[0-9]+|0[xX][0-9A-Fa-f]+")
 
 
 def _type_name(value: Any) -> str:
@@ -130,6 +131,9 @@ def _host_problem(value: str) -> str | None:
         return None
     if not _HOSTNAME.fullmatch(value):
         return "is not a valid host name (dot-separated labels of letters, digits, '-' and '_', up to 63 each)"
+    if _NUMERIC_HOST.fullmatch(value):
+        # The resolver reads these as IPv4 numbers (12345 is 0.0.48.57, 0x7f000001 is 127.0.0.1).
+        return "is a bare number, which the resolver reads as an IPv4 address: write the address dotted (a.b.c.d)"
     return None
 
 

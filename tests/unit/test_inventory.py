@@ -1287,3 +1287,10 @@ def test_absurdly_nested_yaml_is_an_inventory_error(tmp_path):
     deep = "[" * 600 + "]" * 600
     e = error(tmp_path, f"hosts:\n  - {{name: n1, tags: {{x: {deep}}}}}\n")
     assert "nested too deeply" in e.message
+
+
+@pytest.mark.parametrize("value", ["12345", "0x7f000001", "0X10"])
+def test_a_bare_number_is_not_a_host_name(tmp_path, value):
+    # getaddrinfo reads "12345" as 0.0.48.57 and "0x7f000001" as 127.0.0.1.
+    e = error(tmp_path, f'hosts:\n  - {{name: n1, address: "{value}"}}\n')
+    assert where(e) == (2, "hosts[0].address") and "bare number" in e.message
