@@ -33,20 +33,6 @@ class _Expectation:
     why_unknown: str = ""
 
 
-def _davinci_ids(info, chips_per_npu):
-    """The /dev/davinciN numbers npu-smi info implies (-> NPU id), or None when it does not tell them.
-
-    A3 prints each die's Phy-ID and 310P its Device id; A2 has one chip per NPU, whose NPU id is the
-    device number (a container given NPUs 3 and 4 lists NPU 3 and 4 and has /dev/davinci3 and 4)."""
-    if all(c.phy_id is not None for c in info.chips):
-        ids = {c.phy_id: c.npu_id for c in info.chips}
-    elif chips_per_npu == 1:
-        ids = {c.npu_id: c.npu_id for c in info.chips}
-    else:
-        return None
-    return ids if len(ids) == len(info.chips) else None
-
-
 def _expected_chips(host, facts) -> _Expectation:
     """How many /dev/davinciN to expect, and how we know: from the inventory, else npu-smi."""
     chip = host.vars.get("chip")
@@ -62,7 +48,8 @@ def _expected_chips(host, facts) -> _Expectation:
             per_npu[c.npu_id] = per_npu.get(c.npu_id, 0) + 1
         chips_per_npu = max(per_npu.values())
         listed = len(info.chips)
-        ids = _davinci_ids(info, chips_per_npu)
+        by_device = info.by_device()
+        ids = {dev: c.npu_id for dev, c in by_device.items()} if by_device is not None else None
         source = "npu-smi info"
     elif chip and FAMILY_CHIPS_PER_NPU.get(soc_family(str(chip))):
         chips_per_npu = FAMILY_CHIPS_PER_NPU[soc_family(str(chip))]

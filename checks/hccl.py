@@ -22,19 +22,13 @@ LINK_REMEDY = ("Check the NPU's cable, optical module and switch port (hccn_tool
 
 
 def npu_smi_chip(facts, dev):
-    """(NPU id, chip id) that npu-smi uses for hccn_tool's device ``dev``, or None when unknown.
-
-    hccn_tool -i takes the physical id: on an A3 node 0..15, two dies per NPU (phy 13 is NPU 6
-    chip 1, the Phy-ID column of npu-smi info); on A2 one chip per NPU, numbered alike."""
+    """(NPU id, chip id) that npu-smi uses for hccn_tool's device ``dev``, or None when unknown:
+    hccn_tool -i takes the physical id (on A3 phy 13 is NPU 6 chip 1)."""
     try:
-        chips = facts.get("npu_smi.info").chips
-    except (FactUnavailable, KeyError):
+        chip = (facts.get("npu_smi.info").by_device() or {}).get(dev)
+    except FactUnavailable:
         return None
-    if any(c.phy_id is not None for c in chips):
-        match = [c for c in chips if c.phy_id == dev]
-    else:
-        match = [c for c in chips if c.npu_id == dev and c.chip_id == 0]
-    return (match[0].npu_id, match[0].chip_id) if len(match) == 1 else None
+    return (chip.npu_id, chip.chip_id) if chip else None
 
 
 def _link_remedy(facts, dev):

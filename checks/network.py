@@ -3,7 +3,7 @@
 from collections import Counter
 
 from preflight import faq
-from preflight.activeprobe import hccl_ring, launcher_hosts, ray_target, rendezvous_plan, shared_paths
+from preflight.activeprobe import hccl_ports_of, launcher_hosts, ray_target, rendezvous_plan, shared_paths
 from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
@@ -185,11 +185,12 @@ def test_hccl_ports(host, facts, cluster, verdict):
     if len(cluster.reachable()) < 2:
         verdict.skipped(message="fewer than two reachable nodes: no pair to probe")
         return
-    ring = hccl_ring(cluster)
-    names = [h.name for h, _, _ in ring]
+    reachable = cluster.reachable()
+    names = [h.name for h, _ in reachable]
     if host.name in names:
-        peer, _, ports = ring[(names.index(host.name) + 1) % len(ring)]
-        if not ports:  # phase two connects to nothing there
+        # Only this host's peer in the ring (the next reachable host): the whole ring per host is N x N.
+        peer, peer_facts = reachable[(names.index(host.name) + 1) % len(reachable)]
+        if not hccl_ports_of(peer, peer_facts)[1]:  # phase two connects to nothing there
             verdict.skipped(message=f"{peer.name} lets the OS pick HCCL's host ports "
                                     f"(HCCL_HOST_SOCKET_PORT_RANGE=auto): no fixed port to probe")
             return

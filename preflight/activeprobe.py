@@ -16,7 +16,6 @@ removed by the same mechanism.  Nothing else is started or written on a node.
 
 from __future__ import annotations
 
-import re
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -564,30 +563,30 @@ def launcher_hosts(cluster):
 
 
 def hccl_ring(cluster):
-    """[(host, base port, ports probed)] for reachable hosts, in inventory order.
+    """[(host, base port, ports probed)] for reachable hosts, in inventory order."""
+    return [(host, *hccl_ports_of(host, facts)) for host, facts in cluster.reachable()]
 
-    The ports are the ends of the block HCCL binds on that host: HCCL_HOST_SOCKET_PORT_RANGE's
-    ranges when it is set (it wins over HCCL_IF_BASE_PORT; ``auto``: the OS picks, nothing to
-    probe, an empty list), else HCCL_IF_BASE_PORT's 16 ports, 32 from CANN 8.5 on."""
+
+def hccl_ports_of(host, facts) -> tuple[int, list[int]]:
+    """(base port, ports probed) on one host: the ends of the block HCCL binds there.
+
+    HCCL_HOST_SOCKET_PORT_RANGE's ranges when it is set (it wins over HCCL_IF_BASE_PORT; ``auto``:
+    the OS picks, nothing to probe, an empty list), else HCCL_IF_BASE_PORT's 16 ports, 32 from
+    CANN 8.5 on."""
     from .ifname import effective_env
 
-    ring = []
-    for host, facts in cluster.reachable():
-        try:
-            env = effective_env(host, facts.get("session.env"))
-        except FactUnavailable:
-            env = effective_env(host, {})
-        value = env.get("HCCL_IF_BASE_PORT", "")
-        base = int(value) if value.isascii() and value.isdigit() and 1024 <= int(value) <= 65520 else \
-            DEFAULT_HCCL_BASE_PORT
-        ranges = hccl_host_port_ranges(env.get("HCCL_HOST_SOCKET_PORT_RANGE", ""))
-        if ranges is not None:
-            ports = sorted({p for first, last in (ranges[:1] + ranges[-1:]) for p in (first, last)})
-        else:
-            offsets = HCCL_PORTS_PROBED_85 if _cann_at_least(facts, (8, 5)) else HCCL_PORTS_PROBED
-            ports = [base + off for off in offsets]
-        ring.append((host, base, ports))
-    return ring
+    try:
+        env = effective_env(host, facts.get("session.env"))
+    except FactUnavailable:
+        env = effective_env(host, {})
+    value = env.get("HCCL_IF_BASE_PORT", "")
+    base = int(value) if value.isascii() and value.isdigit() and 1024 <= int(value) <= 65520 else \
+        DEFAULT_HCCL_BASE_PORT
+    ranges = hccl_host_port_ranges(env.get("HCCL_HOST_SOCKET_PORT_RANGE", ""))
+    if ranges is not None:
+        return base, sorted({p for first, last in (ranges[:1] + ranges[-1:]) for p in (first, last)})
+    offsets = HCCL_PORTS_PROBED_85 if _cann_at_least(facts, "8.5.RC1") else HCCL_PORTS_PROBED
+    return base, [base + off for off in offsets]
 
 
 def hccl_host_port_ranges(value: str) -> list[tuple[int, int]] | None:
@@ -608,14 +607,15 @@ def hccl_host_port_ranges(value: str) -> list[tuple[int, int]] | None:
     return ranges or None
 
 
-def _cann_at_least(facts, release: tuple[int, int]) -> bool:
-    """Whether the host's active CANN is ``release`` (major, minor) or later; False when unknown."""
+def _cann_at_least(facts, release: str) -> bool:
+    """Whether the host's active CANN is ``release`` or later (its pre-releases count); False when unknown."""
+    from .compat import cmp_versions, norm_cann
+
     try:
         active = facts.get("ascend.files").active_cann()
-    except (FactUnavailable, KeyError):
+    except FactUnavailable:
         return False
-    m = re.match(r"(\d+)\.(\d+)", str(active.version)) if active else None
-    return bool(m) and (int(m[1]), int(m[2])) >= release
+    return active is not None and cmp_versions(norm_cann(active.version), release) >= 0
 
 
 @dataclass

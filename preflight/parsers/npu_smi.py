@@ -85,6 +85,19 @@ class NpuSmiInfo:
         """Distinct NPU ids in table order (labels, not indexes: 310P hosts show 1,2 or 2,3)."""
         return tuple(dict.fromkeys(chip.npu_id for chip in self.chips))
 
+    def by_device(self) -> dict[int, NpuChip] | None:
+        """Each chip by its device number (``/dev/davinciN``, ``hccn_tool -i N``), or None when this
+        output does not tell them: A3 prints each die's Phy-ID and 310P its Device id; with one chip
+        per NPU (A2) the NPU id is the device number (a container given NPUs 3 and 4 lists NPU 3 and
+        4 and has /dev/davinci3 and 4)."""
+        if all(c.phy_id is not None for c in self.chips):
+            chips = {c.phy_id: c for c in self.chips}
+        elif len(self.npu_ids) == len(self.chips):
+            chips = {c.npu_id: c for c in self.chips}
+        else:
+            return None
+        return chips if len(chips) == len(self.chips) else None
+
 
 @dataclass(frozen=True)
 class NpuMapping:

@@ -508,3 +508,16 @@ def test_mapping_unknown_column_raises():
     text = read("npu-smi/info-m/a1-910a-8npu-tab.txt").replace("Chip Logic ID ", "Chip Magic ID ")
     with pytest.raises(ParseError, match="columns"):
         parse_npu_smi_mapping(text)
+
+
+def test_chips_by_device_number():
+    # hccn_tool -i and /dev/davinciN take the device number: A3's Phy-ID (two dies per NPU), 310P's
+    # Device id, else (one chip per NPU) the NPU id itself.
+    a3 = parse_npu_smi_info(read(A3_CLASSIC)).by_device()
+    assert sorted(a3) == list(range(16)) and (a3[13].npu_id, a3[13].chip_id) == (6, 1)
+    a2 = parse_npu_smi_info(read(A2_B4_IDLE)).by_device()
+    assert sorted(a2) == list(range(8)) and all(c.npu_id == d and c.chip_id == 0 for d, c in a2.items())
+    duo = parse_npu_smi_info(read(P310_DUO))
+    by_device = duo.by_device()
+    assert by_device is not None and len(by_device) == len(duo.chips)
+    assert {(c.npu_id, c.chip_id) for c in by_device.values()} == {(c.npu_id, c.chip_id) for c in duo.chips}
