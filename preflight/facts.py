@@ -115,7 +115,7 @@ def resolve(names) -> list[FactSpec]:
 def _first_line(text: str) -> str:
     for line in text.splitlines():
         if line.strip():
-            return visible(line.strip()[:160])
+            return line.strip()[:160]
     return ""
 
 
@@ -145,7 +145,8 @@ def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: 
         return (f"`{shown}`: sudo -n needs a password on this host (inventory sudo: true); allow the preflight "
                 f"user to run npu-smi and hccn_tool without one (NOPASSWD in sudoers)")
     if out.rc not in spec.ok_rc:
-        detail = _first_line(out.stderr) or _first_line(out.stdout) or "no output"
+        # quoted as it is (not repr'd): a node's control characters written out, not sent to the terminal
+        detail = visible(_first_line(out.stderr) or _first_line(out.stdout) or "no output")
         return f"`{shown}` failed with exit code {out.rc}: {detail}"
     return None
 
