@@ -265,12 +265,21 @@ def test_hung_tool_and_nothing_left_behind(sim):
     assert n.extra_processes() == []
     # and what a careless command leaves behind is seen
     n.ssh("nohup sleep 300 >/dev/null 2>&1 &")
-    deadline = time.monotonic() + 30                 # the session's own sshd may still be exiting
-    while len(n.extra_processes()) > 1 and time.monotonic() < deadline:
+
+    def argv(pid):
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2]
+        except OSError:
+            return None
+    # The session's own sshd may still be exiting, and nohup may not have exec'd sleep yet.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        left = n.extra_processes()
+        if len(left) == 1 and argv(left[0]) == [b"sleep", b"300"]:
+            break
         time.sleep(0.05)
-    left = n.extra_processes()
     assert len(left) == 1
-    assert Path(f"/proc/{left[0]}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", b"300"]
+    assert argv(left[0]) == [b"sleep", b"300"]
     n.kill_strays()
 
 

@@ -128,8 +128,19 @@ def test_authentication_refused(sim, tmp_path, baseline):
 def test_sshd_dies_mid_probe(sim, tmp_path, baseline):
     node = sim.node("node-03")
     inv = inventory(sim, tmp_path)
-    with node.override("npu-smi", "info", sleep=4):
-        killer = threading.Timer(2.0, node.stop)
+    node.clear_calls()
+
+    def kill_once_probed():
+        # Stop sshd while the probe is inside node-03's `npu-smi info`, not after a fixed delay:
+        # on a slow machine the login itself can take longer than any delay chosen here.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(
+                c.get("args") == ["info"] for c in node.calls("npu-smi")):
+            time.sleep(0.05)
+        node.stop()
+
+    with node.override("npu-smi", "info", sleep=6):
+        killer = threading.Thread(target=kill_once_probed)
         killer.start()
         try:
             t0 = time.monotonic()
