@@ -82,18 +82,27 @@ def test_a_child_killed_midway_is_reported_with_its_signal():
     assert not leftovers()
 
 
-def test_ctrl_c_reaches_the_child_which_hands_over_then_the_parent_raises():
+def test_ctrl_c_reaches_the_child_which_hands_over_then_the_parent_raises(tmp_path):
     main = threading.get_ident()
+    sleeping = tmp_path / "child-sleeping"
 
     def produce(write):
         try:
+            sleeping.touch()
             time.sleep(60)  # gathering that Ctrl-C cuts short
             write({"finished": True})
         except KeyboardInterrupt:
             write({"interrupted": True})
 
+    def ctrl_c_once_the_child_sleeps():
+        # Not after a fixed delay: on a loaded machine the fork can come later than any delay.
+        deadline = time.monotonic() + 30
+        while not sleeping.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        signal.pthread_kill(main, signal.SIGINT)
+
     # Ctrl-C as `kill -INT <pid of the run>` sends it: to the parent only; it passes it on.
-    timer = threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT))
+    timer = threading.Thread(target=ctrl_c_once_the_child_sleeps)
     timer.start()
     got = []
     t0 = time.monotonic()
