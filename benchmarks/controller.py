@@ -91,7 +91,7 @@ def _own(key: str, text: str, i: int, src_address: str, address: str) -> str:
     """What differs from node to node on a real fleet, made to differ here too: the node's own address
     (interfaces, SSH_CONNECTION), its NPUs' power and temperature, the time hccn_tool read the link
     counters.  Equal outputs are kept and parsed once, so copies of one node would flatter memory."""
-    if key in ("net.interfaces", "session.env", "session.env_login"):
+    if key in ("net.interfaces", "net.routes", "session.env", "session.env_login"):
         return text.replace(src_address, address)
     if key == "npu_smi.info":
         rows = iter(range(1 << 16))

@@ -8,7 +8,7 @@ from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
 from preflight.outliers import split
-from preflight.ifname import VARIABLES, describe, effective_env, select
+from preflight.ifname import VARIABLES, describe, effective_env, route_nics, select
 from preflight.parsers.versions import soc_family
 
 IFNAME_REMEDY = ("List the node's interfaces (ip -br addr) and set the variable to the NIC that carries "
@@ -49,8 +49,16 @@ def test_socket_ifname(host, facts, verdict):
             verdict.passed(variable, message=f"{shown} selects {sel.chosen} ({describe({sel.chosen: interfaces[sel.chosen]})})")
 
 
+ROUTE_SUBJECT = "NPU device IP route"
+ROUTE_REMEDY = ("On the outlier and on a good node, run `ip route get <NPU device IP>` (hccn_tool -i <N> -ip -g "
+                "gives the IP) and compare the `dev` each names. Give the NIC that carries that route the same "
+                "name on every node (the same bond, or a udev/netplan rename), or correct the outlier's routes "
+                "(ip route), then set HCCL_SOCKET_IFNAME to that name on every node.")
+
+
 @check("cluster.ifname_agree", title="The socket interface is the same on every node", scope="cluster",
-       reference=faq.R_CROSS_NODE_IFNAME, needs=("session.env", "net.interfaces"), remedy=IFNAME_REMEDY)
+       reference=faq.R_CROSS_NODE_IFNAME, needs=("session.env", "net.interfaces", "net.routes", "hccn.ip"),
+       remedy=IFNAME_REMEDY)
 def test_ifname_agree(cluster, verdict):
     values: dict[str, dict[str, str | None]] = defaultdict(dict)  # variable -> host -> chosen interface
     unreadable = []
@@ -87,10 +95,66 @@ def test_ifname_agree(cluster, verdict):
         verdict.failed(variable, outliers=sides.outliers, where=variable,
                        observed=f"{sides.describe()}, while {fold(sides.agreeing)} use {sides.majority}{skipped}",
                        expected="the same interface name on every node")
+    evaluated = _device_routes_agree(cluster, verdict) or evaluated
     if not evaluated:
-        verdict.skipped(message="no *_SOCKET_IFNAME variable set on any node")
+        verdict.skipped(message="no *_SOCKET_IFNAME variable set and no NPU device IP read on any node")
     if unreadable:
         verdict.error(message=f"environment or interfaces unreadable on {fold(unreadable)}")
+
+
+def device_route_nics(facts) -> str | None:
+    """The NICs a node routes its own NPUs' device IPs by (``ip route get <device IP>``), as one
+    value to compare across nodes: ``eth0``, or ``eth0 (npu[0-3]); bond0 (npu[4-7])`` when its NPUs
+    differ.  None without a device IP; FactUnavailable when the routes are unreadable."""
+    # Not configured, or unreadable (cluster.device_ip_unique names those): nothing to route.
+    ips = {dev: ip.address for dev, ip in sorted(facts.per_device("hccn.ip").items())
+           if ip is not None and not isinstance(ip, FactUnavailable)}
+    if not ips:
+        return None
+    routes = facts.get("net.routes")
+    by_nic: dict[str, list[str]] = defaultdict(list)
+    for dev, address in ips.items():
+        nics = route_nics(routes, address)
+        by_nic["+".join(nics) if nics else "no route"].append(f"npu{dev}")
+    if len(by_nic) == 1:
+        return next(iter(by_nic))
+    return "; ".join(f"{nic} ({fold(npus)})" for nic, npus in sorted(by_nic.items()))
+
+
+def _device_routes_agree(cluster, verdict) -> bool:
+    """The FAQ's other half: the route to the NPU device IPs leaves by a same-named NIC on every
+    node.  Whether anything was compared."""
+    per_host: dict[str, str] = {}
+    unreadable: dict[str, list[str]] = defaultdict(list)  # why -> hosts
+    for host, facts in cluster.reachable():
+        try:
+            value = device_route_nics(facts)
+        except FactUnavailable as exc:
+            unreadable[str(exc)].append(host.name)
+            continue
+        if value is not None:
+            per_host[host.name] = value
+    for why, hosts in unreadable.items():
+        verdict.error(ROUTE_SUBJECT, message=f"routing table unreadable on {fold(hosts)}: {why}",
+                      remedy="Run `ip -j route show table main` on that node: an iproute2 older than 4.17 "
+                             "prints no JSON for routes (update iproute2); any other error names its cause.")
+    if not per_host:
+        return bool(unreadable)
+    sides = split(per_host, missing="no route")
+    if sides.unanimous and sides.majority == "no route":
+        verdict.passed(ROUTE_SUBJECT, message=f"none of the {len(per_host)} nodes has a route to its NPU device "
+                                              f"IPs (ip route get <device IP>): the same on every node")
+    elif sides.unanimous:
+        verdict.passed(ROUTE_SUBJECT, message=f"the NPU device IPs are routed by {sides.majority} on all "
+                                              f"{len(per_host)} nodes (ip route get <device IP>)")
+    else:
+        verdict.failed(ROUTE_SUBJECT, outliers=sides.outliers, where=ROUTE_SUBJECT, remedy=ROUTE_REMEDY,
+                       observed=f"ip route get <device IP> leaves by {sides.describe()}, while "
+                                f"{fold(sides.agreeing)} "
+                                + ("have no route to them" if sides.majority == "no route" else
+                                   f"use {sides.majority}"),
+                       expected="the route to the NPU device IPs by a same-named NIC on every node")
+    return True
 
 
 # -- the CANN environment a job gets (issue 3) -------------------------------------------------

@@ -8,6 +8,7 @@ match in name order wins.  GLOO_SOCKET_IFNAME and TP_SOCKET_IFNAME name exact in
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 VARIABLES = ("HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
@@ -79,3 +80,23 @@ def effective_env(host, env: dict) -> dict[str, str]:
         else:
             merged[name] = str(value)
     return merged
+
+
+def route_nics(routes, address: str) -> tuple[str, ...]:
+    """The NICs a node's main routing table sends ``address`` out of, as ``ip route get`` answers
+    it there (policy rules aside): the longest matching prefix, then the lowest metric.  Empty
+    when nothing matches or the route has no NIC (blackhole, unreachable, prohibit, throw)."""
+    try:
+        target = ipaddress.ip_address(address)
+    except ValueError:
+        return ()
+    best = None
+    for route in routes:
+        if route.network.version != target.version or target not in route.network:
+            continue
+        rank = (route.network.prefixlen, -route.metric)
+        if best is None or rank > best[0]:
+            best = (rank, route)
+    if best is None or best[1].kind != "unicast":
+        return ()
+    return best[1].nics

@@ -3,6 +3,7 @@ device nodes and listening sockets.  The probe's commands fix these formats."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import dataclass
 
@@ -82,6 +83,67 @@ def parse_ip_addr_json(text: str) -> dict[str, NetInterface]:
         name = str(entry["ifname"])
         interfaces[name] = NetInterface(name=name, up=up, operstate=operstate, addresses=addrs)
     return interfaces
+
+
+@dataclass(frozen=True)
+class Route:
+    """One route of ``ip -j route show table main`` (IPv4 or IPv6)."""
+    network: ipaddress.IPv4Network | ipaddress.IPv6Network  # "default" is 0.0.0.0/0 or ::/0
+    nics: tuple[str, ...]  # the device; a multipath route's nexthop devices
+    kind: str  # "unicast", or "blackhole", "unreachable", "prohibit", "throw", ... (no NIC)
+    metric: int  # absent in the JSON when 0
+
+
+def _route(entry: dict, family: int) -> Route:
+    dst = entry.get("dst")
+    if not isinstance(dst, str):
+        raise ParseError(f"`ip -j route`: a route without a destination: {str(entry)[:80]}")
+    if dst == "default":
+        dst = "0.0.0.0/0" if family == 4 else "::/0"
+    try:
+        network = ipaddress.ip_network(dst, strict=False)
+    except ValueError:
+        # A host route prints as a bare address; anything else is not a route we can match on.
+        raise ParseError(f"`ip -j route`: destination {dst[:60]!r} is not an address or network") from None
+    kind = str(entry.get("type", "unicast"))
+    hops = entry.get("nexthops")
+    if isinstance(hops, list):
+        nics = tuple(str(h["dev"]) for h in hops if isinstance(h, dict) and h.get("dev"))
+    else:
+        nics = (str(entry["dev"]),) if entry.get("dev") else ()
+    metric = entry.get("metric", 0)
+    if not isinstance(metric, int) or isinstance(metric, bool):
+        raise ParseError(f"`ip -j route`: metric {str(metric)[:20]!r} of {dst} is not a number")
+    return Route(network, nics, kind, metric)
+
+
+def parse_ip_route_json(text: str) -> tuple[Route, ...]:
+    """``ip -j route show table main`` then ``ip -j -6 route show table main``: two JSON lists,
+    one after the other (the second may be missing: IPv6 disabled on the node)."""
+    decoder = json.JSONDecoder()
+    routes: list[Route] = []
+    pos, lists = 0, 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos == len(text):
+            break
+        try:
+            data, pos = decoder.raw_decode(text, pos)
+        except ValueError as exc:
+            raise ParseError(f"`ip -j route` did not print JSON ({getattr(exc, 'msg', exc)})") from None
+        except RecursionError:
+            raise ParseError("`ip -j route` printed JSON nested too deeply to be routes") from None
+        if not isinstance(data, list):
+            raise ParseError("`ip -j route` JSON is not a list of routes")
+        lists += 1
+        for entry in data:
+            if isinstance(entry, dict):
+                # The family is the list's: the first is IPv4, the second IPv6 ("default" in each).
+                routes.append(_route(entry, 4 if lists == 1 else 6))
+    if not lists:
+        raise ParseError("`ip -j route` printed nothing")
+    return tuple(routes)
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,22 @@ def test_socket_interface_differs_between_nodes(sim, inventory, tmp_path):
     assert bad["outliers"] == ["node-03"]
 
 
+def test_device_ip_route_by_another_nic_on_one_node(sim, inventory, tmp_path):
+    # The FAQ's `ip route get <NPU device IP>`: node-03 alone sends its device network out of lo.
+    node = sim.node("node-03")
+    before = {n.name: n.ssh("ip -o route get 29.1.0.1 2>&1 || true").stdout for n in sim.nodes}
+    node.ssh("ip route add 29.0.0.0/8 dev lo")
+    try:
+        proc, doc = run_preflight(inventory, tmp_path)
+    finally:
+        node.ssh("ip route del 29.0.0.0/8 dev lo")
+    assert problems(doc) == {("cluster.ifname_agree", None, "NPU device IP route", "failed")}, before
+    [bad] = [r for r in by_check(doc, "cluster.ifname_agree") if r["outcome"] == "failed"]
+    assert bad["outliers"] == ["node-03"]
+    assert_explained(bad)
+    assert "node-03: lo" in bad["message"] and "ip route get" in bad["remedy"]
+
+
 def test_no_pdsh_on_the_head(sim, inventory, tmp_path):
     with sim.node("node-01").remove_tool("pdsh"):
         proc, doc = run_preflight(inventory, tmp_path)

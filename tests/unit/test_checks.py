@@ -327,6 +327,66 @@ def test_ifname_agree():
     assert_explained(bad, "node-03: ens3", "node-[01-02] use eth0")
 
 
+def _routed(name, nic_of_npu, env=None, routes=None):
+    """A node whose NPU device IPs (the a2-dev3 capture's, one per NPU) are routed by the given NICs."""
+    raw = healthy_raw(npus=len(nic_of_npu), env=env)
+    table = [{"dst": "default", "gateway": "10.0.0.254", "dev": "eth0", "flags": []}]
+    for npu, nic in enumerate(nic_of_npu):
+        ip = fixture("hccn_tool/ip/a2-dev3.txt").replace("29.1.112.213", f"29.1.{npu}.9")
+        raw[f"hccn.ip/{npu}"] = out(ip)
+        if nic is None:
+            table.append({"type": "unreachable", "dst": f"29.1.{npu}.0/24", "flags": []})
+        elif nic != "eth0":
+            table.append({"dst": f"29.1.{npu}.0/24", "gateway": "192.168.0.1", "dev": nic, "flags": []})
+    raw["net.routes"] = routes if routes is not None else out(json.dumps(table) + "\n[]\n")
+    return make_facts(name, raw=raw)
+
+
+def test_ifname_agree_compares_the_route_to_the_npu_device_ips():
+    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    same = cluster_of(*[(h, _routed(h.name, ["eth0"] * 4)) for h in hosts])
+    results = run_check(env.test_ifname_agree, cluster=same)
+    assert outcomes(results) == {("HCCL_SOCKET_IFNAME", "passed"), (env.ROUTE_SUBJECT, "passed")}
+    assert "routed by eth0 on all 3 nodes" in results[-1].message
+
+    # node-03 sends npu2-3's device IPs out of bond0: named with its NPUs, with the route remedy.
+    odd = cluster_of((hosts[0], _routed("node-01", ["eth0"] * 4)), (hosts[1], _routed("node-02", ["eth0"] * 4)),
+                     (hosts[2], _routed("node-03", ["eth0", "eth0", "bond0", "bond0"])))
+    [bad] = [r for r in run_check(env.test_ifname_agree, cluster=odd) if r.subject == env.ROUTE_SUBJECT]
+    assert bad.outcome == "failed" and bad.outliers == ("node-03",)
+    assert_explained(bad, "node-03: bond0 (npu[2-3]); eth0 (npu[0-1])", "node-[01-02] use eth0")
+    assert "ip route get" in bad.remedy and bad.remedy != env.IFNAME_REMEDY
+
+
+def test_ifname_agree_routes_are_compared_without_socket_ifname_and_no_route_never_wins():
+    hosts = [make_host(f"node-0{i}") for i in (1, 2)]
+    unset = {"HCCL_SOCKET_IFNAME": None}
+    split_even = cluster_of((hosts[0], _routed("node-01", ["eth0"] * 2, env=unset)),
+                            (hosts[1], _routed("node-02", [None, None], env=unset)))
+    [bad] = run_check(env.test_ifname_agree, cluster=split_even)
+    assert bad.subject == env.ROUTE_SUBJECT and bad.outcome == "failed" and bad.outliers == ("node-02",)
+    assert "node-02: no route" in bad.message
+    [none] = run_check(env.test_ifname_agree, cluster=cluster_of(
+        (hosts[0], _routed("node-01", [None], env=unset)), (hosts[1], _routed("node-02", [None], env=unset))))
+    assert none.outcome == "passed" and "none of the 2 nodes has a route" in none.message
+    # Nothing to compare at all: skipped, saying so.
+    [skip] = run_check(env.test_ifname_agree, cluster=cluster_of(
+        (hosts[0], make_facts("node-01", raw=healthy_raw(env=unset)))))
+    assert skip.outcome == "skipped" and "no NPU device IP" in skip.message
+
+
+def test_ifname_agree_unreadable_routes_are_an_error_naming_the_hosts():
+    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    garbage = out("Option \"-j\" is unknown, try \"ip -help\".\n", rc=255)
+    cl = cluster_of((hosts[0], _routed("node-01", ["eth0"] * 2)), (hosts[1], _routed("node-02", ["eth0"] * 2)),
+                    (hosts[2], _routed("node-03", ["eth0"] * 2, routes=garbage)))
+    results = {r.outcome: r for r in run_check(env.test_ifname_agree, cluster=cl) if r.subject == env.ROUTE_SUBJECT}
+    assert set(results) == {"error", "passed"}
+    assert "routing table unreadable on node-03" in results["error"].message
+    assert "iproute2" in results["error"].remedy
+    assert "on all 2 nodes" in results["passed"].message
+
+
 # -- tools, limits ----------------------------------------------------------------------
 
 def test_pdsh_on_launchers_only():
