@@ -377,6 +377,7 @@ def _int_or_none(value):
 # HCCL_EXEC_TIMEOUT's range on A1 (Atlas training, 910A/910ProB) and 310P cards: (0, 17340], in
 # steps of 68 s; 0 ("never") exists only on A2/A3.
 EXEC_TIMEOUT_MAX_A1 = 17340
+EXEC_TIMEOUT_MAX_AIV = 1091  # HCCL_OP_EXPANSION_MODE=AIV: 0 and larger values mean this
 
 
 def _exec_timeout_family(host, facts):
@@ -412,8 +413,12 @@ def test_hccl_timeouts(host, facts, verdict):
     else:
         verdict.passed("HCCL_CONNECT_TIMEOUT", message=f"HCCL_CONNECT_TIMEOUT={value}")
     raw = env.get("HCCL_EXEC_TIMEOUT")
+    # AIV expansion mode has its own range, [0, 1091]: 0 and anything above are 1091 s there.
+    aiv = (env.get("HCCL_OP_EXPANSION_MODE") or "").strip().upper() == "AIV"
     if raw is None:
-        verdict.passed("HCCL_EXEC_TIMEOUT", message="HCCL_EXEC_TIMEOUT unset (default 1836 s)")
+        verdict.passed("HCCL_EXEC_TIMEOUT", message="HCCL_EXEC_TIMEOUT unset (default 1091 s in AIV mode, "
+                                                    "HCCL_OP_EXPANSION_MODE=AIV)" if aiv else
+                                                    "HCCL_EXEC_TIMEOUT unset (default 1836 s)")
         return
     value = _int_or_none(raw)
     if value is None or value < 0 or value > 2147483647:
@@ -426,6 +431,11 @@ def test_hccl_timeouts(host, facts, verdict):
         verdict.failed("HCCL_EXEC_TIMEOUT", observed=f"HCCL_EXEC_TIMEOUT={value} on an {family} node",
                        expected=f"600..{EXEC_TIMEOUT_MAX_A1} s on {family} (its range is (0, {EXEC_TIMEOUT_MAX_A1}], "
                                 f"rounded down to a multiple of 68; 0 = never exists only on A2/A3)")
+    elif aiv and not 0 < value <= EXEC_TIMEOUT_MAX_AIV:
+        # Within what the check asks for, but not what the operator wrote: say what applies.
+        verdict.passed("HCCL_EXEC_TIMEOUT", message=f"HCCL_EXEC_TIMEOUT={value}, which HCCL_OP_EXPANSION_MODE=AIV "
+                                                    f"caps at {EXEC_TIMEOUT_MAX_AIV} s "
+                                                    f"({'not never' if value == 0 else 'not ' + str(value) + ' s'})")
     else:
         verdict.passed("HCCL_EXEC_TIMEOUT", message=f"HCCL_EXEC_TIMEOUT={value}")
 

@@ -472,6 +472,20 @@ def test_hccl_exec_timeout_range_follows_the_chip(chip, exe, outcome):
         assert "17340" in r.message and host.vars["chip"] not in ("910B4",)
 
 
+@pytest.mark.parametrize("exe, says", [
+    ("0", "caps at 1091 s (not never)"), ("7200", "caps at 1091 s (not 7200 s)"),
+    (None, "default 1091 s in AIV mode"), ("1000", "HCCL_EXEC_TIMEOUT=1000")])
+def test_hccl_exec_timeout_in_aiv_mode_says_what_applies(exe, says):
+    results = run(env.test_hccl_timeouts, H, facts_of(env_={"HCCL_CONNECT_TIMEOUT": "1200", "HCCL_EXEC_TIMEOUT": exe,
+                                                            "HCCL_OP_EXPANSION_MODE": "AIV"}))
+    [r] = [r for r in results if r.subject == "HCCL_EXEC_TIMEOUT"]
+    assert r.outcome == "passed" and says in r.message, r.message
+    [short] = [r for r in run(env.test_hccl_timeouts, H, facts_of(env_={
+        "HCCL_CONNECT_TIMEOUT": "1200", "HCCL_EXEC_TIMEOUT": "100", "HCCL_OP_EXPANSION_MODE": "AIV"}))
+        if r.subject == "HCCL_EXEC_TIMEOUT"]
+    assert short.outcome == "warning"
+
+
 def test_recommended():
     ok(run(env.test_recommended, H, facts_of()))
     results = run(env.test_recommended, H, facts_of(env_={"TASK_QUEUE_ENABLE": None, "ASCEND_GLOBAL_LOG_LEVEL": "0",
