@@ -310,9 +310,25 @@ def _env(value: Any) -> dict[str, str]:
     return out
 
 
+# Free-form values are copied into preflight.json and --facts-out as written out, and YAML aliases
+# repeat a node without copying it: ten levels of ten aliases are 10^10 values there.
+FREE_FORM_MAX_VALUES = 10_000
+
+
 def _free_mapping(value: Any) -> dict:
     if not isinstance(value, dict):
         raise _Invalid(f"must be a mapping, not {_type_name(value)}")
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > FREE_FORM_MAX_VALUES:
+            raise _Invalid(f"holds more than {FREE_FORM_MAX_VALUES} values once its YAML aliases are "
+                           f"written out: labels, not data")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
     return value
 
 
@@ -383,7 +399,7 @@ KEYS: dict[str, KeySpec] = {
     "checkpoint_free_gb": KeySpec(VAR, _number(0), "minimum free space in checkpoint_dir, GB"),
     "python_modules": KeySpec(VAR, _module_list, "Python modules the job imports (packages.required checks them)"),
     "processes_per_npu": KeySpec(VAR, _int(1), "processes the job runs on one NPU (colocated jobs; hccl.port_range)"),
-    "tags":          KeySpec(VAR, _free_mapping, "free-form labels, not validated", merge=True),
+    "tags":          KeySpec(VAR, _free_mapping, "free-form labels, at most 10 000 values", merge=True),
 }
 
 _LEVEL_KEYS = sorted(k for k, s in KEYS.items() if s.kind != HOST_ONLY)

@@ -1257,14 +1257,18 @@ def test_ansible_group_cycles(tmp_path):
     assert "group cycle" in e.message
 
 
-def test_alias_bomb_is_cheap(tmp_path):
-    # a "billion laughs" style document: aliases share nodes, nothing is copied
+def test_alias_bomb_is_refused_cheaply(tmp_path):
+    # A "billion laughs" style document: aliases share nodes, so loading copies nothing, but
+    # preflight.json and --facts-out would write 10^12 values out.
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     for i in range(1, 12):
         lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
     text = "hosts: [h]\ndefaults:\n  tags:\n" + "\n".join("    " + line for line in lines) + "\n"
-    inv = load(tmp_path, text)
-    assert inv.names == ("h",)
+    e = error(tmp_path, text)
+    assert where(e) == (4, "defaults.tags") and "more than 10000 values" in e.message
+    # A few aliases within the bound are labels as usual.
+    inv = load(tmp_path, "hosts: [h]\ndefaults:\n  tags: {a: &r [1, 2], b: *r, c: *r}\n")
+    assert inv.hosts[0].vars["tags"] == {"a": (1, 2), "b": (1, 2), "c": (1, 2)}
 
 
 # ========================================================================= found by review
