@@ -8,7 +8,7 @@ from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
 from preflight.outliers import split
-from preflight.ifname import VARIABLES, describe, effective_env, route_nics, select
+from preflight.ifname import VARIABLES, describe, effective_env, route_to, select
 from preflight.parsers.versions import soc_family
 
 IFNAME_REMEDY = ("List the node's interfaces (ip -br addr) and set the variable to the NIC that carries "
@@ -51,9 +51,11 @@ def test_socket_ifname(host, facts, verdict):
 
 ROUTE_SUBJECT = "NPU device IP route"
 ROUTE_REMEDY = ("On the outlier and on a good node, run `ip route get <NPU device IP>` (hccn_tool -i <N> -ip -g "
-                "gives the IP) and compare the `dev` each names. Give the NIC that carries that route the same "
-                "name on every node (the same bond, or a udev/netplan rename), or correct the outlier's routes "
-                "(ip route), then set HCCL_SOCKET_IFNAME to that name on every node.")
+                "gives the IP) and compare the `dev` each names. Add the route for the device network the other "
+                "nodes have (or remove the odd one) with ip route and in the node's network configuration, and give "
+                "the NIC that carries it the same name on every node (the same bond, or a udev/netplan rename); "
+                "HCCL_SOCKET_IFNAME must then name the same NIC everywhere.")
+BY_DEFAULT, NO_ROUTE = "the default route", "no route"
 
 
 @check("cluster.ifname_agree", title="The socket interface is the same on every node", scope="cluster",
@@ -103,27 +105,44 @@ def test_ifname_agree(cluster, verdict):
 
 
 def device_route_nics(facts) -> str | None:
-    """The NICs a node routes its own NPUs' device IPs by (``ip route get <device IP>``), as one
-    value to compare across nodes: ``eth0``, or ``eth0 (npu[0-3]); bond0 (npu[4-7])`` when its NPUs
-    differ.  None without a device IP; FactUnavailable when the routes are unreadable."""
+    """How a node routes its own NPUs' device IPs (``ip route get <device IP>``), as one value to
+    compare across nodes: the NICs of routes for the device network (``eth1``), ``the default route``
+    where only a default route matches, ``no route``; several, comma-separated, when its NPUs differ.
+    None without a device IP; FactUnavailable when the routes are unreadable.
+
+    Only routes for the device network name NICs: a node usually has none (the device IPs live
+    on the NPUs' own ports), and then the default route's NIC, the management network's, is no
+    concern of HCCL's and may well be named differently on different hardware."""
     # Not configured, or unreadable (cluster.device_ip_unique names those): nothing to route.
-    ips = {dev: ip.address for dev, ip in sorted(facts.per_device("hccn.ip").items())
-           if ip is not None and not isinstance(ip, FactUnavailable)}
+    ips = [ip.address for _, ip in sorted(facts.per_device("hccn.ip").items())
+           if ip is not None and not isinstance(ip, FactUnavailable)]
     if not ips:
         return None
     routes = facts.get("net.routes")
-    by_nic: dict[str, list[str]] = defaultdict(list)
-    for dev, address in ips.items():
-        nics = route_nics(routes, address)
-        by_nic["+".join(nics) if nics else "no route"].append(f"npu{dev}")
-    if len(by_nic) == 1:
-        return next(iter(by_nic))
-    return "; ".join(f"{nic} ({fold(npus)})" for nic, npus in sorted(by_nic.items()))
+    ways = set()
+    for address in ips:
+        route = route_to(routes, address)
+        if route is None or route.kind != "unicast" or not route.nics:
+            ways.add(NO_ROUTE)
+        elif route.network.prefixlen == 0:
+            ways.add(BY_DEFAULT)
+        else:
+            ways.update(route.nics)  # a multipath route: the set of its NICs, in any order
+    return ", ".join(sorted(ways))
+
+
+def _how_routed(value: str, what: str = "theirs") -> str:
+    if value == NO_ROUTE:
+        return f"have no route to {what}"
+    if value == BY_DEFAULT:
+        return f"reach {what} by the default route only"
+    return f"route {what} by {value}"
 
 
 def _device_routes_agree(cluster, verdict) -> bool:
-    """The FAQ's other half: the route to the NPU device IPs leaves by a same-named NIC on every
-    node.  Whether anything was compared."""
+    """The FAQ's other half: the NPU device IPs are routed alike, by same-named NICs, on every
+    node.  A warning: a difference is suspect, not proof that HCCL will fail.  Whether anything
+    was compared."""
     per_host: dict[str, str] = {}
     unreadable: dict[str, list[str]] = defaultdict(list)  # why -> hosts
     for host, facts in cluster.reachable():
@@ -135,25 +154,20 @@ def _device_routes_agree(cluster, verdict) -> bool:
         if value is not None:
             per_host[host.name] = value
     for why, hosts in unreadable.items():
-        verdict.error(ROUTE_SUBJECT, message=f"routing table unreadable on {fold(hosts)}: {why}",
-                      remedy="Run `ip -j route show table main` on that node: an iproute2 older than 4.17 "
-                             "prints no JSON for routes (update iproute2); any other error names its cause.")
+        verdict.error(ROUTE_SUBJECT, message=f"routing table unreadable on {fold(hosts)}: {why}")
     if not per_host:
         return bool(unreadable)
-    sides = split(per_host, missing="no route")
-    if sides.unanimous and sides.majority == "no route":
-        verdict.passed(ROUTE_SUBJECT, message=f"none of the {len(per_host)} nodes has a route to its NPU device "
-                                              f"IPs (ip route get <device IP>): the same on every node")
-    elif sides.unanimous:
-        verdict.passed(ROUTE_SUBJECT, message=f"the NPU device IPs are routed by {sides.majority} on all "
-                                              f"{len(per_host)} nodes (ip route get <device IP>)")
+    sides = split(per_host, missing=NO_ROUTE)
+    if sides.unanimous:
+        verdict.passed(ROUTE_SUBJECT, message=f"all {len(per_host)} nodes "
+                                              f"{_how_routed(sides.majority, 'their NPU device IPs')} "
+                                              f"(ip route get <NPU device IP>)")
     else:
         verdict.failed(ROUTE_SUBJECT, outliers=sides.outliers, where=ROUTE_SUBJECT, remedy=ROUTE_REMEDY,
-                       observed=f"ip route get <device IP> leaves by {sides.describe()}, while "
-                                f"{fold(sides.agreeing)} "
-                                + ("have no route to them" if sides.majority == "no route" else
-                                   f"use {sides.majority}"),
-                       expected="the route to the NPU device IPs by a same-named NIC on every node")
+                       severity="warning",
+                       observed=f"ip route get <NPU device IP> finds {sides.describe()}, while "
+                                f"{fold(sides.agreeing)} {_how_routed(sides.majority)}",
+                       expected="the NPU device IPs routed alike, by same-named NICs, on every node")
     return True
 
 
@@ -397,7 +411,8 @@ def _exec_timeout_family(host, facts):
        reference=faq.M18, needs=("session.env", "npu_smi.info?"),
        remedy=("export HCCL_CONNECT_TIMEOUT=1200 (range 120..7200; the default 120 s is too short for large jobs) "
                "and HCCL_EXEC_TIMEOUT=0 (never) or several thousand seconds (on A1 and 310P cards at most "
-               "17340, and not 0), in ~/.bashrc or the launch script."))
+               "17340, and not 0; with HCCL_OP_EXPANSION_MODE=AIV at most 1091, which 0 and larger values "
+               "mean there), in ~/.bashrc or the launch script."))
 def test_hccl_timeouts(host, facts, verdict):
     env = effective_env(host, facts.get("session.env"))
     minimum = int(host.vars.get("hccl_connect_timeout") or 600)
@@ -414,19 +429,25 @@ def test_hccl_timeouts(host, facts, verdict):
         verdict.passed("HCCL_CONNECT_TIMEOUT", message=f"HCCL_CONNECT_TIMEOUT={value}")
     raw = env.get("HCCL_EXEC_TIMEOUT")
     # AIV expansion mode has its own range, [0, 1091]: 0 and anything above are 1091 s there.
-    aiv = (env.get("HCCL_OP_EXPANSION_MODE") or "").strip().upper() == "AIV"
+    mode = (env.get("HCCL_OP_EXPANSION_MODE") or "").strip().upper()
+    aiv = mode == "AIV"
     if raw is None:
         verdict.passed("HCCL_EXEC_TIMEOUT", message="HCCL_EXEC_TIMEOUT unset (default 1091 s in AIV mode, "
                                                     "HCCL_OP_EXPANSION_MODE=AIV)" if aiv else
                                                     "HCCL_EXEC_TIMEOUT unset (default 1836 s)")
         return
+    # CANN 9 takes hundredths of a second in the AI_CPU and AIV expansion modes.
     value = _int_or_none(raw)
+    if value is None and mode in ("AIV", "AI_CPU") and _re.fullmatch(r"\d+\.\d{1,2}", str(raw).strip()):
+        value = float(raw)
     if value is None or value < 0 or value > 2147483647:
         verdict.failed("HCCL_EXEC_TIMEOUT", observed=f"HCCL_EXEC_TIMEOUT={raw!r} is not a valid number of seconds",
                        expected="0 (never) or a positive integer")
     elif 0 < value < 600:
         verdict.failed("HCCL_EXEC_TIMEOUT", observed=f"HCCL_EXEC_TIMEOUT={value}: shorter than a slow collective "
-                                                     f"on a large job", expected="0 (never) or at least 600 s")
+                                                     f"on a large job",
+                       expected=(f"600..{EXEC_TIMEOUT_MAX_AIV} s in AIV mode (0 and larger values mean "
+                                 f"{EXEC_TIMEOUT_MAX_AIV})" if aiv else "0 (never) or at least 600 s"))
     elif (family := _exec_timeout_family(host, facts)) and not 0 < value <= EXEC_TIMEOUT_MAX_A1:
         verdict.failed("HCCL_EXEC_TIMEOUT", observed=f"HCCL_EXEC_TIMEOUT={value} on an {family} node",
                        expected=f"600..{EXEC_TIMEOUT_MAX_A1} s on {family} (its range is (0, {EXEC_TIMEOUT_MAX_A1}], "

@@ -53,10 +53,10 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              display="ulimit -Sn; ulimit -Hn"),
     FactSpec("net.interfaces", "ip -j addr show", system.parse_ip_addr_json, tool="ip",
              display="ip -j addr show"),
-    # The IPv6 table may be missing (IPv6 disabled on the node); without `ip -j` (iproute2 < 4.17)
-    # the first command fails, and the fact with it.
-    FactSpec("net.routes", "ip -j route show table main && { ip -j -6 route show table main 2>/dev/null || true; }",
-             system.parse_ip_route_json, tool="ip", display="ip -j route show table main"),
+    # The IPv6 table may be missing (IPv6 disabled on the node): then its part is empty.
+    FactSpec("net.routes", "ip -4 -o route show table main && { echo " + system.ROUTES_V6_MARK + "; "
+             "ip -6 -o route show table main 2>/dev/null; true; }",
+             system.parse_ip_route, tool="ip", display="ip route show table main"),
     FactSpec("net.listening", "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", system.parse_listening_ports,
              ok_rc=(0, 1), display="cat /proc/net/tcp /proc/net/tcp6"),
     FactSpec("dev.nodes",

@@ -82,21 +82,26 @@ def effective_env(host, env: dict) -> dict[str, str]:
     return merged
 
 
-def route_nics(routes, address: str) -> tuple[str, ...]:
-    """The NICs a node's main routing table sends ``address`` out of, as ``ip route get`` answers
-    it there (policy rules aside): the longest matching prefix, then the lowest metric.  Empty
-    when nothing matches or the route has no NIC (blackhole, unreachable, prohibit, throw)."""
+def route_to(routes, address: str):
+    """The route a node's main routing table sends ``address`` by, as ``ip route get`` finds it
+    there (policy rules aside): the longest matching prefix, then the lowest metric.  None when
+    nothing matches.  A blackhole, unreachable, prohibit or throw route has no NICs."""
     try:
         target = ipaddress.ip_address(address)
     except ValueError:
-        return ()
+        return None
     best = None
     for route in routes:
-        if route.network.version != target.version or target not in route.network:
+        if route.tos or route.network.version != target.version or target not in route.network:
             continue
         rank = (route.network.prefixlen, -route.metric)
         if best is None or rank > best[0]:
             best = (rank, route)
-    if best is None or best[1].kind != "unicast":
-        return ()
-    return best[1].nics
+    return best[1] if best else None
+
+
+def route_nics(routes, address: str) -> tuple[str, ...]:
+    """The NICs ``address`` leaves by (``ip route get``'s ``dev``; every live nexthop's for a
+    multipath route); empty when there is no usable route."""
+    route = route_to(routes, address)
+    return route.nics if route is not None and route.kind == "unicast" else ()

@@ -87,62 +87,70 @@ def parse_ip_addr_json(text: str) -> dict[str, NetInterface]:
 
 @dataclass(frozen=True)
 class Route:
-    """One route of ``ip -j route show table main`` (IPv4 or IPv6)."""
+    """One route of ``ip -o route show table main`` (IPv4 or IPv6)."""
     network: ipaddress.IPv4Network | ipaddress.IPv6Network  # "default" is 0.0.0.0/0 or ::/0
-    nics: tuple[str, ...]  # the device; a multipath route's nexthop devices
+    nics: tuple[str, ...]  # the device; a multipath route's live nexthops' devices
     kind: str  # "unicast", or "blackhole", "unreachable", "prohibit", "throw", ... (no NIC)
-    metric: int  # absent in the JSON when 0
+    metric: int  # 0 when not printed
+    tos: bool = False  # matches only packets of one TOS (not what `ip route get <address>` asks)
 
 
-def _route(entry: dict, family: int) -> Route:
-    dst = entry.get("dst")
-    if not isinstance(dst, str):
-        raise ParseError(f"`ip -j route`: a route without a destination: {str(entry)[:80]}")
+ROUTES_V6_MARK = "@@IPV6"
+_ROUTE_TYPES = {"unicast", "local", "broadcast", "multicast", "anycast", "blackhole", "unreachable",
+                "prohibit", "throw", "nat"}
+
+
+def _route_line(line: str, family: int) -> Route:
+    # One line per route (-o); a multipath route's nexthops follow on it, each after "nexthop".
+    words = line.replace("\\", " ").split()
+    kind = words.pop(0) if words[0] in _ROUTE_TYPES else "unicast"
+    if not words:
+        raise ParseError(f"`ip route`: a {kind} route without a destination")
+    dst = words[0]
     if dst == "default":
         dst = "0.0.0.0/0" if family == 4 else "::/0"
     try:
         network = ipaddress.ip_network(dst, strict=False)
     except ValueError:
-        # A host route prints as a bare address; anything else is not a route we can match on.
-        raise ParseError(f"`ip -j route`: destination {dst[:60]!r} is not an address or network") from None
-    kind = str(entry.get("type", "unicast"))
-    hops = entry.get("nexthops")
-    if isinstance(hops, list):
-        nics = tuple(str(h["dev"]) for h in hops if isinstance(h, dict) and h.get("dev"))
+        raise ParseError(f"`ip route`: {line.strip()[:80]!r} does not start with an address or network") from None
+    if network.version != family:
+        raise ParseError(f"`ip route`: an IPv{network.version} route among the IPv{family} ones: {dst[:60]!r}")
+    parts: list[list[str]] = [[]]  # the route's own fields, then one list per nexthop
+    for word in words[1:]:
+        if word == "nexthop":
+            parts.append([])
+        else:
+            parts[-1].append(word)
+    fields, hops = parts[0], parts[1:]
+
+    def after(keyword: str, where: list[str]) -> str | None:
+        return where[where.index(keyword) + 1] if keyword in where[:-1] else None
+
+    metric = after("metric", fields) or "0"
+    if not metric.isascii() or not metric.isdigit():
+        raise ParseError(f"`ip route`: metric {metric[:20]!r} of {dst} is not a number")
+    tos = (after("tos", fields) or after("dsfield", fields) or "0") not in ("0", "0x00", "default")
+    if hops:
+        # A dead nexthop (its NIC down) is skipped by the kernel; the others share the traffic.
+        nics = tuple(dev for hop in hops if "dead" not in hop and (dev := after("dev", hop)))
     else:
-        nics = (str(entry["dev"]),) if entry.get("dev") else ()
-    metric = entry.get("metric", 0)
-    if not isinstance(metric, int) or isinstance(metric, bool):
-        raise ParseError(f"`ip -j route`: metric {str(metric)[:20]!r} of {dst} is not a number")
-    return Route(network, nics, kind, metric)
+        nics = (dev,) if (dev := after("dev", fields)) else ()
+    return Route(network, nics, kind, int(metric), tos)
 
 
-def parse_ip_route_json(text: str) -> tuple[Route, ...]:
-    """``ip -j route show table main`` then ``ip -j -6 route show table main``: two JSON lists,
-    one after the other (the second may be missing: IPv6 disabled on the node)."""
-    decoder = json.JSONDecoder()
+def parse_ip_route(text: str) -> tuple[Route, ...]:
+    """``ip -4 -o route show table main``, then a line ``@@IPV6`` and ``ip -6 -o route show
+    table main`` (empty with IPv6 disabled on the node).  Plain text rather than ``-j``: iproute2
+    before 4.17 prints text whatever -j says, and some later ones printed invalid route JSON."""
     routes: list[Route] = []
-    pos, lists = 0, 0
-    while True:
-        while pos < len(text) and text[pos].isspace():
-            pos += 1
-        if pos == len(text):
-            break
-        try:
-            data, pos = decoder.raw_decode(text, pos)
-        except ValueError as exc:
-            raise ParseError(f"`ip -j route` did not print JSON ({getattr(exc, 'msg', exc)})") from None
-        except RecursionError:
-            raise ParseError("`ip -j route` printed JSON nested too deeply to be routes") from None
-        if not isinstance(data, list):
-            raise ParseError("`ip -j route` JSON is not a list of routes")
-        lists += 1
-        for entry in data:
-            if isinstance(entry, dict):
-                # The family is the list's: the first is IPv4, the second IPv6 ("default" in each).
-                routes.append(_route(entry, 4 if lists == 1 else 6))
-    if not lists:
-        raise ParseError("`ip -j route` printed nothing")
+    family, marked = 4, False
+    for line in text.splitlines():
+        if line.strip() == ROUTES_V6_MARK:
+            family, marked = 6, True
+        elif line.strip():
+            routes.append(_route_line(line, family))
+    if not marked:
+        raise ParseError("`ip route` output is cut short (the IPv6 part never began)")
     return tuple(routes)
 
 

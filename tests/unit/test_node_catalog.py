@@ -483,7 +483,13 @@ def test_hccl_exec_timeout_in_aiv_mode_says_what_applies(exe, says):
     [short] = [r for r in run(env.test_hccl_timeouts, H, facts_of(env_={
         "HCCL_CONNECT_TIMEOUT": "1200", "HCCL_EXEC_TIMEOUT": "100", "HCCL_OP_EXPANSION_MODE": "AIV"}))
         if r.subject == "HCCL_EXEC_TIMEOUT"]
-    assert short.outcome == "warning"
+    assert short.outcome == "warning" and "600..1091 s in AIV mode" in short.expected
+    # Hundredths of a second are valid in AIV (and AI_CPU) mode, not elsewhere.
+    for mode, outcome in (("AIV", "passed"), ("AI_CPU", "passed"), (None, "warning")):
+        [r] = [r for r in run(env.test_hccl_timeouts, H, facts_of(env_={
+            "HCCL_CONNECT_TIMEOUT": "1200", "HCCL_EXEC_TIMEOUT": "1000.25", "HCCL_OP_EXPANSION_MODE": mode}))
+            if r.subject == "HCCL_EXEC_TIMEOUT"]
+        assert r.outcome == outcome, (mode, r.message)
 
 
 def test_recommended():

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from preflight.ifname import route_nics
+from preflight.ifname import route_nics, route_to
 from preflight.parsers import ParseError
 from preflight.parsers.system import (
     DevNode,
@@ -26,7 +26,7 @@ from preflight.parsers.system import (
     parse_dev_listing,
     parse_env0,
     parse_ip_addr_json,
-    parse_ip_route_json,
+    parse_ip_route,
     parse_listening_ports,
     parse_nofile,
     parse_tcp_probe,
@@ -183,19 +183,20 @@ def test_ip_addr_garbage_is_a_parse_error(text):
     assert_parse_error(parse_ip_addr_json, text)
 
 
-# ------------------------------------------------------------------------------ ip -j route show table main
+# ------------------------------------------------------------------------------ ip -o route show table main
 
 # A node's routing table as an Ascend host can have it: two defaults (metric decides), the NPU
-# device network behind another NIC, a more specific route at two metrics, a multipath route,
-# routes without a NIC, a link route, a NIC that is down (its routes leave the table), IPv6.
+# device network behind another NIC, a more specific route at two metrics, multipath routes (one
+# with a nexthop whose NIC goes down: dead), routes without a NIC, a link route, a TOS route, a
+# host route, a NIC that is down (its routes leave the table), IPv6 with multipath.
 _ROUTES = """
 ip link set lo up
-for i in eth0 eth1 bond0 eth2; do ip link add $i type veth peer name p$i; done
-for i in eth0 eth1 bond0 peth0 peth1 pbond0; do ip link set $i up; done
+for i in eth0 eth1 bond0 eth2 eth3; do ip link add $i type veth peer name p$i; done
+for i in eth0 eth1 bond0 eth3 peth0 peth1 pbond0 peth3; do ip link set $i up; done
 ip addr add 10.0.0.5/24 dev eth0; ip addr add 192.168.1.5/16 dev eth1; ip addr add 172.16.0.5/24 dev bond0
-ip addr add 10.9.0.5/24 dev eth2
-ip route add default via 10.0.0.1 dev eth0
-ip route add default via 172.16.0.1 dev bond0 metric 50
+ip addr add 10.9.0.5/24 dev eth2; ip addr add 10.8.0.5/24 dev eth3
+ip route add default via 10.0.0.1 dev eth0 proto dhcp metric 100
+ip route add default via 172.16.0.1 dev bond0 metric 150
 ip route add 29.1.0.0/16 via 192.168.1.1 dev eth1
 ip route add 29.1.5.0/24 via 172.16.0.1 dev bond0 metric 10
 ip route add 29.1.5.0/24 via 10.0.0.1 dev eth0 metric 5
@@ -205,26 +206,32 @@ ip route add prohibit 29.1.8.0/24
 ip route add 29.2.0.0/16 nexthop via 10.0.0.1 dev eth0 nexthop via 172.16.0.1 dev bond0
 ip route add throw 29.3.0.0/16
 ip route add 29.4.0.0/16 dev eth1 scope link
+ip route add 29.5.0.0/16 tos 0x10 dev eth1
+ip route add 29.7.0.0/16 nexthop via 10.8.0.1 dev eth3 nexthop via 192.168.1.1 dev eth1
+ip route add 29.8.0.1 dev bond0
+ip link set eth3 down
 ip -6 addr add 2001:db8::5/64 dev eth0 nodad
 ip -6 route add 2001:db9::/32 via 2001:db8::1 dev eth0
+ip -6 route add 2001:dbb::/32 nexthop via 2001:db8::1 dev eth0 nexthop via 2001:db8::2 dev eth0
 """
 _PROBED = ["8.8.8.8", "29.1.0.9", "29.1.5.9", "29.1.6.9", "29.1.7.9", "29.1.8.9", "29.2.0.9", "29.3.0.9",
-           "29.4.1.1", "10.0.0.9", "192.168.200.1", "10.9.0.9", "2001:db9::1", "2001:db8::9", "2001:dba::1"]
+           "29.4.1.1", "29.5.0.9", "29.7.0.9", "29.8.0.1", "29.8.0.2", "10.0.0.9", "192.168.200.1", "10.9.0.9",
+           "2001:db9::1", "2001:db8::9", "2001:dba::1", "2001:dbb::1"]
 
 
 @pytest.mark.skipif(not _can_unshare_net(), reason="needs root, unshare -n and ip")
 def test_ip_route_real_output_agrees_with_ip_route_get():
     # The kernel is the oracle: for every probed address, the NIC our lookup picks from the table
-    # is the one `ip route get` names (one of them for the multipath route), or none where it errs.
+    # is the one `ip route get` names (one of them for a multipath route), or none where it errs.
     from preflight.facts import FACTS
     asked = " ".join(_PROBED)
     text = sh("unshare -n bash -c " + shlex.quote(
         _ROUTES + FACTS["net.routes"].command + "; echo '@@GET'; "
         f"for a in {asked}; do echo \"$a $(ip -o route get $a 2>/dev/null)\"; done"))
     table, _, got = text.partition("@@GET\n")
-    routes = parse_ip_route_json(table)
+    routes = parse_ip_route(table)
     assert {r.network.version for r in routes} == {4, 6}
-    assert Route(ipaddress.ip_network("0.0.0.0/0"), ("bond0",), "unicast", 50) in routes
+    assert Route(ipaddress.ip_network("0.0.0.0/0"), ("bond0",), "unicast", 150) in routes
     kernel = {}
     for line in got.splitlines():
         address, _, answer = line.partition(" ")
@@ -235,26 +242,35 @@ def test_ip_route_real_output_agrees_with_ip_route_get():
         ours = route_nics(routes, address)
         assert (dev in ours) if dev else ours == (), (address, dev, ours)
     assert route_nics(routes, "29.2.0.9") == ("eth0", "bond0")  # multipath: every nexthop's NIC
+    assert route_nics(routes, "29.7.0.9") == ("eth1",)  # ... but a dead one's
+    assert route_nics(routes, "2001:dbb::1") == ("eth0", "eth0")
     assert route_nics(routes, "29.1.5.9") == ("eth0",)  # the lower metric of two equal prefixes
+    assert route_nics(routes, "29.5.0.9") == ("eth0",)  # a TOS route is not for `ip route get`
     assert route_nics(routes, "10.9.0.9") == ("eth0",)  # eth2 is down: its link route is gone
+    assert route_to(routes, "29.1.6.9").kind == "blackhole" and route_to(routes, "8.8.8.8").network.prefixlen == 0
 
 
 def test_ip_route_without_ipv6_and_hand_written_edges():
-    routes = parse_ip_route_json('[{"dst":"default","gateway":"10.0.0.1","dev":"eth0","flags":[]},'
-                                 '{"dst":"29.1.2.3","dev":"eth1","flags":[]},{"dst":"fe80::/64"}]\n')
-    assert [str(r.network) for r in routes] == ["0.0.0.0/0", "29.1.2.3/32", "fe80::/64"]
+    # iproute2 4.x spacing (two blanks before proto), a host route, IPv6 disabled (an empty part).
+    routes = parse_ip_route("default via 10.0.0.1 dev eth0  proto static  metric 100 \n"
+                            "29.1.2.3 dev eth1  scope link \n@@IPV6\n")
+    assert [(str(r.network), r.nics, r.metric) for r in routes] == [("0.0.0.0/0", ("eth0",), 100),
+                                                                    ("29.1.2.3/32", ("eth1",), 0)]
     assert route_nics(routes, "29.1.2.3") == ("eth1",) and route_nics(routes, "29.1.2.4") == ("eth0",)
-    assert route_nics(routes, "not an address") == ()
-    assert route_nics(parse_ip_route_json("[]\n[]"), "10.0.0.1") == ()
-    [v6] = parse_ip_route_json('[]\n[{"dst":"default","dev":"eth0","metric":1024}]')
-    assert str(v6.network) == "::/0" and v6.metric == 1024
+    assert route_nics(routes, "not an address") == () and route_to(routes, "2001:db8::1") is None
+    [v6] = parse_ip_route("@@IPV6\ndefault via fe80::1 dev eth0 proto ra metric 1024 expires 1798sec pref medium\n")
+    assert str(v6.network) == "::/0" and v6.metric == 1024 and v6.nics == ("eth0",)
 
 
-@pytest.mark.parametrize("text", ["", "Option \"-j\" is unknown, try \"ip -help\".", "{}", "[{\"dst\": 5}]",
-                                  "[{\"dst\": \"bogus\"}]", "[{\"dst\": \"default\", \"metric\": \"x\"}]",
-                                  "[] trailing", "[" * 100000, "\x00\xff"])
+@pytest.mark.parametrize("text", ["", "Option \"-j\" is unknown, try \"ip -help\".\n@@IPV6",
+                                  "default via 10.0.0.1 dev eth0\n",  # cut before the IPv6 part
+                                  "bogus dev eth0\n@@IPV6", "blackhole\n@@IPV6",
+                                  "default via 10.0.0.1 dev eth0 metric x\n@@IPV6",
+                                  "default via 10.0.0.1 dev eth0 metric \u0661\n@@IPV6",
+                                  "2001:db8::/64 dev eth0\n@@IPV6", "@@IPV6\n10.0.0.0/8 dev eth0",
+                                  "\x00\xff\n@@IPV6"])
 def test_ip_route_garbage_is_a_parse_error(text):
-    assert_parse_error(parse_ip_route_json, text)
+    assert_parse_error(parse_ip_route, text)
 
 
 @pytest.mark.parametrize("text", ['[{"ifname": "x", "flags": 5}]', '[{"ifname": "x", "addr_info": 5}]'])
