@@ -122,12 +122,12 @@ def device_route_nics(facts) -> str | None:
     ways = set()
     for address in ips:
         route = route_to(routes, address)
-        if route is None or route.kind != "unicast" or not route.nics:
+        if route is None or not route.usable_nics:
             ways.add(NO_ROUTE)
         elif route.network.prefixlen == 0:
             ways.add(BY_DEFAULT)
         else:
-            ways.update(route.nics)  # a multipath route: the set of its NICs, in any order
+            ways.update(route.usable_nics)  # a multipath route: the set of its NICs, in any order
     return ", ".join(sorted(ways))
 
 

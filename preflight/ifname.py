@@ -104,4 +104,4 @@ def route_nics(routes, address: str) -> tuple[str, ...]:
     """The NICs ``address`` leaves by (``ip route get``'s ``dev``; every live nexthop's for a
     multipath route); empty when there is no usable route."""
     route = route_to(routes, address)
-    return route.nics if route is not None and route.kind == "unicast" else ()
+    return route.usable_nics if route is not None else ()

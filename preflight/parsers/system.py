@@ -94,6 +94,11 @@ class Route:
     metric: int  # 0 when not printed
     tos: bool = False  # matches only packets of one TOS (not what `ip route get <address>` asks)
 
+    @property
+    def usable_nics(self) -> tuple[str, ...]:
+        """The NICs traffic leaves by; none for a blackhole, unreachable, prohibit or throw route."""
+        return self.nics if self.kind == "unicast" else ()
+
 
 ROUTES_V6_MARK = "@@IPV6"
 _ROUTE_TYPES = {"unicast", "local", "broadcast", "multicast", "anycast", "blackhole", "unreachable",
