@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import pickle
+import re
 import textwrap
 from pathlib import Path
 
@@ -394,6 +395,13 @@ def test_example_inventory_commented_part_loads(tmp_path):
     assert inv.by_name("node16").address == "10.0.0.16"
     assert inv.by_name("node16").vars["chip"] == "910B3"
     assert inv.by_name("node-01").vars["ray_port"] == 6379
+
+
+def test_example_inventory_documents_every_key():
+    """inventory.example.yaml is where the README sends readers for the keys: each one is listed."""
+    header = (REPO / "inventory.example.yaml").read_text().split("# A real cluster:", 1)[0]
+    documented = set(re.findall(r"^#\s+([a-z_]+)\s", header, re.M))
+    assert set(KEYS) - documented == set()
 
 
 def test_accepts_pathlike_and_bom(tmp_path):
