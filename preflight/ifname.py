@@ -20,7 +20,7 @@ class Selection:
     value: str
     matched: tuple[str, ...]  # interfaces the value names or matches, in name order
     usable: tuple[str, ...]  # of those: up, with an address
-    exact: bool  # the value names interfaces exactly (so every named one must be usable)
+    exact: bool  # the value names interfaces exactly (gloo and TP use each; HCCL the first usable one)
     missing: tuple[str, ...]  # exact names that do not exist on the node
 
     @property

@@ -288,12 +288,23 @@ def test_socket_ifname_present_and_missing():
 
 @pytest.mark.parametrize("value, outcome", [
     ("eth", "passed"), ("=eth0", "passed"), ("^=eth0", "failed"), ("^eth", "failed"), ("^lo", "passed"),
-    ("enp,eth", "passed"), ("=eth1", "failed"), ("ib", "failed"),
+    ("enp,eth", "passed"), ("=eth1", "failed"), ("ib", "failed"), ("=eth9,eth0", "passed"), ("=eth9,ib0", "failed"),
 ])
 def test_hccl_ifname_syntax(value, outcome):
     raw = healthy_raw(env={"HCCL_SOCKET_IFNAME": value})
     [result] = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
     assert result.outcome == outcome, result.message
+
+
+def test_hccl_exact_list_is_alternatives_gloo_list_is_not():
+    """HCCL takes the first listed NIC present (CANN's example `==eth0,endvnic` names NICs of two
+    kinds of node); gloo uses every NIC it is given, so each must exist."""
+    raw = healthy_raw(env={"HCCL_SOCKET_IFNAME": "=eth9,eth0", "GLOO_SOCKET_IFNAME": "eth9,eth0"})
+    results = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
+    assert outcomes(results) == {("HCCL_SOCKET_IFNAME", "passed"), ("GLOO_SOCKET_IFNAME", "failed")}
+    hccl = next(r for r in results if r.subject == "HCCL_SOCKET_IFNAME")
+    assert "selects eth0" in hccl.message and "eth9 not present or not usable here" in hccl.message
+    assert_explained(failed(results)[0], "GLOO_SOCKET_IFNAME=eth9,eth0", "eth9, which does not exist")
 
 
 def test_socket_ifname_down_interface():
