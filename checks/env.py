@@ -346,7 +346,28 @@ def test_single_cann(host, facts, verdict):
                "so Ray does not overwrite it."))
 def test_visible_devices(host, facts, verdict):
     env = effective_env(host, facts.get("session.env"))
-    count = len(facts.devices())
+    _visible_list(env, len(facts.devices()), verdict)
+    try:
+        stack = facts.get("python.stack")
+        ray = stack.version_of("ray") or stack.modules.get("ray")
+    except FactUnavailable:
+        ray = None
+    if ray:
+        # The catalog and the vllm-ascend Ray guide ask for it on every node, whether or not the node
+        # lists its devices: without it Ray writes each worker's own ASCEND_RT_VISIBLE_DEVICES.
+        noset = "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"
+        if env.get(noset) != "1":
+            listed = ("ASCEND_RT_VISIBLE_DEVICES is set" if env.get("ASCEND_RT_VISIBLE_DEVICES") is not None
+                      else "ASCEND_RT_VISIBLE_DEVICES is unset")
+            verdict.failed(noset, observed=f"Ray is installed and {listed}, but {noset}="
+                                           f"{env.get(noset, '(unset)')}: Ray rewrites ASCEND_RT_VISIBLE_DEVICES "
+                                           f"for each worker to the NPUs it assigned",
+                           expected=f"{noset}=1")
+        else:
+            verdict.passed(noset, message=f"{noset}=1")
+
+
+def _visible_list(env: dict, count: int, verdict) -> None:
     value = env.get("ASCEND_RT_VISIBLE_DEVICES")
     if value is None:
         verdict.passed("ASCEND_RT_VISIBLE_DEVICES", message=f"not set: all {count} NPU(s) visible")
@@ -372,19 +393,6 @@ def test_visible_devices(host, facts, verdict):
                        expected=f"distinct ids among 0..{count - 1}")
     else:
         verdict.passed("ASCEND_RT_VISIBLE_DEVICES", message=f"ASCEND_RT_VISIBLE_DEVICES={value} ({count} NPUs present)")
-    try:
-        stack = facts.get("python.stack")
-        ray = stack.version_of("ray") or stack.modules.get("ray")
-    except FactUnavailable:
-        ray = None
-    if ray:
-        noset = "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"
-        if env.get(noset) != "1":
-            verdict.failed(noset, observed=f"Ray is installed and ASCEND_RT_VISIBLE_DEVICES is set, but {noset}="
-                                           f"{env.get(noset, '(unset)')}: Ray overwrites the device list per worker",
-                           expected=f"{noset}=1")
-        else:
-            verdict.passed(noset, message=f"{noset}=1")
 
 
 def _int_or_none(value):

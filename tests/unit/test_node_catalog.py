@@ -440,12 +440,20 @@ def test_visible_devices(value, extra, outcome):
     assert [r.outcome for r in results] == [outcome]
 
 
-def test_visible_devices_with_ray_needs_noset():
-    raw = node_raw({"ASCEND_RT_VISIBLE_DEVICES": "0,1"},
-                   python_dot_stack=out(stack_output(packages={**PACKAGES, "ray": "2.40.0"})))
-    results = run(env.test_visible_devices, H, make_facts(raw=raw))
+@pytest.mark.parametrize("listed", ["0,1", None])
+def test_visible_devices_with_ray_needs_noset(listed):
+    """verl FAQ Q1 and the vllm-ascend Ray guide set NOSET on every node: without it Ray rewrites the
+    device list per worker, whether or not the node sets one."""
+    with_ray = out(stack_output(packages={**PACKAGES, "ray": "2.40.0"}))
+    results = run(env.test_visible_devices, H, make_facts(raw=node_raw({"ASCEND_RT_VISIBLE_DEVICES": listed},
+                                                                      python_dot_stack=with_ray)))
     [r] = bad(results)
-    explained(r, "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES")
+    explained(r, "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES=(unset)",
+              "is set" if listed else "ASCEND_RT_VISIBLE_DEVICES is unset")
+    noset = {"ASCEND_RT_VISIBLE_DEVICES": listed, "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "1"}
+    results = run(env.test_visible_devices, H, make_facts(raw=node_raw(noset, python_dot_stack=with_ray)))
+    assert [(r.subject, r.outcome) for r in results] == [
+        ("ASCEND_RT_VISIBLE_DEVICES", "passed"), ("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES", "passed")]
 
 
 @pytest.mark.parametrize("conn, exe, outcomes", [
