@@ -8,7 +8,7 @@ from preflight import faq
 from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
-from preflight.parsers.versions import soc_family
+from preflight.parsers.versions import inventory_chip_family
 
 MANAGEMENT_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 
@@ -51,9 +51,9 @@ def _expected_chips(host, facts) -> _Expectation:
         by_device = info.by_device()
         ids = {dev: c.npu_id for dev, c in by_device.items()} if by_device is not None else None
         source = "npu-smi info"
-    elif chip and FAMILY_CHIPS_PER_NPU.get(soc_family(str(chip))):
-        chips_per_npu = FAMILY_CHIPS_PER_NPU[soc_family(str(chip))]
-        source = f"inventory chip {chip} ({soc_family(str(chip))})"
+    elif FAMILY_CHIPS_PER_NPU.get(inventory_chip_family(chip)):
+        chips_per_npu = FAMILY_CHIPS_PER_NPU[inventory_chip_family(chip)]
+        source = f"inventory chip {chip} ({inventory_chip_family(chip)})"
     else:
         chips_per_npu = None
         reason = f"npu-smi info could not be read ({smi_error})" if smi_error else "npu-smi info lists no chip"

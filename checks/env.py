@@ -9,7 +9,7 @@ from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
 from preflight.outliers import split
 from preflight.ifname import VARIABLES, describe, effective_env, route_to, select
-from preflight.parsers.versions import soc_family
+from preflight.parsers.versions import inventory_chip_family, soc_family
 
 IFNAME_REMEDY = ("List the node's interfaces (ip -br addr) and set the variable to the NIC that carries "
                  "the cluster network, with the same name on every node: export HCCL_SOCKET_IFNAME=<nic> "
@@ -410,7 +410,7 @@ EXEC_TIMEOUT_MAX_AIV = 1091  # HCCL_OP_EXPANSION_MODE=AIV: 0 and larger values m
 
 def _exec_timeout_family(host, facts):
     """'A1' or '310P' when the node's SoC is one of them (inventory chip, else npu-smi's 310P name)."""
-    family = soc_family(str(host.vars.get("chip") or ""))
+    family = inventory_chip_family(host.vars.get("chip"))
     if family is None:
         try:
             names = {c.name for c in facts.get("npu_smi.info").chips}

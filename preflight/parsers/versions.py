@@ -317,6 +317,17 @@ def soc_family(name: str | None) -> str | None:
     return None
 
 
+def inventory_chip_family(chip) -> str | None:
+    """The family an inventory ``chip`` value names.  The bare ``910`` / ``Ascend910`` names none:
+    it is A1's SoC name, and also what npu-smi prints for every A3 die, so operators copy it from
+    A3 nodes."""
+    if chip is None:
+        return None
+    if str(chip).strip().lower().replace(" ", "").removeprefix("ascend") == "910":
+        return None
+    return soc_family(str(chip))
+
+
 # -- the Python stack -------------------------------------------------------------------
 
 
