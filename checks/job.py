@@ -8,6 +8,7 @@ import math
 from preflight import faq
 from preflight.check import check
 from preflight.hostlist import fold
+from preflight.job.model import DTYPE_NAMES
 
 NEEDS = ("job.model?", "job.paths?")
 LARGE_DATASET = 10 << 30  # bytes: above this, Megatron's default 10-minute timeout is tight
@@ -357,6 +358,11 @@ def next_power_of_two(x: float) -> int:
     return 1 if x <= 1 else 2 ** math.ceil(math.log2(x))
 
 
+# verl sends the actor's weights in float32 whatever the checkpoint holds: the FAQ's error names a
+# torch.float32 embedding of a bf16 Qwen2 checkpoint, and its table sizes every model in float32.
+SENT_BYTES = 4
+
+
 @check("job.weight_bucket", title="The largest weight fits verl's weight-transfer bucket", scope="cluster",
        reference=faq.V_Q3, needs=NEEDS,
        remedy=("Raise actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes to the suggested "
@@ -376,16 +382,17 @@ def test_weight_bucket(job, job_facts, verdict):
         return
     t = d.largest_tensor()
     if t is not None:
-        what, mb = f"largest tensor {t.describe()}", t.mb
+        stored = DTYPE_NAMES.get(t.dtype, t.dtype)
+        what = f"largest tensor {t.name} {list(t.shape)} " + (
+            "float32" if stored == "float32" else f"{stored} on disk, float32 as verl sends it")
+        mb = math.prod(t.shape) * SENT_BYTES / 2 ** 20
     else:
         vocab, hidden = d.config_value("vocab_size"), d.config_value("hidden_size")
-        dtype = (d.config() or {}).get("torch_dtype", "float32")
-        size = {"float32": 4, "float16": 2, "bfloat16": 2}.get(str(dtype), 4)
         if not vocab or not hidden:
             verdict.error(job.name, message=f"{mp.shown()}: no safetensors headers and no vocab_size/hidden_size "
                                             f"in config.json to size the largest tensor")
             return
-        what, mb = f"embedding [{vocab}, {hidden}] {dtype} (from config.json)", vocab * hidden * size / 2 ** 20
+        what, mb = f"embedding [{vocab}, {hidden}] float32 (from config.json)", vocab * hidden * SENT_BYTES / 2 ** 20
     bucket = job.arg("bucket_mb")
     if bucket is not None:
         bucket_mb, bshown = bucket.int_value(job.path), f"{bucket.shown()} ({job.where(bucket)})"

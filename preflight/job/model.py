@@ -202,8 +202,9 @@ class ModelDir:
         return [t for ts in self.headers.values() for t in ts]
 
     def largest_tensor(self) -> TensorInfo | None:
+        """The tensor with the most elements: the largest once every weight is in one dtype."""
         ts = self.tensors()
-        return max(ts, key=lambda t: (t.nbytes, t.name)) if ts else None
+        return max(ts, key=lambda t: (math.prod(t.shape), t.nbytes, t.name)) if ts else None
 
 
 def parse_safetensors_header(name: str, header: bytes) -> list[TensorInfo]:

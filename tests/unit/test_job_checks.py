@@ -187,6 +187,23 @@ def test_bucket_from_config_when_there_are_no_headers(tmp_path):
     explained(r, "embedding [151936, 4096] float32 (from config.json) = 2374.0 MB")
 
 
+@pytest.mark.parametrize("shape, stored_mb, sent_mb, bucket, outcome, suggest", [
+    ([152064, 5120], 1485.0, 2970.0, None, "failed", 4096),   # the FAQ's 14B: bf16 on disk fits 2048, float32 not
+    ([152064, 8192], 2376.0, 4752.0, 4096, "failed", 8192),   # the FAQ's 72B: 8192, not the 4096 bf16 suggests
+    ([151936, 3584], 1038.6, 2077.2, 4096, "passed", None),
+])
+def test_bucket_sizes_the_float32_copy_verl_sends_not_the_bf16_file(tmp_path, shape, stored_mb, sent_mb, bucket,
+                                                                      outcome, suggest):
+    hf = hf_model(tmp_path / "m", shards={"model.safetensors": {"model.embed_tokens.weight": ("BF16", shape),
+                                                                "model.norm.weight": ("F32", [shape[1]])}})
+    [r] = run(jc.test_weight_bucket, load_job(write(tmp_path, "a.sh", verl_script(model=str(hf), bucket=bucket))))
+    assert r.outcome == outcome, r.message
+    assert f"{shape} bfloat16 on disk, float32 as verl sends it = {sent_mb:.1f} MB" in r.message
+    assert f"{stored_mb:.1f}" not in r.message
+    if suggest:
+        assert f"suggest {suggest} (next power of two" in r.message
+
+
 @pytest.mark.parametrize("mb, want", [(2374.0, 4096), (100, 128), (3000, 4096), (3500, 8192), (0.5, 1)])
 def test_next_power_of_two(mb, want):
     assert jc.next_power_of_two(1.2 * mb) == want
