@@ -307,9 +307,13 @@ def test_mindspeed_megatron(host, facts, verdict, compat):
         verdict.passed("megatron", message=f"MindSpeed {ms} with megatron-core {mcore}")
     if stack.version_of("verl"):
         need = compat.verl_min_mindspeed.get("mindspeed", "2.3.0")
-        if C.cmp_versions(C.base_release(ms), need) < 0 and not ms.startswith("0."):
+        core = compat.verl_min_mindspeed.get("megatron_core", "0.12.1")
+        # A 0.x MindSpeed is numbered after the Megatron core it follows: it needs that core's minimum.
+        low = (C.cmp_versions(C.base_release(ms), core) < 0 if ms.startswith("0.")
+               else C.cmp_versions(C.base_release(ms), need) < 0)
+        if low:
             verdict.failed("verl", observed=f"verl {stack.version_of('verl')} with MindSpeed {ms}",
-                           expected=f"MindSpeed {need}_core_r0.12.1 or newer for verl")
+                           expected=f"MindSpeed {need}_core_r{core} or newer for verl")
         else:
             verdict.passed("verl", message=f"verl with MindSpeed {ms}")
 

@@ -361,6 +361,18 @@ def test_mindspeed_absent_is_skipped_and_verl_needs_230():
     assert ("verl", "failed") in {(r.subject, r.outcome) for r in results}
 
 
+@pytest.mark.parametrize("ms, outcome", [("0.8.0", "failed"), ("0.12.1", "passed"), ("2.3.0_core_r0.12.1", "passed"),
+                                         ("2.2.0", "failed")])
+def test_verl_needs_mindspeed_230_or_a_0x_release_following_core_0121(ms, outcome):
+    """A 0.x MindSpeed is numbered after its Megatron core: verl's minimum is then core 0.12.1."""
+    pk = {**PACKAGES, "verl": "0.6.1", "mindspeed": ms, "megatron-core": "0.8.0"}
+    results = run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack_output(packages=pk))))
+    [r] = [r for r in results if r.subject == "verl"]
+    assert r.outcome == outcome, r.message
+    if outcome == "failed":
+        explained(r, f"MindSpeed {ms}", "MindSpeed 2.3.0_core_r0.12.1 or newer for verl")
+
+
 @pytest.mark.parametrize("extra, outcome", [
     ({}, "skipped"), ({"vllm-ascend": "0.13.0", "triton-ascend": "3.2.0"}, "passed"),
     ({"vllm-ascend": "0.13.0", "triton": "3.2.0"}, "failed"), ({"triton": "3.1.0", "triton-ascend": "3.2.0"}, "failed"),
