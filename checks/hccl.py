@@ -33,14 +33,14 @@ def npu_smi_chip(facts, dev):
 
 def _link_remedy(facts, dev):
     where = npu_smi_chip(facts, dev)
-    reset = (f"npu-smi set -t reset -i {where[0]} -c {where[1]}" if where else
-             f"npu-smi set -t reset -i <NPU id> -c <chip id>, the NPU and chip npu-smi info shows for device {dev}")
+    reset = (f"npu-smi set -t reset -i {where[0]} -c {where[1]} -m 1" if where else
+             f"npu-smi set -t reset -i <NPU id> -c <chip id> -m 1, the NPU and chip npu-smi info shows for device {dev}")
     return LINK_REMEDY.format(dev=dev, reset=reset)
 
 
 @check("hccl.link_up", title="Every NPU's RoCE link is UP (and not flapping)", reference=faq.R_HCCL_LINK,
        needs=("hccn.link", "hccn.link_stat?", "npu_smi.info?"),
-       remedy=LINK_REMEDY.format(dev="<N>", reset="npu-smi set -t reset -i <NPU id> -c <chip id>"))
+       remedy=LINK_REMEDY.format(dev="<N>", reset="npu-smi set -t reset -i <NPU id> -c <chip id> -m 1"))
 def test_link_up(host, facts, verdict):
     links = facts.per_device("hccn.link")
     if not links:

@@ -230,11 +230,11 @@ def test_link_down_remedy_names_the_chip_npu_smi_resets():
     raw["hccn.link/13"] = out(fixture("hccn_tool/link/down.txt"))
     [bad] = failed(run_check(hccl.test_link_up, host=make_host(), facts=make_facts(raw=raw)))
     assert bad.subject == "npu13" and "npu13 (npu-smi NPU 6 chip 1)" in bad.message
-    assert "npu-smi set -t reset -i 6 -c 1" in bad.remedy and "hccn_tool -i 13 -optical -g" in bad.remedy
+    assert "npu-smi set -t reset -i 6 -c 1 -m 1" in bad.remedy and "hccn_tool -i 13 -optical -g" in bad.remedy
     # A2: one chip per NPU, the same number
     facts = make_facts(**{"hccn.link__3": out(fixture("hccn_tool/link/down.txt"))})
     [bad] = failed(run_check(hccl.test_link_up, host=make_host(), facts=facts))
-    assert "npu-smi set -t reset -i 3 -c 0" in bad.remedy and "(npu-smi" not in bad.message
+    assert "npu-smi set -t reset -i 3 -c 0 -m 1" in bad.remedy and "(npu-smi" not in bad.message
 
 
 def test_link_unreadable_is_an_error_for_that_npu_only():
