@@ -79,6 +79,22 @@ def _row(compat, table, key, version, cmp="pip"):
     return None
 
 
+def _driver_min(row, facts) -> str:
+    """The row's minimum driver for this node: some releases list a lower one for 310P cards."""
+    if row.get("driver_min_310p"):
+        try:
+            info = facts.get("npu_smi.info")
+        except FactUnavailable:
+            info = None
+        try:
+            board = facts.get("npu_smi.board")
+        except FactUnavailable:
+            board = None
+        if chip_family(info, board)[0] == "310P":
+            return row["driver_min_310p"]
+    return row["driver_min"]
+
+
 def _cann_in(version, values) -> bool:
     return C.norm_cann(version).upper() in {C.norm_cann(x).upper() for x in C.as_list(values)}
 
@@ -94,7 +110,8 @@ def _stack_values(files, stack) -> dict:
 
 
 @check("versions.stack", title="Driver, firmware, CANN, kernels, nnal, torch_npu form a published compatible set",
-       reference=faq.M1, needs=("ascend.files", "python.stack?"), remedy=STACK_REMEDY)
+       reference=faq.M1, needs=("ascend.files", "python.stack?", "npu_smi.info?", "npu_smi.board?"),
+       remedy=STACK_REMEDY)
 def test_stack(host, facts, verdict, compat):
     files = facts.get("ascend.files")
     try:
@@ -163,12 +180,11 @@ def test_stack(host, facts, verdict, compat):
             verdict.failed("cann/driver", severity="warning",
                            observed=f"CANN {cann} with driver {drv.version} is not in the table",
                            expected="a CANN release listed in the compatibility table (extend it with --compat)")
-        elif C.cmp_versions(drv.version, row["driver_min"]) < 0:
+        elif C.cmp_versions(drv.version, (need := _driver_min(row, facts))) < 0:
             verdict.failed("cann/driver", observed=f"driver {drv.version} is older than CANN {cann} needs",
-                           expected=f"driver {row['driver_min']} or newer ({compat.source(row)})")
+                           expected=f"driver {need} or newer ({compat.source(row)})")
         else:
-            verdict.passed("cann/driver", message=f"CANN {cann} with driver {drv.version} "
-                                                  f"(needs >= {row['driver_min']})")
+            verdict.passed("cann/driver", message=f"CANN {cann} with driver {drv.version} (needs >= {need})")
         old_layout = C.cmp_versions(C.norm_cann(cann), "8.5.0") < 0
         if active.kernels_version:
             if C.norm_cann(active.kernels_version).upper() != C.norm_cann(cann).upper():

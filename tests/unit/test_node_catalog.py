@@ -282,6 +282,18 @@ def test_stack_driver_firmware_mismatch_and_old_driver():
     explained(r, "not among the drivers firmware 7.1.0.11.220 accepts")
 
 
+def test_cann_driver_minimum_follows_the_chip_where_310p_differs():
+    """HDK table (Ascend/docs package_info.js): CANN 7.0.0 wants driver 23.0.3 on 910b, 23.0.1 on 310p."""
+    row = next(r for r in C.load().rows("cann_driver") if r["cann"] == "7.0.0")
+    smi_310p = out(fixture("npu-smi/info/310p3-24.1.rc2-host-npu1-2.txt"))
+    assert versions._driver_min(row, facts_of()) == "23.0.3"
+    card_310p = node_raw(npu_smi_dot_info=smi_310p)
+    del card_310p["npu_smi.board"]  # no 310P board capture: npu-smi info's chip name tells
+    assert versions._driver_min(row, make_facts(raw=card_310p)) == "23.0.1"
+    newer = next(r for r in C.load().rows("cann_driver") if r["cann"] == "8.2.RC1")
+    assert versions._driver_min(newer, make_facts(raw=card_310p)) == "25.0.rc1"
+
+
 def test_stack_off_table_torch_npu_is_a_warning_and_expectations_fail():
     raw = node_raw(python_dot_stack=out(stack_output(packages={**PACKAGES, "torch": "2.4.0", "torch_npu": "2.4.0.post2"})))
     [r] = bad(run(versions.test_stack, H, make_facts(raw=raw)))
