@@ -60,8 +60,9 @@ printf '@@DONE\n'
 # in both parts, so the name splits at the first '-'.  Only a folder not named so has its
 # METADATA/PKG-INFO header read.  importlib.metadata itself costs ~40 ms of imports plus an email
 # parse of every METADATA (measured here, 115 packages: 114 ms of CPU for the probe through
-# importlib.metadata, 43 ms this way).  Modules are located with find_spec (nothing imported but
-# importlib itself, so no NPU is touched).
+# importlib.metadata, 43 ms this way).  Modules are located with find_spec for the top-level name
+# and the packages' folders below it (find_spec("a.b") would import a, running its __init__):
+# nothing is imported but importlib itself, so no NPU is touched.
 PYTHON_STACK = r"""
 timeout -k 1 8 "$PF_PYTHON" - <<'PF_PY'
 import json, os, sys
@@ -105,11 +106,26 @@ try:
 except Exception as exc:
     out["error"] = "package scan: %s" % exc
 import importlib.util
+from importlib.machinery import PathFinder
+
+
+def locate(mod):
+    # find_spec("a.b") imports package a (its __init__ runs): walk the packages' folders instead,
+    # so that nothing on the node is imported.
+    parts = mod.split(".")
+    spec = importlib.util.find_spec(parts[0])
+    for i in range(1, len(parts)):
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        spec = PathFinder.find_spec(".".join(parts[:i + 1]), list(spec.submodule_search_locations))
+    return spec
+
+
 wanted = ["acl", "torch", "torch_npu", "vllm_ascend", "megatron", "mindspeed", "triton", "ray"]
 wanted += [m for m in os.environ.get("PF_MODULES", "").split(",") if m]
 for mod in wanted:
     try:
-        spec = importlib.util.find_spec(mod)
+        spec = locate(mod)
         out["modules"][mod] = (spec.origin or "namespace") if spec else None
     except Exception as exc:
         out["modules"][mod] = None

@@ -81,3 +81,27 @@ def test_the_allow_list_sees_what_it_should():
 def test_an_allowed_command_does_not_hide_another():
     with pytest.raises(AssertionError, match="mkdir"):
         test_every_probe_command_is_read_only("prelude", 'kill -KILL "$p"; mkdir /x')
+
+
+def test_locating_a_dotted_module_imports_nothing(tmp_path):
+    """python_modules may name a submodule (decord.bridge): finding it must not run its package's
+    __init__ on the node (find_spec("a.b") would), which could load torch_npu or write files."""
+    import json
+    import subprocess
+    import sys
+
+    from preflight.nodefacts import PYTHON_STACK
+
+    pkg = tmp_path / "heavy"
+    pkg.mkdir()
+    marker = tmp_path / "imported"
+    (pkg / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    (pkg / "sub.py").write_text("")
+    env = {"PATH": "/usr/bin:/bin", "PF_PYTHON": sys.executable, "PYTHONPATH": str(tmp_path),
+           "PF_MODULES": "heavy.sub,heavy.absent,heavy"}
+    done = subprocess.run(["bash", "-c", PYTHON_STACK], env=env, capture_output=True, text=True, timeout=60)
+    line = next(x for x in done.stdout.splitlines() if x.startswith("@@PY "))
+    modules = json.loads(line[5:])["modules"]
+    assert modules["heavy.sub"] == str(pkg / "sub.py")
+    assert modules["heavy"] == str(pkg / "__init__.py") and modules["heavy.absent"] is None
+    assert not marker.exists()
