@@ -129,7 +129,7 @@ def test_design_snippet(tmp_path):
 
 def test_inventory_helpers(tmp_path):
     inv = load(tmp_path, DESIGN)
-    assert len(inv) == 17
+    assert len(inv) == 16
     assert list(inv)[0].name == "localhost"
     assert inv.names[:2] == ("localhost", "node-01")
     with pytest.raises(KeyError, match="no host 'nope'"):
@@ -390,7 +390,7 @@ def test_example_inventory_commented_part_loads(tmp_path):
         for line in tail.splitlines()[1:]
     )
     inv = load(tmp_path, body)
-    assert len(inv) == 17
+    assert len(inv) == 16
     assert inv.by_name("node-01").roles == {"head", "worker", "launcher"}
     assert inv.by_name("node16").address == "10.0.0.16"
     assert inv.by_name("node16").vars["chip"] == "910B3"
