@@ -1,6 +1,6 @@
 """What two nodes must be able to do to each other (phase two: probes between nodes)."""
 
-from collections import Counter
+from collections import Counter, defaultdict
 
 from preflight import faq
 from preflight.activeprobe import hccl_ports_of, launcher_hosts, ray_target, rendezvous_plan, shared_paths
@@ -383,6 +383,7 @@ def test_shared_storage(cluster, verdict):
                            observed=f"{path} {reason} on {writer}", expected="an existing, writable directory")
             continue
         missing, absent, metadata_ok = [], [], []
+        lacking: dict[str, list[str]] = defaultdict(list)  # the metadata files it lacks -> hosts, partial copies
         for host, view in views.items():
             if host == writer:
                 continue
@@ -391,13 +392,20 @@ def test_shared_storage(cluster, verdict):
                 absent.append(host)
             elif entry.state == "missing":
                 missing.append(host)
-                if any(m in entry.metadata for m in CHECKPOINT_METADATA):
+                # Loading needs all three (verl FAQ Q4): one copied file is not enough.
+                gone = [m for m in CHECKPOINT_METADATA if m not in entry.metadata]
+                if not gone:
                     metadata_ok.append(host)
+                elif len(gone) < len(CHECKPOINT_METADATA):
+                    lacking[", ".join(gone)].append(host)
         if absent:
             verdict.failed(path, outliers=tuple(absent), where=path,
                            observed=f"{path} does not exist on {fold(absent)}", expected="the same path on every node")
         if missing:
-            note = (f"; checkpoint metadata present on {fold(metadata_ok)}" if metadata_ok else
+            parts = ([f"checkpoint metadata present on {fold(metadata_ok)}"] if metadata_ok else []) + [
+                f"{fold(hosts)} lack{'s' if len(hosts) == 1 else ''} checkpoint metadata {gone}"
+                for gone, hosts in sorted(lacking.items())]
+            note = ("; " + "; ".join(parts) if parts else
                     "; and no checkpoint metadata (common.pt, .metadata, metadata.json) there either")
             severity = "warning" if set(metadata_ok) == set(missing) else None
             verdict.failed(path, outliers=tuple(missing), where=path, severity=severity,

@@ -237,7 +237,14 @@ def test_shared_storage_views():
     results = run_check(network.test_shared_storage, cluster=cl)
     assert {(r.subject, r.outcome) for r in results} == {("/shared", "passed"), ("/ckpt", "failed")}
     [bad] = [r for r in results if r.outcome == "failed"]
-    assert set(bad.outliers) == {"node-02", "node-03"} and "checkpoint metadata present on node-03" in bad.message
+    assert set(bad.outliers) == {"node-02", "node-03"} and "node-03 lacks checkpoint metadata .metadata, " \
+        "metadata.json" in bad.message and bad.severity == "error"
+    # All three copied everywhere: a warning (resuming works, later checkpoints will not be shared).
+    records["node-02"] = records["node-03"] = {"storage.shared": "from node-01\nseen /shared\n"
+                                                                  "missing /ckpt common.pt,.metadata,metadata.json,\n"}
+    hosts, cl = _cluster(records, shared_paths=("/shared",), checkpoint_dir="/ckpt")
+    [bad] = [r for r in run_check(network.test_shared_storage, cluster=cl) if r.outcome != "passed"]
+    assert bad.outcome == "warning" and "checkpoint metadata present on node-[02-03]" in bad.message
 
 
 def test_rendezvous_agreement():
