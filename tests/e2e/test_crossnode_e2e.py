@@ -194,9 +194,14 @@ def test_non_shared_checkpoint_folder(sim, tmp_path, shared):
     assert problems(doc) == {("cluster.shared_storage", None, "/root/ckpt", "failed")}
     [bad] = [r for r in by_check(doc, "cluster.shared_storage") if r["outcome"] == "failed"]
     assert set(bad["outliers"]) == {"node-02", "node-03"} and "not a shared filesystem" in bad["message"]
-    # With the checkpoint metadata copied to every node, it is only a warning.
+    # One metadata file copied is not enough to resume (verl FAQ Q4); all three make it a warning.
     for node in sim.nodes:
         node.run("touch /root/ckpt/common.pt")
+    proc, doc = run_preflight(inventory(sim, tmp_path, checkpoint_dir="/root/ckpt", checkpoint_free_gb=0), tmp_path)
+    [bad] = [r for r in by_check(doc, "cluster.shared_storage") if r["outcome"] == "failed"]
+    assert "node-[02-03] lack checkpoint metadata .metadata, metadata.json" in bad["message"]
+    for node in sim.nodes:
+        node.run("touch /root/ckpt/.metadata /root/ckpt/metadata.json")
     proc, doc = run_preflight(inventory(sim, tmp_path, checkpoint_dir="/root/ckpt", checkpoint_free_gb=0), tmp_path)
     assert problems(doc) == {("cluster.shared_storage", None, "/root/ckpt", "warning")}
     for node in sim.nodes:

@@ -227,6 +227,20 @@ def test_clock_skew_bound_and_outlier():
     assert (r.outcome, r.outliers, r.severity) == ("warning", ("node-03",), "warning")
     hosts, cl = _cluster({n: {"clock.offset": "0.1 0.01"} for n in ("node-01", "node-02", "node-03")})
     assert run_check(network.test_clock_skew, cluster=cl)[0].outcome == "passed"
+    # The bound is between any two clocks, not each against the median: -0.9 and +0.9 are 1.8 s apart.
+    hosts, cl = _cluster({"node-01": {"clock.offset": "-0.9 0.01"}, "node-02": {"clock.offset": "0 0.01"},
+                          "node-03": {"clock.offset": "0.9 0.01"}})
+    [r] = run_check(network.test_clock_skew, cluster=cl)
+    assert (r.outcome, r.outliers) == ("warning", ("node-01", "node-03")) and "span 1.80s" in r.message
+    # One node answering slowly (uncertain to 3 s) does not widen the others' bound.
+    hosts, cl = _cluster({"node-01": {"clock.offset": "0 0.01"}, "node-02": {"clock.offset": "0.1 3.0"},
+                          "node-03": {"clock.offset": "3.5 0.01"}})
+    [r] = run_check(network.test_clock_skew, cluster=cl)
+    assert r.outcome == "warning" and r.outliers == ("node-03",), r.message
+    # Within the bound once each reading's own uncertainty is allowed for.
+    hosts, cl = _cluster({"node-01": {"clock.offset": "0 0.2"}, "node-02": {"clock.offset": "1.3 0.2"},
+                          "node-03": {"clock.offset": "0.65 0.01"}})
+    assert run_check(network.test_clock_skew, cluster=cl)[0].outcome == "passed"
 
 
 def test_shared_storage_views():
