@@ -17,6 +17,12 @@ def test_firewall(host, facts, cluster, verdict):
     found = state.active
     if found:
         verdict.failed(observed="; ".join(found), expected="no host firewall between the training nodes")
+    elif state.unreadable:
+        # Reading iptables and ufw needs root: a login that cannot read them has not seen "no firewall".
+        verdict.error(message=f"{host.name}: cannot read the firewall: {'; '.join(state.unreadable)}",
+                      remedy="Run the preflight as root on the nodes (iptables -S INPUT and ufw status need it), "
+                             "or check the firewall there by hand: iptables -S INPUT; ufw status; "
+                             "nft list ruleset.")
     else:
         seen = [f"firewalld {state.firewalld}" if state.firewalld else None,
                 f"ufw {state.ufw}" if state.ufw else None,

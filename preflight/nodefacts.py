@@ -157,8 +157,11 @@ FIREWALL = r"""
 any=
 if command -v firewall-cmd >/dev/null 2>&1; then any=1; printf 'firewalld=%s\n' "$(timeout 5 firewall-cmd --state 2>&1 | head -n1)";
 elif command -v systemctl >/dev/null 2>&1; then s=$(timeout 5 systemctl is-active firewalld 2>/dev/null | head -n1); [ -n "$s" ] && { any=1; printf 'firewalld=%s\n' "$s"; }; fi
-command -v ufw >/dev/null 2>&1 && { any=1; printf 'ufw=%s\n' "$(timeout 5 ufw status 2>/dev/null | head -n1)"; }
-if command -v iptables >/dev/null 2>&1; then r=$(timeout 5 iptables -S INPUT 2>/dev/null); [ -n "$r" ] && { any=1; printf '%s\n' "$r" | sed 's/^/iptables=/'; }; fi
+command -v ufw >/dev/null 2>&1 && { any=1; printf 'ufw=%s\n' "$(timeout 5 ufw status 2>&1 | head -n1)"; }
+if command -v iptables >/dev/null 2>&1; then
+  if r=$(timeout 5 iptables -S INPUT 2>&1); then [ -n "$r" ] && { any=1; printf '%s\n' "$r" | sed 's/^/iptables=/'; }
+  else any=1; printf 'iptables_unreadable=%s\n' "$(printf '%s\n' "$r" | head -n1)"; fi
+fi
 [ -n "$any" ] || echo 'none='
 true
 """

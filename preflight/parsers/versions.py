@@ -396,6 +396,7 @@ class FirewallState:
     ufw: str | None  # "active" / "inactive" / None
     input_policy: str | None  # iptables INPUT chain policy (ACCEPT/DROP), None when unreadable
     blanket_rules: tuple[str, ...]  # INPUT rules that DROP/REJECT without a port or source match
+    unreadable: tuple[str, ...] = ()  # "iptables -S INPUT: Permission denied (you must be root)", ...
 
     @property
     def active(self) -> list[str]:
@@ -414,7 +415,7 @@ class FirewallState:
 def parse_firewall(text: str) -> FirewallState:
     """``firewalld=<state>``, ``ufw=<Status: ...>``, ``iptables=<iptables -S INPUT line>`` lines."""
     firewalld = ufw = policy = None
-    rules = []
+    rules, unreadable = [], []
     seen = False
     for line in text.splitlines():
         key, sep, value = line.partition("=")
@@ -428,7 +429,13 @@ def parse_firewall(text: str) -> FirewallState:
         elif key == "ufw":
             seen = True
             m = re.search(r"Status:\s*(\w+)", value)
-            ufw = m.group(1).lower() if m else (value.lower() or None)
+            if m:
+                ufw = m.group(1).lower()
+            elif value:  # "ERROR: You need to be root to run this script"
+                unreadable.append(f"ufw status: {value}")
+        elif key == "iptables_unreadable":
+            seen = True
+            unreadable.append(f"iptables -S INPUT: {value or 'failed'}")
         elif key == "iptables":
             seen = True
             m = re.match(r"^-P INPUT (\w+)", value)
@@ -441,7 +448,8 @@ def parse_firewall(text: str) -> FirewallState:
             seen = True
     if not seen:
         raise ParseError(f"no firewall state lines: {_excerpt(text)}")
-    return FirewallState(firewalld=firewalld, ufw=ufw, input_policy=policy, blanket_rules=tuple(rules))
+    return FirewallState(firewalld=firewalld, ufw=ufw, input_policy=policy, blanket_rules=tuple(rules),
+                         unreadable=tuple(unreadable))
 
 
 # -- checkpoint directory ---------------------------------------------------------------

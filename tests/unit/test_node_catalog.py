@@ -664,6 +664,17 @@ def test_firewall():
     explained(r, "firewalld is running")
     single = cluster_of((hosts[0], make_facts("node-01")))
     assert run(firewall.test_firewall, hosts[0], facts_of(), single)[0].outcome == "skipped"
+    # A login that may not read iptables or ufw has not seen "no firewall".
+    denied = ("firewalld=not running\nufw=ERROR: You need to be root to run this script\n"
+              "iptables_unreadable=iptables v1.8.9 (nf_tables): Could not fetch rule set generation id: "
+              "Permission denied (you must be root)\n")
+    [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(denied)), cl)
+    assert r.outcome == "error", r.message
+    assert "node-01: cannot read the firewall: ufw status: ERROR: You need to be root" in r.message
+    assert "iptables -S INPUT: iptables v1.8.9" in r.message and "as root" in r.remedy
+    # Found active anyway: that is the finding.
+    [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(denied.replace("not running", "running"))), cl)
+    assert r.outcome == "warning"
 
 
 @pytest.mark.parametrize("record, outcome", [
