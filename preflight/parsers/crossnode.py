@@ -3,6 +3,7 @@ The record formats are fixed by preflight.activeprobe."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import sys
 from dataclasses import dataclass
@@ -139,8 +140,10 @@ def parse_resolve(text: str) -> dict[str, str | None]:
 
     The probe prints ``query <name>`` per name, then ``getent hosts <all names>``, which prints
     ``<address> <canonical name> [aliases]`` for each name found, in query order, and nothing for
-    a name not found.  A line belongs to the name it lists (or whose address it is, for a name
-    that is an address); a line listing no queried name (a DNS alias) belongs to the name in turn.
+    a name not found.  A line belongs to the name it lists, also as the first labels of a longer
+    name (node-b for node-b.cluster.local), or whose address it is, for a name that is an address;
+    a line listing no queried name (a DNS alias) belongs to the name in turn, never to an address,
+    which resolves to itself when getent prints nothing for it.
     The older ``<name> <address or ->`` form (saved facts files) is read too."""
     rows = [line.split() for line in text.splitlines()]
     # Every node lists every name: interned, the N x N answers share one string per name/address.
@@ -151,7 +154,7 @@ def parse_resolve(text: str) -> dict[str, str | None]:
         if not legacy and text.strip():
             raise ParseError("unreadable name resolution records")
         return legacy
-    found = [(sys.intern(r[0]), {p.lower() for p in r}) for r in answers]
+    found = [(sys.intern(r[0]), _answer_keys(r)) for r in answers]
     positions: dict[str, list[int]] = {}
     for i, name in enumerate(queries):
         positions.setdefault(name.lower(), []).append(i)
@@ -160,9 +163,32 @@ def parse_resolve(text: str) -> dict[str, str | None]:
     names: dict[str, str | None] = {}
     j = 0
     for i, name in enumerate(queries):
-        if j < len(found) and (name.lower() in found[j][1] or last_claim[j] < i):
+        literal = _is_address(name)
+        if j < len(found) and (name.lower() in found[j][1] or (last_claim[j] < i and not literal)):
             names[name] = found[j][0]
             j += 1
         else:
-            names[name] = None
+            # An address needs no resolving: getent prints a line for it only when a reverse entry exists.
+            names[name] = name if literal else None
     return names
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _answer_keys(row: list[str]) -> set[str]:
+    """The names a getent line answers for: each name it lists and that name's leading labels (a
+    search domain's answer lists only the full name, node-b.cluster.local for node-b)."""
+    keys = set()
+    for part in row:
+        part = part.lower()
+        keys.add(part)
+        if not _is_address(part):
+            labels = part.split(".")
+            keys.update(".".join(labels[:n]) for n in range(1, len(labels)))
+    return keys

@@ -57,6 +57,15 @@ def test_resolve_a_dns_alias_answer_belongs_to_the_name_in_turn():
     assert parse_resolve("query a\nquery b\n") == {"a": None, "b": None}
 
 
+def test_resolve_search_domain_answers_and_address_names():
+    """A search domain's answer lists only the full name; it is node-b's, not the unresolved name
+    before it. An inventory name that is an address resolves to itself without a reverse entry."""
+    text = "query node-a\nquery node-b\nquery 10.0.0.9\nquery node-c\n10.0.0.2 node-b.cluster.local\n"
+    assert parse_resolve(text) == {"node-a": None, "node-b": "10.0.0.2", "10.0.0.9": "10.0.0.9", "node-c": None}
+    text = "query 10.99.99.99\nquery fe80::1\nquery x\n10.0.0.5 real-x.example\n"
+    assert parse_resolve(text) == {"10.99.99.99": "10.99.99.99", "fe80::1": "fe80::1", "x": "10.0.0.5"}
+
+
 def test_resolve_reads_the_older_per_name_records():
     assert parse_resolve("node-01 10.0.0.1\nnode-02 -\n") == {"node-01": "10.0.0.1", "node-02": None}
     assert parse_resolve("") == {}
