@@ -20,8 +20,9 @@ FIREWALL_REMEDY = ("Open the port between the nodes: stop firewalld on the targe
 # one in TIME_WAIT; the service then cannot bind it. Reserving keeps the kernel from handing it out.
 HELD_PORT_REMEDY = ("See what holds the port on the target: ss -tanp 'sport = :{port}'. If it is an outgoing "
                     "connection or one in TIME_WAIT (the port lies inside net.ipv4.ip_local_port_range), reserve "
-                    "the service's ports on every node, adding to what is already reserved: sysctl -w "
-                    "net.ipv4.ip_local_reserved_ports=\"$(sysctl -n net.ipv4.ip_local_reserved_ports),{port}\" "
+                    "the service's ports on every node, adding to what is already reserved: "
+                    "r=$(sysctl -n net.ipv4.ip_local_reserved_ports); "
+                    "sysctl -w net.ipv4.ip_local_reserved_ports=\"${{r:+$r,}}{port}\" "
                     "(for HCCL the whole block from HCCL_IF_BASE_PORT, e.g. 60000-60015, 32 ports on CANN 8.5 and "
                     "later; persist it in /etc/sysctl.d/); then run the preflight again.")
 
@@ -179,8 +180,10 @@ def test_rendezvous(cluster, verdict):
        needs=("tcp.hccl", "session.env?", "net.listening?", "tools.python3?", "ascend.files?"),
        remedy=FIREWALL_REMEDY + " HCCL uses a block of 16 ports from HCCL_IF_BASE_PORT (default 60000-60015; "
                                 "32 on CANN 8.5 and later), or the ranges in HCCL_HOST_SOCKET_PORT_RANGE when "
-                                "that is set; reserve them with "
-                                "sysctl -w net.ipv4.ip_local_reserved_ports=60000-60031.")
+                                "that is set; reserve them (from HCCL_IF_BASE_PORT when it is set) in addition "
+                                "to what is already reserved: r=$(sysctl -n net.ipv4.ip_local_reserved_ports); "
+                                "sysctl -w net.ipv4.ip_local_reserved_ports=\"${r:+$r,}60000-60031\" (persist it "
+                                "in /etc/sysctl.d/).")
 def test_hccl_ports(host, facts, cluster, verdict):
     if len(cluster.reachable()) < 2:
         verdict.skipped(message="fewer than two reachable nodes: no pair to probe")

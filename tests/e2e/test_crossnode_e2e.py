@@ -126,7 +126,7 @@ def test_hccl_port_held_by_a_connection_is_named_not_blamed_on_a_firewall(sim, t
     assert problems(doc) == {("cluster.hccl_ports", "node-01", f"node-02:{HELD_BASE}", "error")}, proc.stdout[-3000:]
     [held] = [r for r in by_check(doc, "cluster.hccl_ports") if r["outcome"] == "error"]
     assert "a socket that is not listening holds it" in held["message"]
-    assert f"ip_local_reserved_ports),{HELD_BASE}" in held["remedy"]
+    assert f"ip_local_reserved_ports=\"${{r:+$r,}}{HELD_BASE}\"" in held["remedy"]
     assert_nothing_left(sim)
 
 

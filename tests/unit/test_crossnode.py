@@ -2,6 +2,8 @@
 cluster check on passing and failing probe records."""
 
 import itertools
+import os
+import shutil
 
 import pytest
 
@@ -409,9 +411,33 @@ def test_refused_on_a_held_port_is_not_a_firewall_finding():
     assert held.outcome == "error"
     assert "a socket that is not listening holds it" in held.message and "firewall" in held.message
     # Added to what the node already reserves, never replacing it.
-    assert 'ip_local_reserved_ports="$(sysctl -n net.ipv4.ip_local_reserved_ports),60000"' in held.remedy
+    assert 'ip_local_reserved_ports="${r:+$r,}60000"' in held.remedy
     assert "sport = :60000" in held.remedy
     assert held.remedy != rejected.remedy
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"), reason="needs root and iproute2 for a netns")
+def test_the_reserved_ports_remedies_run_as_given():
+    """The sysctl lines the remedies give work on a node that reserves nothing yet (the default: a
+    leading comma is refused) and add to what a node already reserves."""
+    import re
+    import subprocess
+
+    hosts, cl = _cluster({"node-01": {"tcp.hccl": "refused 10.0.0.2 60000 held Connection refused\n"}})
+    held = {r.subject: r for r in run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"],
+                                            cluster=cl)}["node-02:60000"]
+    commands = [re.search(r"r=\$\(sysctl -n net.ipv4.ip_local_reserved_ports\); sysctl -w \S+", text).group(0)
+                for text in (held.remedy, network.test_hccl_ports.pytestmark[0].args[0].remedy)]
+    ns = f"pf-remedy-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        for command in commands:
+            subprocess.run(["ip", "netns", "exec", ns, "sh", "-c", command], check=True, capture_output=True)
+        now = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-n", "net.ipv4.ip_local_reserved_ports"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+    assert now == "60000-60031"
 
 
 def test_listener_reads_ipv6_listeners_survives_a_port_out_of_range_and_is_python_3_6():
