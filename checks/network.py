@@ -3,7 +3,7 @@
 from collections import Counter, defaultdict
 
 from preflight import faq
-from preflight.activeprobe import hccl_ports_of, launcher_hosts, ray_target, rendezvous_plan, shared_paths
+from preflight.activeprobe import hccl_address, hccl_ports_of, launcher_hosts, ray_target, rendezvous_plan, shared_paths
 from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
@@ -201,8 +201,10 @@ def test_hccl_ports(host, facts, cluster, verdict):
     if probes is None:
         return
     target = {}
-    for h, _ in reversed(cluster.reachable()):  # the probes only go to reachable hosts; first one wins
+    for h, h_facts in reversed(cluster.reachable()):  # the probes only go to reachable hosts; first one wins
         target[h.address] = h.name
+    for h, h_facts in reversed(cluster.reachable()):  # where HCCL listens (HCCL_IF_IP, ...) wins over that
+        target[hccl_address(h, h_facts)] = h.name
     for probe in probes:
         peer = target.get(probe.address, probe.address)
         judge_tcp(verdict, probe, f"{host.name} -> {peer} HCCL port {probe.port}", f"{peer}:{probe.port}")

@@ -16,6 +16,7 @@ removed by the same mechanism.  Nothing else is started or written on a node.
 
 from __future__ import annotations
 
+import ipaddress
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -349,7 +350,8 @@ class PhaseTwo:
                 (src, _, _), (dst, _, ports) = pair
                 if not ports:
                     return None
-                out = self.connect_from(src, [(dst.address, p, listenings[dst.name].states[p]) for p in ports])
+                address = hccl_address(dst, self.cluster.facts[dst.name])
+                out = self.connect_from(src, [(address, p, listenings[dst.name].states[p]) for p in ports])
                 self.cluster.facts[src.name].raw["tcp.hccl"] = out
                 return out
 
@@ -565,6 +567,36 @@ def launcher_hosts(cluster):
 def hccl_ring(cluster):
     """[(host, base port, ports probed)] for reachable hosts, in inventory order."""
     return [(host, *hccl_ports_of(host, facts)) for host, facts in cluster.reachable()]
+
+
+def hccl_address(host, facts) -> str:
+    """Where the other nodes reach this host's HCCL host sockets: HCCL_IF_IP, else the IPv4 address
+    of the NIC HCCL_SOCKET_IFNAME selects, else the inventory address (HCCL's order: HCCL_IF_IP,
+    then HCCL_SOCKET_IFNAME, then a NIC of its own choosing).  IPv4, as the probe's listener is."""
+    from .ifname import effective_env, select
+
+    def ipv4(text):
+        try:
+            return ipaddress.ip_address(text).version == 4
+        except ValueError:
+            return False
+
+    try:
+        env = effective_env(host, facts.get("session.env"))
+    except FactUnavailable:
+        return host.address
+    if ipv4(env.get("HCCL_IF_IP", "").strip()):
+        return env["HCCL_IF_IP"].strip()
+    if env.get("HCCL_SOCKET_IFNAME"):
+        try:
+            interfaces = facts.get("net.interfaces")
+        except FactUnavailable:
+            return host.address
+        chosen = select("HCCL_SOCKET_IFNAME", env["HCCL_SOCKET_IFNAME"], interfaces).chosen
+        for address in (interfaces[chosen].addresses if chosen else ()):
+            if ipv4(address.split("/")[0]):
+                return address.split("/")[0]
+    return host.address
 
 
 def hccl_ports_of(host, facts) -> tuple[int, list[int]]:

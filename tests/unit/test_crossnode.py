@@ -401,6 +401,31 @@ def test_listener_tells_a_listener_from_a_port_held_by_a_connection():
             s.close()
 
 
+def test_hccl_ports_are_probed_where_hccl_listens():
+    """HCCL binds its host sockets to HCCL_IF_IP, else to the NIC HCCL_SOCKET_IFNAME selects: a
+    data network apart from the SSH address is probed there, and results still name the node."""
+    from preflight.activeprobe import hccl_address
+    from tests.factsets import IFACES, healthy_raw
+
+    two_nics = IFACES + [{"ifname": "ens1", "flags": ["UP", "LOWER_UP"], "operstate": "UP",
+                          "addr_info": [{"family": "inet6", "local": "fd00::2", "prefixlen": 64},
+                                        {"family": "inet", "local": "192.168.9.2", "prefixlen": 24}]}]
+    host = make_host("node-02", address="10.0.0.2")
+    cases = [({"HCCL_IF_IP": "192.168.9.7", "HCCL_SOCKET_IFNAME": "ens1"}, "192.168.9.7"),
+             ({"HCCL_SOCKET_IFNAME": "=ens1"}, "192.168.9.2"),
+             ({"HCCL_SOCKET_IFNAME": "ib"}, "10.0.0.2"),      # selects nothing: the inventory address
+             ({"HCCL_SOCKET_IFNAME": None, "HCCL_IF_IP": "fd00::2"}, "10.0.0.2")]  # IPv6: not probed there
+    for env, want in cases:
+        facts = make_facts("node-02", raw=healthy_raw(env=env, interfaces=two_nics))
+        assert hccl_address(host, facts) == want, env
+    hosts, cl = _cluster({"node-01": {"tcp.hccl": "timeout 192.168.9.7 60000 temporary x\n"
+                                                  "open 192.168.9.7 60015 temporary\n"}})
+    cl.facts["node-02"].raw["session.env"] = make_facts("node-02", raw=healthy_raw(
+        env={"HCCL_IF_IP": "192.168.9.7"})).raw["session.env"]
+    results = run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert {(r.subject, r.outcome) for r in results} == {("node-02:60000", "failed"), ("node-02:60015", "passed")}
+
+
 def test_refused_on_a_held_port_is_not_a_firewall_finding():
     hosts, cl = _cluster({"node-01": {"tcp.hccl": "refused 10.0.0.2 60000 held Connection refused\n"
                                                   "refused 10.0.0.2 60015 temporary Connection refused\n"}})
