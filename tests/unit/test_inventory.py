@@ -129,7 +129,7 @@ def test_design_snippet(tmp_path):
 
 def test_inventory_helpers(tmp_path):
     inv = load(tmp_path, DESIGN)
-    assert len(inv) == 16
+    assert len(inv) == 17
     assert list(inv)[0].name == "localhost"
     assert inv.names[:2] == ("localhost", "node-01")
     with pytest.raises(KeyError, match="no host 'nope'"):
