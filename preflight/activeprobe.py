@@ -471,11 +471,21 @@ class PhaseTwo:
                 sudo = "PF_SUDO=1 " if src_host.vars.get("sudo") else ""
                 out = self.run(src_host, sudo + "bash -c " + shlex.quote(_PING) + " preflight " + args,
                                (PING_TIMEOUT + 1) * len(pairs) + 5)
-                lines = [f"{dst} {dd} {line}" for (d, dd), line in zip(pairs, out.stdout.splitlines())]
+                answered = out.stdout.splitlines()
+                lines = [f"{dst} {dd} {line}" for (d, dd), line in zip(pairs, answered)]
+                if len(answered) < len(pairs):
+                    # The run ended early (a lost connection, its time up): every pair it left is
+                    # named with the reason, and the pairs it did answer are kept.
+                    why = (out.skipped or (out.stderr.strip().splitlines() or [""])[-1]
+                           or f"exit status {out.rc}")[:200]
+                    lines += [f"{dst} {dd} {d} {dst_ips[dd]} skipped the ping run ended early: {why}"
+                              for d, dd in pairs[len(answered):]]
                 facts = self.cluster.facts[src]
                 prev = facts.raw["hccn.ping"]
+                # A record per pair tells each pair's fate: one run's exit status must not void the
+                # pairs of the others (the merged record is read only if its status is 0).
                 facts.raw["hccn.ping"] = CommandOutput(stdout=prev.stdout + "".join(f"{x}\n" for x in lines),
-                                                       stderr=prev.stderr + out.stderr, rc=out.rc)
+                                                       stderr=prev.stderr + out.stderr, rc=0)
                 return out
 
             # One round at a time: the pairs of a round are disjoint, so no NPU pings twice at once.

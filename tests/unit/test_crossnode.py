@@ -401,6 +401,39 @@ def test_listener_tells_a_listener_from_a_port_held_by_a_connection():
             s.close()
 
 
+def test_a_ping_run_cut_short_names_every_pair_it_left():
+    """One node's ping run ends early (its connection lost): the pings it answered are kept, every
+    pair it left is an error saying why, and no pair reads as "no peer in the schedule"."""
+    from preflight.activeprobe import PhaseTwo
+    from preflight.gather import GatherSettings
+    from preflight.probe import CommandOutput
+
+    hosts, cl = _cluster({f"node-0{n}": {f"hccn.ip/{d}": f"ipaddr:29.0.{n}.{d}\nnetmask:255.255.0.0\n"
+                                         for d in range(8)} for n in (1, 2, 3)})
+    phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=5))
+    sent = []
+
+    def run(host, command, timeout):
+        sent.append(host.name)
+        if host.name == "node-02":
+            return CommandOutput(stdout="0 29.0.0.0 rc=0 3 packets transmitted, 3 received\n",
+                                 stderr="Connection reset by peer\n", rc=None)
+        return CommandOutput(stdout="".join(f"{d} 29.0.0.{d} rc=0 3 packets transmitted, 3 received\n"
+                                            for d in range(8)), stderr="", rc=0)
+
+    phase.run = run
+    phase.device_ping("ring")
+    assert sorted(sent) == ["node-01", "node-02", "node-03"]
+    results = run_check(network.test_device_ping, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
+    outcomes = {r.subject: r.outcome for r in results}
+    assert len(outcomes) == 8 and outcomes.pop("npu0->node-03:npu0") == "passed"
+    assert set(outcomes.values()) == {"error"}
+    assert all("the ping run ended early: Connection reset by peer" in r.message
+               for r in results if r.outcome == "error")
+    healthy = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert {r.outcome for r in healthy} == {"passed"} and len(healthy) == 8
+
+
 def test_hccl_ports_are_probed_where_hccl_listens():
     """HCCL binds its host sockets to HCCL_IF_IP, else to the NIC HCCL_SOCKET_IFNAME selects: a
     data network apart from the SSH address is probed there, and results still name the node."""
