@@ -51,9 +51,9 @@ def _expected_chips(host, facts) -> _Expectation:
         by_device = info.by_device()
         ids = {dev: c.npu_id for dev, c in by_device.items()} if by_device is not None else None
         source = "npu-smi info"
-    elif FAMILY_CHIPS_PER_NPU.get(inventory_chip_family(chip)):
-        chips_per_npu = FAMILY_CHIPS_PER_NPU[inventory_chip_family(chip)]
-        source = f"inventory chip {chip} ({inventory_chip_family(chip)})"
+    elif FAMILY_CHIPS_PER_NPU.get(family := inventory_chip_family(chip)):
+        chips_per_npu = FAMILY_CHIPS_PER_NPU[family]
+        source = f"inventory chip {chip} ({family})"
     else:
         chips_per_npu = None
         reason = f"npu-smi info could not be read ({smi_error})" if smi_error else "npu-smi info lists no chip"

@@ -200,11 +200,11 @@ def test_hccl_ports(host, facts, cluster, verdict):
     probes = _probes(verdict, facts, "tcp.hccl", host.name)
     if probes is None:
         return
-    target = {}
-    for h, h_facts in reversed(cluster.reachable()):  # the probes only go to reachable hosts; first one wins
-        target[h.address] = h.name
-    for h, h_facts in reversed(cluster.reachable()):  # where HCCL listens (HCCL_IF_IP, ...) wins over that
-        target[hccl_address(h, h_facts)] = h.name
+    # The probes only go to reachable hosts (reversed: the first one wins); where HCCL listens
+    # (HCCL_IF_IP, ...) wins over the inventory address.
+    ordered = list(reversed(cluster.reachable()))
+    target = {h.address: h.name for h, _ in ordered}
+    target.update({hccl_address(h, h_facts): h.name for h, h_facts in ordered})
     for probe in probes:
         peer = target.get(probe.address, probe.address)
         judge_tcp(verdict, probe, f"{host.name} -> {peer} HCCL port {probe.port}", f"{peer}:{probe.port}")
