@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import shlex
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -154,6 +155,7 @@ done
 
 
 PING_TIMEOUT = 10
+PING_SLACK = 5  # seconds a ping run and its round may take beyond the pings' own limits
 # "<src dev> <peer ip> rc=<rc> <sent> packets transmitted, <received> received" per pair.
 _PING = r"""
 PF_HCCN=$(command -v hccn_tool 2>/dev/null)
@@ -461,36 +463,64 @@ class PhaseTwo:
             self.cluster.facts[host.name].raw["hccn.ping"] = CommandOutput(stdout=f"schedule {mode}\n", stderr="",
                                                                            rc=0)
         by_name = dict((h.name, (h, ips)) for h, ips in nodes)
+        lock = threading.Lock()
+        settled: set[tuple[str, str]] = set()
+
+        def pairs_of(job):
+            src, dst = job
+            src_ips, dst_ips = by_name[src][1], by_name[dst][1]
+            return [(d, dd, dst_ips[dd]) for d, dd in zip(sorted(src_ips), sorted(dst_ips))]  # NPU i pings NPU i
+
+        def record(job, lines, stderr=""):
+            """Adds one job's lines to its source's record, once: an abandoned job's thread may
+            still come back after its pairs were written off."""
+            with lock:
+                if job in settled:
+                    return
+                settled.add(job)
+                facts = self.cluster.facts[job[0]]
+                prev = facts.raw["hccn.ping"]
+                # A record per pair tells each pair's fate: one run's exit status must not void the
+                # pairs of the others (the merged record is read only if its status is 0).
+                facts.raw["hccn.ping"] = CommandOutput(stdout=prev.stdout + "".join(f"{x}\n" for x in lines),
+                                                       stderr=prev.stderr + stderr, rc=0)
+
+        def left(job, pairs, why):
+            return [f"{job[1]} {dd} {d} {ip} skipped {why}" for d, dd, ip in pairs]
+
         for jobs in ping_rounds([h.name for h, _ in nodes], mode):
             def work(job):
-                src, dst = job
-                src_host, src_ips = by_name[src]
-                _, dst_ips = by_name[dst]
-                pairs = list(zip(sorted(src_ips), sorted(dst_ips)))  # NPU i pings the peer's NPU i
-                args = " ".join(shlex.quote(f"{d}={dst_ips[dd]}") for d, dd in pairs)
+                src_host = by_name[job[0]][0]
+                pairs = pairs_of(job)
+                args = " ".join(shlex.quote(f"{d}={ip}") for d, _, ip in pairs)
                 sudo = "PF_SUDO=1 " if src_host.vars.get("sudo") else ""
                 out = self.run(src_host, sudo + "bash -c " + shlex.quote(_PING) + " preflight " + args,
-                               (PING_TIMEOUT + 1) * len(pairs) + 5)
+                               _ping_run_timeout(len(pairs)))
                 answered = out.stdout.splitlines()
-                lines = [f"{dst} {dd} {line}" for (d, dd), line in zip(pairs, answered)]
+                lines = [f"{job[1]} {dd} {line}" for (_, dd, _), line in zip(pairs, answered)]
                 if len(answered) < len(pairs):
                     # The run ended early (a lost connection, its time up): every pair it left is
                     # named with the reason, and the pairs it did answer are kept.
                     why = (out.skipped or (out.stderr.strip().splitlines() or [""])[-1]
                            or f"exit status {out.rc}")[:200]
-                    lines += [f"{dst} {dd} {d} {dst_ips[dd]} skipped the ping run ended early: {why}"
-                              for d, dd in pairs[len(answered):]]
-                facts = self.cluster.facts[src]
-                prev = facts.raw["hccn.ping"]
-                # A record per pair tells each pair's fate: one run's exit status must not void the
-                # pairs of the others (the merged record is read only if its status is 0).
-                facts.raw["hccn.ping"] = CommandOutput(stdout=prev.stdout + "".join(f"{x}\n" for x in lines),
-                                                       stderr=prev.stderr + out.stderr, rc=0)
+                    lines += left(job, pairs[len(answered):], f"the ping run ended early: {why}")
+                record(job, lines, out.stderr)
                 return out
 
+            def abandoned(job, elapsed):
+                record(job, left(job, pairs_of(job), f"no answer from {job[0]} within {elapsed:.0f}s "
+                                                     f"(the ping run was abandoned)"))
+
             # One round at a time: the pairs of a round are disjoint, so no NPU pings twice at once.
+            longest = max(len(pairs_of(job)) for job in jobs)
             run_bounded(jobs, work, workers=self.settings.fanout, key=lambda j: f"{j[0]}->{j[1]}",
-                        deadline=(PING_TIMEOUT + 1) * 16 + 10, on_timeout=lambda j, e: None)
+                        deadline=_ping_run_timeout(longest) + self.settings.connect_timeout + PING_SLACK,
+                        on_timeout=abandoned)
+
+
+def _ping_run_timeout(pairs: int) -> float:
+    """A ping run's limit: each pair's hccn_tool is cut at PING_TIMEOUT by ``timeout``."""
+    return (PING_TIMEOUT + 1) * pairs + PING_SLACK
 
 
 def _reachable(cluster, host) -> bool:

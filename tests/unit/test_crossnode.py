@@ -434,6 +434,49 @@ def test_a_ping_run_cut_short_names_every_pair_it_left():
     assert {r.outcome for r in healthy} == {"passed"} and len(healthy) == 8
 
 
+def test_an_abandoned_ping_run_names_every_pair_and_its_late_answer_is_ignored(monkeypatch):
+    """A ping run stuck past its round's deadline (a connection that never answers) is abandoned:
+    each of its pairs is an error saying so, and when the stuck call comes back later its lines are
+    not added a second time."""
+    import threading
+
+    from preflight import activeprobe
+    from preflight.activeprobe import PhaseTwo
+    from preflight.gather import GatherSettings
+    from preflight.probe import CommandOutput
+
+    monkeypatch.setattr(activeprobe, "PING_TIMEOUT", 0)
+    monkeypatch.setattr(activeprobe, "PING_SLACK", 0)
+    hosts, cl = _cluster({f"node-0{n}": {f"hccn.ip/{d}": f"ipaddr:29.0.{n}.{d}\nnetmask:255.255.0.0\n"
+                                         for d in range(2)} for n in (1, 2, 3)})
+    phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=0.5))
+    release, came_back = threading.Event(), threading.Event()
+
+    def run(host, command, timeout):
+        if host.name == "node-02":
+            release.wait(30)
+            try:
+                return CommandOutput(stdout="0 29.0.3.0 rc=0 3 packets transmitted, 3 received\n"
+                                            "1 29.0.3.1 rc=0 3 packets transmitted, 3 received\n", stderr="", rc=0)
+            finally:
+                came_back.set()
+        return CommandOutput(stdout="".join(f"{d} 29.0.0.{d} rc=0 3 packets transmitted, 3 received\n"
+                                            for d in range(2)), stderr="", rc=0)
+
+    phase.run = run
+    phase.device_ping("ring")
+    release.set()
+    assert came_back.wait(10)
+    results = run_check(network.test_device_ping, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
+    assert [(r.subject, r.outcome) for r in results] == [("npu0->node-03:npu0", "error"),
+                                                         ("npu1->node-03:npu1", "error")]
+    assert all("no answer from node-02 within" in r.message and "abandoned" in r.message for r in results)
+    for healthy in (0, 2):
+        outcomes = [r.outcome for r in run_check(network.test_device_ping, host=hosts[healthy],
+                                                 facts=cl.facts[hosts[healthy].name], cluster=cl)]
+        assert outcomes == ["passed", "passed"]
+
+
 def test_hccl_ports_are_probed_where_hccl_listens():
     """HCCL binds its host sockets to HCCL_IF_IP, else to the NIC HCCL_SOCKET_IFNAME selects: a
     data network apart from the SSH address is probed there, and results still name the node."""
