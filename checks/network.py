@@ -3,7 +3,7 @@
 from collections import Counter, defaultdict
 
 from preflight import faq
-from preflight.activeprobe import hccl_address, hccl_ports_of, launcher_hosts, ray_target, rendezvous_plan, shared_paths
+from preflight.activeprobe import hccl_address, hccl_ports_of, launcher_hosts, launcher_targets, ray_target, rendezvous_plan, shared_paths
 from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
@@ -225,6 +225,9 @@ def test_launcher_ssh(host, facts, cluster, verdict):
         return
     if host.name not in {h.name for h in launchers}:
         verdict.skipped(message=f"{host.name} is not a launcher")
+        return
+    if not launcher_targets(cluster, host):
+        verdict.skipped(message=f"no other reachable node for {host.name} to log in to")
         return
     attempts = _probes(verdict, facts, "ssh.launcher", host.name)
     if attempts is None:

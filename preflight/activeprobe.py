@@ -368,13 +368,11 @@ class PhaseTwo:
 
     def launcher_ssh(self) -> None:
         launchers = [h for h in launcher_hosts(self.cluster) if _reachable(self.cluster, h)]
-        # Hosts the controller cannot reach are cluster.reachable's finding, not the launcher's.
-        others = [h for h, _ in self.cluster.reachable() if h.connection != "local"]
 
         def work(launcher):
             # name=[user@]address:port — the same login the inventory uses, as pdsh would.
             targets = [f"{h.name}={h.user + '@' if h.user else ''}{h.address}:{h.port or 22}"
-                       for h in others if h.name != launcher.name]
+                       for h in launcher_targets(self.cluster, launcher)]
             if not targets:
                 return None
             timeout = int(self.settings.connect_timeout)
@@ -385,7 +383,7 @@ class PhaseTwo:
             self.cluster.facts[launcher.name].raw["ssh.launcher"] = out
             return out
 
-        rounds = -(-len(others) // LAUNCHER_PARALLEL)
+        rounds = -(-len(self.cluster.reachable()) // LAUNCHER_PARALLEL)
         self._each(launchers, work, deadline=(self.settings.connect_timeout + 3) * rounds + 15)
 
     def clock(self) -> None:
@@ -602,6 +600,13 @@ LAUNCHER_ROLES = frozenset({"head", "launcher"})
 def launcher_hosts(cluster):
     """Hosts that launch jobs: group `head`, or `launcher: true` (none when nothing is marked)."""
     return [h for h in cluster.hosts if LAUNCHER_ROLES & h.roles]
+
+
+def launcher_targets(cluster, launcher):
+    """The nodes a launcher must log in to: the other reachable SSH nodes (the controller's own
+    local entry has no SSH login to test; nodes the controller cannot reach are
+    cluster.reachable's finding, not the launcher's)."""
+    return [h for h, _ in cluster.reachable() if h.connection != "local" and h.name != launcher.name]
 
 
 def hccl_ring(cluster):

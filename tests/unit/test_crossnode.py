@@ -1,6 +1,7 @@
 """Cross-node planning and checks on fact sets: the ping schedule, record parsers, and each
 cluster check on passing and failing probe records."""
 
+import dataclasses
 import itertools
 import os
 import shutil
@@ -151,6 +152,23 @@ def test_launcher_ssh_only_on_launchers():
     assert {(r.subject, r.outcome) for r in results} == {("node-02", "passed"), ("node-03", "failed")}
     [skip] = run_check(network.test_launcher_ssh, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
     assert skip.outcome == "skipped"
+
+
+def test_launcher_ssh_with_no_other_node_to_log_in_to_is_skipped():
+    """A one-node inventory whose node is the head (or whose other nodes are the controller's own
+    local entry) gives the launcher nobody to log in to: skipped, not an error "not gathered"."""
+    head = make_host("node-01", groups=["head"], address="10.0.0.1")
+    alone = cluster_of((head, make_facts("node-01")))
+    [result] = run_check(network.test_launcher_ssh, host=head, facts=alone.facts["node-01"], cluster=alone)
+    assert (result.outcome, result.message) == ("skipped", "no other reachable node for node-01 to log in to")
+    local = dataclasses.replace(make_host("here"), connection="local")
+    with_local = cluster_of((head, make_facts("node-01")), (local, make_facts("here")))
+    [result] = run_check(network.test_launcher_ssh, host=head, facts=with_local.facts["node-01"], cluster=with_local)
+    assert result.outcome == "skipped"
+    # A second SSH node is a target: its record missing is the error it was.
+    two = cluster_of((head, make_facts("node-01")), (make_host("node-02"), make_facts("node-02")))
+    [result] = run_check(network.test_launcher_ssh, host=head, facts=two.facts["node-01"], cluster=two)
+    assert result.outcome == "error"
 
 
 def test_launcher_ssh_targets_failing_alike_are_one_finding():
