@@ -236,8 +236,20 @@ class PhaseTwo:
                 break
         return process
 
-    def listen(self, host, ports) -> Listening:
-        """Make sure something listens on ``ports`` of ``host`` while others connect."""
+    def lifetime(self, clients: int, seconds_each: float) -> int:
+        """How long something we leave on a node must outlive the probes it serves: ``clients``
+        probes of up to ``seconds_each``, ``fanout`` at a time.  It is ended sooner, by us; this is
+        the bound for when we cannot (a fixed bound ran out under 1000 workers probing one head
+        whose ports a firewall drops: the last ones found the listener gone and saw "refused")."""
+        waves = -(-max(1, clients) // max(1, self.settings.fanout))
+        return int(self.settings.command_timeout + self.settings.connect_timeout + 30 + waves * seconds_each)
+
+    def probe_seconds(self, ports: int) -> float:
+        """The longest one connect_from over ``ports`` ports may take, its login included."""
+        return CONNECT_TIMEOUT * ports + self.settings.command_timeout + self.settings.connect_timeout
+
+    def listen(self, host, ports, clients: int = 1) -> Listening:
+        """Make sure something listens on ``ports`` of ``host`` while ``clients`` hosts connect."""
         facts = self.cluster.facts[host.name]
         listening = Listening()
         try:
@@ -259,7 +271,7 @@ class PhaseTwo:
         if not python:
             listening.states.update(dict.fromkeys(wanted, "none"))
             return listening
-        lifetime = int(self.settings.command_timeout + self.settings.connect_timeout + CONNECT_TIMEOUT * 8 + 30)
+        lifetime = self.lifetime(clients, self.probe_seconds(len(ports)))
         command = (f"exec timeout {lifetime} {shlex.quote(python)} -c {shlex.quote(_LISTENER)} "
                    + " ".join(str(int(p)) for p in wanted))
         try:
@@ -302,7 +314,7 @@ class PhaseTwo:
         workers = [h for h, _ in self.cluster.reachable() if h.name != head.name]
         if not workers:
             return
-        listening = self.listen(head, [p for _, _, p in ports])
+        listening = self.listen(head, [p for _, _, p in ports], clients=len(workers))
         try:
             def work(worker):
                 out = self.connect_from(worker, [(head.address, p, listening.states[p]) for _, _, p in ports])
@@ -316,7 +328,7 @@ class PhaseTwo:
         plan = rendezvous_plan(self.cluster)
         if plan is None or plan.master is None:
             return
-        listening = self.listen(plan.master, [plan.port])
+        listening = self.listen(plan.master, [plan.port], clients=len(plan.sources))
         try:
             def work(host):
                 out = self.connect_from(host, [(plan.address, plan.port, listening.states[plan.port])])
@@ -339,7 +351,8 @@ class PhaseTwo:
             def start(entry):
                 host, _, ports = entry
                 # No fixed port (HCCL_HOST_SOCKET_PORT_RANGE=auto): nothing to listen on or probe.
-                listenings[host.name] = self.listen(host, ports) if ports else Listening()
+                # Every listener waits for the whole ring of probes, which runs after all are up.
+                listenings[host.name] = self.listen(host, ports, clients=len(ring)) if ports else Listening()
                 return listenings[host.name]
 
             def no_listener(entry, _elapsed):
@@ -418,7 +431,7 @@ class PhaseTwo:
         try:
             try:
                 process = self.start(writer,
-                    f"exec timeout {int(self.settings.command_timeout + 30)} bash -c "
+                    f"exec timeout {self.lifetime(len(reachable) - 1, self.probe_seconds(0))} bash -c "
                     f"{shlex.quote(_MARKER_WRITER)} preflight {marker} {quoted}")
             except (TransportError, OSError, EOFError) as exc:
                 self.cluster.facts[writer.name].raw["storage.shared"] = CommandOutput(

@@ -495,6 +495,47 @@ def test_an_abandoned_ping_run_names_every_pair_and_its_late_answer_is_ignored(m
         assert outcomes == ["passed", "passed"]
 
 
+def test_what_we_leave_on_a_node_outlives_every_probe_it_serves():
+    """The head's temporary Ray listener serves every worker, ``fanout`` at a time, each probe up to
+    a few connect timeouts when a firewall drops ports: its bound grows with the waves of workers
+    (a fixed 74 s ran out under 1000 workers, and the last ones saw "refused"). The same bound for
+    the HCCL ring's listeners and the shared-storage markers."""
+    import re
+    from types import SimpleNamespace
+
+    from preflight.activeprobe import CONNECT_TIMEOUT, PhaseTwo
+    from preflight.gather import GatherSettings
+
+    settings = GatherSettings(command_timeout=10, connect_timeout=10, fanout=32)
+    phase = PhaseTwo(SimpleNamespace(facts={}), _LocalGatherer(), settings)
+    one_probe = CONNECT_TIMEOUT * 5 + 10 + 10
+    assert phase.probe_seconds(5) == one_probe
+    assert phase.lifetime(1, one_probe) == 10 + 10 + 30 + one_probe
+    assert phase.lifetime(999, one_probe) == 10 + 10 + 30 + 32 * one_probe  # ceil(999 / 32) waves
+    assert phase.lifetime(999, one_probe) > 999 / 32 * one_probe
+
+    started = []
+
+    class Started:
+        def readline(self, timeout):
+            return "READY 6379 BUSY - HELD -"
+
+        def close(self):
+            pass
+
+    def start(host, command):
+        started.append(command)
+        return Started()
+
+    phase.start = start
+    host = make_host("node-01")
+    phase.cluster.facts["node-01"] = _Facts({"net.listening": frozenset(), "tools.python3": "/usr/bin/python3"})
+    for clients in (1, 999):
+        phase.listen(host, [6379], clients=clients)
+    bounds = [int(re.match(r"exec timeout (\d+) ", c).group(1)) for c in started]
+    assert bounds == [phase.lifetime(1, phase.probe_seconds(1)), phase.lifetime(999, phase.probe_seconds(1))]
+
+
 def test_hccl_ports_are_probed_where_hccl_listens():
     """HCCL binds its host sockets to HCCL_IF_IP, else to the NIC HCCL_SOCKET_IFNAME selects: a
     data network apart from the SSH address is probed there, and results still name the node."""
