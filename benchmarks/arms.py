@@ -24,14 +24,14 @@ import time
 from pathlib import Path
 
 from benchmarks.run import UNRELATED_PLUGINS
-from preflight.activeprobe import (CONNECT_TIMEOUT, DEFAULT_HCCL_BASE_PORT, DEFAULT_RAY_PORTS,
-                                  HCCL_PORTS_PROBED, LAUNCHER_ROLES, LAUNCHER_SSH_OPTIONS, PING_TIMEOUT)
-from preflight.facts import resolve
+from preflight.activeprobe import (CONNECT_TIMEOUT, DEFAULT_HCCL_BASE_PORT, HCCL_PORTS_PROBED, LAUNCHER_ROLES,
+                                  LAUNCHER_SSH_OPTIONS, PING_TIMEOUT, ray_plan)
+from preflight.facts import HostFacts, resolve
 from preflight.gather import Gatherer, GatherSettings
 from preflight.inventory import load_inventory
 from preflight.parsers.hccn_tool import parse_ip
 from preflight.probe import ProbeCommand
-from preflight.run import probe_params
+from preflight.run import Cluster, probe_params
 
 
 def catalog_needs() -> set[str]:
@@ -221,13 +221,13 @@ def _tcp_connect(address: str, port: int) -> str:
 def phase_two_execs(host, hosts, peer_ips: list[str]) -> list[str]:
     """What a per-check suite sends from ``host`` for the cross-node checks the checker's phase two
     makes (the same plan: activeprobe's Ray ports, HCCL ring neighbour and ports, ring pings),
-    one exec each: the clock; a TCP connect per Ray port on the head (workers); a TCP connect per
-    probed HCCL port on the next host; one ``hccn_tool -ping`` per NPU to the next host's NPU."""
+    one exec each: the clock; a TCP connect per Ray port the checker's plan gives the host (the
+    head's on workers, the next worker's range); a TCP connect per probed HCCL port on the next
+    host; one ``hccn_tool -ping`` per NPU to the next host's NPU."""
     bodies = ["date +%s.%N"]
-    head = next((h for h in hosts if "head" in h.roles), None)
-    if head is not None and head.name != host.name:
-        for key, _, default in DEFAULT_RAY_PORTS:
-            bodies.append(_tcp_connect(head.address, int(head.vars.get(key) or default)))
+    everyone = Cluster(tuple(hosts), {h.name: HostFacts(h.name) for h in hosts})  # all reachable
+    for node, _, port in ray_plan(everyone).get(host.name, []):
+        bodies.append(_tcp_connect(node.address, port))
     peer = _next_host(host, hosts)
     if peer.name != host.name:
         for off in HCCL_PORTS_PROBED:

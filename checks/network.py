@@ -3,7 +3,8 @@
 from collections import Counter, defaultdict
 
 from preflight import faq
-from preflight.activeprobe import hccl_address, hccl_ports_of, launcher_hosts, launcher_targets, ray_target, rendezvous_plan, shared_paths
+from preflight.activeprobe import (hccl_address, hccl_ports_of, launcher_hosts, launcher_targets, ray_plan,
+                                  rendezvous_plan, shared_paths)
 from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
@@ -72,11 +73,12 @@ RAY_SEVERITY = {"GCS": None, "dashboard": "warning", "client": "warning", "worke
                 "worker range (last)": "warning"}
 
 
-@check("cluster.ray_ports", title="Ray head's GCS, dashboard, client and worker-range ports reachable from every worker",
+@check("cluster.ray_ports", title="Ray ports reachable: the head's GCS, dashboard, client and worker range from every "
+                                 "worker, each worker's range from another node",
        reference=faq.R_RAY_JOIN, needs=("tcp.ray", "net.listening?", "tools.python3?"),
        remedy=FIREWALL_REMEDY + " Ray's head uses 6379 (GCS; workers cannot join without it), 8265 "
-                                "(dashboard, job submission), 10001 (client) and 10002-19999 (worker processes, "
-                                "reached by the other nodes).")
+                                "(dashboard, job submission), 10001 (client); every node uses 10002-19999 (worker "
+                                "processes, reached by the other nodes).")
 def test_ray_ports(host, facts, cluster, verdict):
     heads = cluster.with_role("head")
     if not heads:
@@ -86,25 +88,26 @@ def test_ray_ports(host, facts, cluster, verdict):
         verdict.error(message=f"{len(heads)} hosts in group head ({', '.join(h.name for h in heads)}): "
                               f"Ray has one head")
         return
-    head, ports = ray_target(cluster)
-    if head.name == host.name:
-        verdict.skipped(message=f"{host.name} is the Ray head")
-        return
+    [head] = heads
     head_facts = cluster.facts.get(head.name)
-    if head_facts is None or not head_facts.reachable:
+    if head.name != host.name and (head_facts is None or not head_facts.reachable):
         verdict.error(message=f"not evaluated: the Ray head {head.name} is unreachable")
         return
-    probes = _probes(verdict, facts, "tcp.ray", f"{host.name} -> {head.name}")
+    targets = ray_plan(cluster).get(host.name)
+    if not targets:
+        verdict.skipped(message=f"{host.name} is the Ray head and no worker is reachable")
+        return
+    probes = _probes(verdict, facts, "tcp.ray", f"{host.name} -> " + fold(sorted({n.name for n, _, _ in targets})))
     if probes is None:
         return
-    by_port = {p.port: p for p in probes}
-    for _, label, port in ports:
-        subject = f"{head.name}:{port}"
-        probe = by_port.get(port)
+    by_target = {(p.address, p.port): p for p in probes}
+    for node, label, port in targets:
+        subject = f"{node.name}:{port}"
+        probe = by_target.get((node.address, port))
         if probe is None:
             verdict.error(subject, message=f"{host.name} -> {subject}: no probe record")
             continue
-        judge_tcp(verdict, probe, f"{host.name} -> {head.name} Ray {label} port ({probe.address}:{port})", subject,
+        judge_tcp(verdict, probe, f"{host.name} -> {node.name} Ray {label} port ({probe.address}:{port})", subject,
                   severity=RAY_SEVERITY[label])
 
 

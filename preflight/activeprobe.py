@@ -16,6 +16,7 @@ removed by the same mechanism.  Nothing else is started or written on a node.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import shlex
 import threading
@@ -29,11 +30,11 @@ from .probe import CommandOutput
 from .transport import TransportError
 
 CONNECT_TIMEOUT = 3  # seconds for one TCP connect between nodes
+# Ray's worker port range (--min/--max-worker-port), on every node: its two ends are sampled.
+RAY_WORKER_PORTS = (("ray_min_worker_port", "worker range (first)", 10002),
+                    ("ray_max_worker_port", "worker range (last)", 19999))
 DEFAULT_RAY_PORTS = (("ray_port", "GCS", 6379), ("ray_dashboard_port", "dashboard", 8265),
-                     ("ray_client_port", "client", 10001),
-                     # Ray's worker port range (--min/--max-worker-port): its two ends are sampled.
-                     ("ray_min_worker_port", "worker range (first)", 10002),
-                     ("ray_max_worker_port", "worker range (last)", 19999))
+                     ("ray_client_port", "client", 10001)) + RAY_WORKER_PORTS
 DEFAULT_HCCL_BASE_PORT = 60000
 HCCL_PORTS_PROBED = (0, 15)  # offsets from HCCL_IF_BASE_PORT: the first and the last of its 16-port block
 HCCL_PORTS_PROBED_85 = (0, 31)  # CANN 8.5 and later reserve 32 ports from the base
@@ -248,8 +249,9 @@ class PhaseTwo:
         """The longest one connect_from over ``ports`` ports may take, its login included."""
         return CONNECT_TIMEOUT * ports + self.settings.command_timeout + self.settings.connect_timeout
 
-    def listen(self, host, ports, clients: int = 1) -> Listening:
-        """Make sure something listens on ``ports`` of ``host`` while ``clients`` hosts connect."""
+    def listen(self, host, ports, clients: int = 1, seconds_each: float | None = None) -> Listening:
+        """Make sure something listens on ``ports`` of ``host`` while ``clients`` probes of up to
+        ``seconds_each`` (by default: one probe of ``ports``) connect."""
         facts = self.cluster.facts[host.name]
         listening = Listening()
         try:
@@ -271,7 +273,7 @@ class PhaseTwo:
         if not python:
             listening.states.update(dict.fromkeys(wanted, "none"))
             return listening
-        lifetime = self.lifetime(clients, self.probe_seconds(len(ports)))
+        lifetime = self.lifetime(clients, seconds_each or self.probe_seconds(len(ports)))
         command = (f"exec timeout {lifetime} {shlex.quote(python)} -c {shlex.quote(_LISTENER)} "
                    + " ".join(str(int(p)) for p in wanted))
         try:
@@ -303,64 +305,73 @@ class PhaseTwo:
         return self.run(host, "bash -c " + shlex.quote("\n".join(lines)),
                         CONNECT_TIMEOUT * len(targets) + self.settings.command_timeout)
 
+    @contextlib.contextmanager
+    def listening_on(self, wanted, clients: int, seconds_each: float | None = None):
+        """``{host name: Listening}`` for ``wanted`` [(host, ports)], the listeners started at once
+        (one after another, at ~0.1 s each, this was most of phase two at 100 hosts) and each
+        up until ``clients`` probes have run; all closed on leaving, also when the run is stopped
+        meanwhile (each is recorded as soon as it is up)."""
+        listenings = {}
+
+        def start(entry):
+            host, ports = entry
+            # No port (HCCL_HOST_SOCKET_PORT_RANGE=auto): nothing to listen on or probe.
+            listenings[host.name] = (self.listen(host, ports, clients=clients, seconds_each=seconds_each)
+                                     if ports else Listening())
+            return listenings[host.name]
+
+        def no_listener(entry, _elapsed):
+            host, ports = entry
+            return listenings.setdefault(host.name, Listening(dict.fromkeys(ports, "none")))
+
+        try:
+            self._each(wanted, start, key=lambda entry: entry[0].name, on_timeout=no_listener)
+            yield listenings
+        finally:
+            # Together too: closing one waits for its listener to exit (a round trip or more).
+            self._each(list(listenings.items()), lambda entry: entry[1].close(), key=lambda entry: entry[0],
+                       on_timeout=lambda entry, _: None)
+
     # -- the probes ---------------------------------------------------------------------
     def ray(self) -> None:
-        target = ray_target(self.cluster)
-        if target is None:
+        plan = ray_plan(self.cluster)
+        if not plan:
             return
-        head, ports = target
-        if not _reachable(self.cluster, head):
-            return
-        workers = [h for h, _ in self.cluster.reachable() if h.name != head.name]
-        if not workers:
-            return
-        listening = self.listen(head, [p for _, _, p in ports], clients=len(workers))
-        try:
-            def work(worker):
-                out = self.connect_from(worker, [(head.address, p, listening.states[p]) for _, _, p in ports])
-                self.cluster.facts[worker.name].raw["tcp.ray"] = out
+        wanted: dict[str, tuple] = {}  # node -> (host, its ports the others probe)
+        for targets in plan.values():
+            for node, _, port in targets:
+                host, ports = wanted.get(node.name, (node, []))
+                wanted[node.name] = (host, ports + [port] * (port not in ports))
+        sources = [h for h, _ in self.cluster.reachable() if h.name in plan]
+        each = self.probe_seconds(max(len(targets) for targets in plan.values()))
+        # The head's ports and every worker's range; each listener stays up until the last probe.
+        with self.listening_on(list(wanted.values()), clients=len(sources), seconds_each=each) as listenings:
+            def work(source):
+                out = self.connect_from(source, [(node.address, port, listenings[node.name].states[port])
+                                                 for node, _, port in plan[source.name]])
+                self.cluster.facts[source.name].raw["tcp.ray"] = out
                 return out
-            self._each(workers, work)
-        finally:
-            listening.close()
+
+            self._each(sources, work, deadline=each + 10)
 
     def rendezvous(self) -> None:
         plan = rendezvous_plan(self.cluster)
         if plan is None or plan.master is None:
             return
-        listening = self.listen(plan.master, [plan.port], clients=len(plan.sources))
-        try:
+        with self.listening_on([(plan.master, [plan.port])], clients=len(plan.sources)) as listenings:
             def work(host):
-                out = self.connect_from(host, [(plan.address, plan.port, listening.states[plan.port])])
+                state = listenings[plan.master.name].states[plan.port]
+                out = self.connect_from(host, [(plan.address, plan.port, state)])
                 self.cluster.facts[host.name].raw["tcp.rendezvous"] = out
                 return out
             self._each([h for h in plan.sources], work)
-        finally:
-            listening.close()
 
     def hccl_ports(self) -> None:
         ring = hccl_ring(self.cluster)
         if len(ring) < 2:
             return
-        listenings = {}
-        try:
-            # Every host listens: started together (one after another, at ~0.1 s each, this was
-            # most of phase two at 100 hosts).
-            # Each listener is recorded as soon as it is up, so the `finally` below closes it even
-            # if the run is stopped meanwhile.
-            def start(entry):
-                host, _, ports = entry
-                # No fixed port (HCCL_HOST_SOCKET_PORT_RANGE=auto): nothing to listen on or probe.
-                # Every listener waits for the whole ring of probes, which runs after all are up.
-                listenings[host.name] = self.listen(host, ports, clients=len(ring)) if ports else Listening()
-                return listenings[host.name]
-
-            def no_listener(entry, _elapsed):
-                host, _, ports = entry
-                return listenings.setdefault(host.name, Listening(dict.fromkeys(ports, "none")))
-
-            self._each(ring, start, key=lambda entry: entry[0].name, on_timeout=no_listener)
-
+        # Every host listens; every listener waits for the whole ring of probes.
+        with self.listening_on([(host, ports) for host, _, ports in ring], clients=len(ring)) as listenings:
             def work(pair):
                 (src, _, _), (dst, _, ports) = pair
                 if not ports:
@@ -374,10 +385,6 @@ class PhaseTwo:
             run_bounded(pairs, work, workers=self.settings.fanout, key=lambda p: p[0][0].name,
                         deadline=CONNECT_TIMEOUT * 4 + self.settings.command_timeout + 10,
                         on_timeout=lambda p, e: None)
-        finally:
-            # Together too: closing one waits for its listener to exit (a round trip or more).
-            self._each(list(listenings.items()), lambda entry: entry[1].close(), key=lambda entry: entry[0],
-                       on_timeout=lambda entry, _: None)
 
     def launcher_ssh(self) -> None:
         launchers = [h for h in launcher_hosts(self.cluster) if _reachable(self.cluster, h)]
@@ -598,13 +605,28 @@ def _run_lanes(lanes) -> None:
 # -- plans: pure functions of the inventory and phase one's facts -----------------------------
 
 
-def ray_target(cluster):
-    """(head host, [(key, label, port)]) of the Ray cluster, or None without a single head."""
+def ray_plan(cluster) -> dict[str, list[tuple]]:
+    """{source node: [(target host, label, port)]}: who probes which Ray port; empty without a
+    single reachable head or a reachable worker.
+
+    Every worker probes the head's GCS, dashboard, client and worker-range ports (what a joining
+    worker and its tasks need).  Each worker's own worker range is reached by the other nodes
+    too (the driver on the head calling an actor there), so it is probed by the Ray node before
+    it: the head probes the first worker's, each worker the next's.  Ports are the node's own
+    inventory values (``ray_port``, ``ray_min_worker_port``, ...), else Ray's defaults."""
     heads = cluster.with_role("head")
-    if len(heads) != 1:
-        return None
+    if len(heads) != 1 or not _reachable(cluster, heads[0]):
+        return {}
     head = heads[0]
-    return head, [(key, label, int(head.vars.get(key) or default)) for key, label, default in DEFAULT_RAY_PORTS]
+    workers = [h for h, _ in cluster.reachable() if h.name != head.name]
+    plan = {w.name: _ray_ports(head, DEFAULT_RAY_PORTS) for w in workers}
+    for before, worker in zip([head] + workers, workers):
+        plan.setdefault(before.name, []).extend(_ray_ports(worker, RAY_WORKER_PORTS))
+    return plan
+
+
+def _ray_ports(node, ports) -> list[tuple]:
+    return [(node, label, int(node.vars.get(key) or default)) for key, label, default in ports]
 
 
 LAUNCHER_ROLES = frozenset({"head", "launcher"})

@@ -18,7 +18,6 @@ from preflight.parsers.system import parse_listening_ports
 from .simcluster import nofile_ceiling
 
 HEALTHY_SKIPS = {
-    ("cluster.ray_ports", "node-01"),  # the head itself
     ("tools.pdsh", "node-02"), ("tools.pdsh", "node-03"),  # workers do not launch
     ("cluster.launcher_ssh", "node-02"), ("cluster.launcher_ssh", "node-03"),
     ("cluster.rendezvous", None),  # no MASTER_ADDR before the launcher sets it
@@ -197,6 +196,19 @@ def test_ray_port_closed_by_a_firewall(sim, inventory, tmp_path, require_iptable
     # The temporary listener on the head is gone afterwards.
     listening = parse_listening_ports(sim.node("node-01").run("cat /proc/net/tcp /proc/net/tcp6").stdout)
     assert 6379 not in listening
+
+
+def test_a_workers_ray_worker_range_dropped(sim, inventory, tmp_path, require_iptables):
+    """A worker whose firewall drops its own worker ports (the head's are open): found by the node
+    probing that worker's range, named as the worker's port, a warning."""
+    with sim.node("node-03").firewall(19999, "DROP"):
+        proc, doc = run_preflight(inventory, tmp_path)
+    assert problems(doc) == {("cluster.ray_ports", "node-02", "node-03:19999", "warning")}
+    [bad] = [r for r in by_check(doc, "cluster.ray_ports") if r["outcome"] == "warning"]
+    assert "node-02 -> node-03 Ray worker range (last) port" in bad["message"] and "no answer" in bad["message"]
+    assert_explained(bad)
+    assert {r["subject"] for r in by_check(doc, "cluster.ray_ports") if r["host"] == "node-01"} == {
+        "node-02:10002", "node-02:19999"}
 
 
 def test_ray_port_rejected(sim, inventory, tmp_path, require_iptables):

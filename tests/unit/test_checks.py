@@ -490,9 +490,15 @@ def test_ray_gcs(record, outcome, words):
     assert {r.outcome for r in results if r.subject != "node-01:6379"} == {"passed"}
 
 
-def test_ray_head_is_skipped_and_no_head_is_skipped():
+def test_ray_head_probes_the_first_workers_range_and_a_lone_head_is_skipped():
     head, _, _, cl = _ray_cluster("open node-01 6379 existing")
-    assert run_check(network.test_ray_ports, host=head, facts=make_facts(), cluster=cl)[0].outcome == "skipped"
+    cl.facts["node-01"].raw["tcp.ray"] = out("open node-02 10002 temporary\ntimeout node-02 19999 temporary x\n")
+    results = run_check(network.test_ray_ports, host=head, facts=cl.facts["node-01"], cluster=cl)
+    assert [(r.subject, r.outcome) for r in results] == [("node-02:10002", "passed"), ("node-02:19999", "warning")]
+    assert "node-01 -> node-02 Ray worker range (last) port (node-02:19999): no answer" in results[1].message
+    alone = cluster_of((head, make_facts("node-01")))
+    [result] = run_check(network.test_ray_ports, host=head, facts=alone.facts["node-01"], cluster=alone)
+    assert (result.outcome, result.message) == ("skipped", "node-01 is the Ray head and no worker is reachable")
     lone = make_host("node-05")
     cl = cluster_of((lone, make_facts("node-05")))
     assert run_check(network.test_ray_ports, host=lone, facts=make_facts(), cluster=cl)[0].outcome == "skipped"

@@ -130,14 +130,67 @@ def _cluster(records: dict, groups=None, **vars_):
     return hosts, cluster_of(*[(h, facts[h.name]) for h in hosts])
 
 
-def test_ray_ports_three_ports_with_warning_severity_for_dashboard():
+def test_ray_ports_the_heads_and_the_next_workers_range_with_warning_severity_for_dashboard():
     rec = ("open 10.0.0.1 6379 temporary\ntimeout 10.0.0.1 8265 temporary no answer\nopen 10.0.0.1 10001 temporary\n"
-           "open 10.0.0.1 10002 temporary\ntimeout 10.0.0.1 19999 temporary no answer\n")
+           "open 10.0.0.1 10002 temporary\ntimeout 10.0.0.1 19999 temporary no answer\n"
+           "open 10.0.0.3 10002 temporary\nrefused 10.0.0.3 19999 temporary Connection refused\n")
     hosts, cl = _cluster({"node-02": {"tcp.ray": rec}})
     results = run_check(network.test_ray_ports, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
-    assert {(r.subject, r.outcome) for r in results} == {
+    assert [(r.subject, r.outcome) for r in results] == [
         ("node-01:6379", "passed"), ("node-01:8265", "warning"), ("node-01:10001", "passed"),
-        ("node-01:10002", "passed"), ("node-01:19999", "warning")}
+        ("node-01:10002", "passed"), ("node-01:19999", "warning"), ("node-03:10002", "passed"),
+        ("node-03:19999", "warning")]
+    assert "node-02 -> node-03 Ray worker range (last) port (10.0.0.3:19999): connection refused" in results[-1].message
+    # The last worker probes the head only.
+    cl.facts["node-03"].raw["tcp.ray"] = out(rec.split("open 10.0.0.3")[0])
+    results = run_check(network.test_ray_ports, host=hosts[2], facts=cl.facts["node-03"], cluster=cl)
+    assert [r.subject for r in results] == ["node-01:6379", "node-01:8265", "node-01:10001", "node-01:10002",
+                                            "node-01:19999"]
+
+
+def test_ray_plan_every_worker_probes_the_head_and_each_range_is_probed_once():
+    """The head's five ports from every worker; each worker's range from the Ray node before it, with
+    that worker's own inventory ports; nothing when the head is unreachable."""
+    from preflight.activeprobe import ray_plan
+
+    hosts, cl = _cluster({})
+    hosts[2] = dataclasses.replace(hosts[2], vars={"ray_min_worker_port": 20000, "ray_max_worker_port": 20999})
+    cl = cluster_of(*[(h, cl.facts[h.name]) for h in hosts])
+    plan = {src: [(node.name, port) for node, _, port in targets] for src, targets in ray_plan(cl).items()}
+    head_ports = [("node-01", p) for p in (6379, 8265, 10001, 10002, 19999)]
+    assert plan == {"node-01": [("node-02", 10002), ("node-02", 19999)],
+                    "node-02": head_ports + [("node-03", 20000), ("node-03", 20999)],
+                    "node-03": head_ports}
+    cl.facts["node-01"].reachable = False
+    assert ray_plan(cl) == {}
+
+
+def test_the_ray_probe_listens_on_every_target_and_connects_from_every_source():
+    from preflight.activeprobe import Listening, PhaseTwo
+    from preflight.gather import GatherSettings
+
+    hosts, cl = _cluster({})
+    phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=5))
+    listened, connected = {}, {}
+
+    def listen(host, ports, clients=1, seconds_each=None):
+        listened[host.name] = (sorted(ports), clients)
+        return Listening(dict.fromkeys(ports, "temporary"))
+
+    def connect_from(host, targets):
+        connected[host.name] = targets
+        return out("".join(f"open {a} {p} {s}\n" for a, p, s in targets))
+
+    phase.listen, phase.connect_from = listen, connect_from
+    phase.ray()
+    assert listened == {"node-01": ([6379, 8265, 10001, 10002, 19999], 3), "node-02": ([10002, 19999], 3),
+                        "node-03": ([10002, 19999], 3)}
+    assert connected["node-01"] == [("10.0.0.2", 10002, "temporary"), ("10.0.0.2", 19999, "temporary")]
+    assert [t[:2] for t in connected["node-02"]] == [("10.0.0.1", p) for p in (6379, 8265, 10001, 10002, 19999)] + [
+        ("10.0.0.3", 10002), ("10.0.0.3", 19999)]
+    for host in hosts:
+        results = run_check(network.test_ray_ports, host=host, facts=cl.facts[host.name], cluster=cl)
+        assert results and {r.outcome for r in results} == {"passed"}
 
 
 def test_hccl_ports_name_the_peer():
