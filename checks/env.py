@@ -8,7 +8,7 @@ from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
 from preflight.outliers import split
-from preflight.ifname import VARIABLES, describe, effective_env, route_to, select
+from preflight.ifname import VARIABLES, describe, effective_env, hccl_own_choice, route_to, select
 from preflight.parsers.versions import inventory_chip_family, soc_family
 
 IFNAME_REMEDY = ("List the node's interfaces (ip -br addr) and set the variable to the NIC that carries "
@@ -24,7 +24,10 @@ def test_socket_ifname(host, facts, verdict):
     interfaces = facts.get("net.interfaces")
     present = [v for v in VARIABLES if env.get(v)]
     if not present:
-        verdict.skipped(message="no *_SOCKET_IFNAME variable set (the libraries pick an interface themselves)")
+        own = hccl_own_choice(interfaces) if not env.get("HCCL_IF_IP") else None
+        aside = f"; HCCL picks {describe({own: interfaces[own]})}, the first NIC by name other than docker and lo" \
+            if own else ""
+        verdict.skipped(message=f"no *_SOCKET_IFNAME variable set (the libraries pick an interface themselves{aside})")
         return
     for variable in present:
         sel = select(variable, env[variable], interfaces)

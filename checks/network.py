@@ -3,7 +3,7 @@
 from collections import Counter, defaultdict
 
 from preflight import faq
-from preflight.activeprobe import (hccl_address, hccl_ports_of, launcher_hosts, launcher_targets, ray_plan,
+from preflight.activeprobe import (hccl_endpoint, hccl_ports_of, launcher_hosts, launcher_targets, ray_plan,
                                   rendezvous_plan, shared_paths)
 from preflight.check import check
 from preflight.facts import FactUnavailable
@@ -206,11 +206,14 @@ def test_hccl_ports(host, facts, cluster, verdict):
     # The probes only go to reachable hosts (reversed: the first one wins); where HCCL listens
     # (HCCL_IF_IP, ...) wins over the inventory address.
     ordered = list(reversed(cluster.reachable()))
-    target = {h.address: h.name for h, _ in ordered}
-    target.update({hccl_address(h, h_facts): h.name for h, h_facts in ordered})
+    target = {h.address: (h.name, "") for h, _ in ordered}
+    for h, h_facts in ordered:
+        address, why = hccl_endpoint(h, h_facts)
+        target[address] = (h.name, "" if address == h.address else f" ({why})")
     for probe in probes:
-        peer = target.get(probe.address, probe.address)
-        judge_tcp(verdict, probe, f"{host.name} -> {peer} HCCL port {probe.port}", f"{peer}:{probe.port}")
+        peer, why = target.get(probe.address, (probe.address, ""))
+        judge_tcp(verdict, probe, f"{host.name} -> {peer} HCCL port {probe.port} at {probe.address}{why}",
+                  f"{peer}:{probe.port}")
 
 
 # -- launcher SSH ----------------------------------------------------------------------------

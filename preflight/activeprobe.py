@@ -650,33 +650,47 @@ def hccl_ring(cluster):
 
 
 def hccl_address(host, facts) -> str:
-    """Where the other nodes reach this host's HCCL host sockets: HCCL_IF_IP, else the IPv4 address
-    of the NIC HCCL_SOCKET_IFNAME selects, else the inventory address (HCCL's order: HCCL_IF_IP,
-    then HCCL_SOCKET_IFNAME, then a NIC of its own choosing).  IPv4, as the probe's listener is."""
-    from .ifname import effective_env, select
+    """Where the other nodes reach this host's HCCL host sockets (see ``hccl_endpoint``)."""
+    return hccl_endpoint(host, facts)[0]
 
-    def ipv4(text):
-        try:
-            return ipaddress.ip_address(text).version == 4
-        except ValueError:
-            return False
 
+def hccl_endpoint(host, facts) -> tuple[str, str]:
+    """(address, why there): where HCCL binds its host sockets on this host, in HCCL's order:
+    HCCL_IF_IP; else the NIC HCCL_SOCKET_IFNAME selects; else a NIC of HCCL's own choosing (the
+    first by name other than docker and lo); the inventory address when that leaves no IPv4
+    address (the probe's listener is IPv4) or the node's environment is unreadable."""
+    from .ifname import effective_env, hccl_own_choice, select
+
+    def ipv4_of(name):
+        for address in interfaces[name].addresses if name else ():
+            if _is_ipv4(address.split("/")[0]):
+                return address.split("/")[0]
+        return None
+
+    fallback = (host.address, "the inventory address")
     try:
         env = effective_env(host, facts.get("session.env"))
+        if env.get("HCCL_IF_IP", "").strip():  # an IPv6 one is not probed there
+            return (env["HCCL_IF_IP"].strip(), "HCCL_IF_IP") if _is_ipv4(env["HCCL_IF_IP"].strip()) else fallback
+        interfaces = facts.get("net.interfaces")
     except FactUnavailable:
-        return host.address
-    if ipv4(env.get("HCCL_IF_IP", "").strip()):
-        return env["HCCL_IF_IP"].strip()
+        return fallback
     if env.get("HCCL_SOCKET_IFNAME"):
-        try:
-            interfaces = facts.get("net.interfaces")
-        except FactUnavailable:
-            return host.address
         chosen = select("HCCL_SOCKET_IFNAME", env["HCCL_SOCKET_IFNAME"], interfaces).chosen
-        for address in (interfaces[chosen].addresses if chosen else ()):
-            if ipv4(address.split("/")[0]):
-                return address.split("/")[0]
-    return host.address
+        why = f"HCCL_SOCKET_IFNAME={env['HCCL_SOCKET_IFNAME']} selects {chosen}"
+    else:
+        chosen = hccl_own_choice(interfaces)
+        why = (f"HCCL_SOCKET_IFNAME unset: HCCL picks {chosen} itself, the first NIC by name other than "
+               f"docker and lo")
+    address = ipv4_of(chosen)
+    return (address, why) if address else fallback
+
+
+def _is_ipv4(text: str) -> bool:
+    try:
+        return ipaddress.ip_address(text).version == 4
+    except ValueError:
+        return False
 
 
 def hccl_ports_of(host, facts) -> tuple[int, list[int]]:

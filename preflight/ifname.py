@@ -61,6 +61,18 @@ def select(variable: str, value: str, interfaces: dict) -> Selection:
     return Selection(variable, value, tuple(matched), usable, exact, missing)
 
 
+def hccl_own_choice(interfaces: dict) -> str | None:
+    """The NIC HCCL binds its host sockets to when neither HCCL_IF_IP nor HCCL_SOCKET_IFNAME is
+    set (CANN docs): the first NIC by name other than docker and lo, then docker, then lo; of
+    those up with an address."""
+    usable = [n for n in sorted(interfaces) if _usable(interfaces[n])]
+    for preferred in ([n for n in usable if n != "lo" and not n.startswith("docker")],
+                      [n for n in usable if n.startswith("docker")], [n for n in usable if n == "lo"]):
+        if preferred:
+            return preferred[0]
+    return None
+
+
 def describe(interfaces: dict) -> str:
     parts = []
     for name in sorted(interfaces):

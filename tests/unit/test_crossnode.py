@@ -602,7 +602,9 @@ def test_hccl_ports_are_probed_where_hccl_listens():
     cases = [({"HCCL_IF_IP": "192.168.9.7", "HCCL_SOCKET_IFNAME": "ens1"}, "192.168.9.7"),
              ({"HCCL_SOCKET_IFNAME": "=ens1"}, "192.168.9.2"),
              ({"HCCL_SOCKET_IFNAME": "ib"}, "10.0.0.2"),      # selects nothing: the inventory address
-             ({"HCCL_SOCKET_IFNAME": None, "HCCL_IF_IP": "fd00::2"}, "10.0.0.2")]  # IPv6: not probed there
+             ({"HCCL_SOCKET_IFNAME": None, "HCCL_IF_IP": "fd00::2"}, "10.0.0.2"),  # IPv6: not probed there
+             # Neither set: HCCL's own pick, the first NIC by name other than docker and lo.
+             ({"HCCL_SOCKET_IFNAME": None}, "192.168.9.2")]
     for env, want in cases:
         facts = make_facts("node-02", raw=healthy_raw(env=env, interfaces=two_nics))
         assert hccl_address(host, facts) == want, env
@@ -612,6 +614,43 @@ def test_hccl_ports_are_probed_where_hccl_listens():
         env={"HCCL_IF_IP": "192.168.9.7"})).raw["session.env"]
     results = run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
     assert {(r.subject, r.outcome) for r in results} == {("node-02:60000", "failed"), ("node-02:60015", "passed")}
+
+
+def test_hccls_own_nic_choice_without_hccl_socket_ifname():
+    """CANN: with neither HCCL_IF_IP nor HCCL_SOCKET_IFNAME, HCCL takes the first NIC by name other
+    than docker and lo (then docker, then lo), of those up with an address; the HCCL port probe
+    goes there, and a failure says why that address."""
+    from preflight.activeprobe import hccl_endpoint
+    from preflight.ifname import hccl_own_choice
+    from preflight.parsers.system import parse_ip_addr_json
+    from tests.factsets import healthy_raw
+
+    def nics(*specs):
+        return [{"ifname": name, "flags": ["UP", "LOWER_UP"] if up else ["BROADCAST"],
+                 "operstate": "UP" if up else "DOWN", "addr_info": [{"family": "inet", "local": addr, "prefixlen": 24}]}
+                for name, up, addr in specs]
+
+    def choice(*specs):
+        import json
+        return hccl_own_choice(parse_ip_addr_json(json.dumps(nics(*specs))))
+
+    assert choice(("lo", True, "127.0.0.1"), ("docker0", True, "172.17.0.1"), ("enp2s0", True, "10.0.0.2"),
+                  ("br-1a2b", True, "172.18.0.1")) == "br-1a2b"  # a bridge sorts first: HCCL's trap
+    assert choice(("lo", True, "127.0.0.1"), ("docker0", True, "172.17.0.1"), ("aaa0", False, "10.9.0.1")) == "docker0"
+    assert choice(("lo", True, "127.0.0.1")) == "lo"
+    assert choice() is None
+    host = make_host("node-02", address="10.0.0.2")
+    facts = make_facts("node-02", raw=healthy_raw(env={"HCCL_SOCKET_IFNAME": None}, interfaces=nics(
+        ("lo", True, "127.0.0.1"), ("enp2s0", True, "10.0.0.2"), ("br-1a2b", True, "172.18.0.1"))))
+    address, why = hccl_endpoint(host, facts)
+    assert (address, why) == ("172.18.0.1", "HCCL_SOCKET_IFNAME unset: HCCL picks br-1a2b itself, the first NIC "
+                                            "by name other than docker and lo")
+    hosts, cl = _cluster({"node-01": {"tcp.hccl": "timeout 172.18.0.1 60000 temporary x\n"}})
+    cl.facts["node-02"] = facts
+    [result] = run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert result.subject == "node-02:60000" and result.outcome == "failed"
+    assert "node-01 -> node-02 HCCL port 60000 at 172.18.0.1 (HCCL_SOCKET_IFNAME unset: HCCL picks br-1a2b" in \
+        result.observed
 
 
 def test_refused_on_a_held_port_is_not_a_firewall_finding():
