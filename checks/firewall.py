@@ -5,11 +5,12 @@ from preflight.check import check
 from preflight.facts import FactUnavailable
 
 
-@check("net.firewall", title="No firewall (firewalld, ufw, a blanket iptables drop) on multi-node hosts",
+@check("net.firewall", title="No firewall (firewalld, ufw, a blanket iptables or nftables drop) on multi-node hosts",
        severity="warning", reference=faq.R_FIREWALL, needs=("net.firewall", "ascend.files?"),
        remedy=("Stop the firewall on training nodes (systemctl stop firewalld && systemctl disable firewalld; "
-               "ufw disable), or open the HCCL (60000-60031, 16666), Ray (6379, 8265, 10001, 10002-19999) and "
-               "rendezvous ports between the nodes."))
+               "ufw disable; for nftables rules of your own: systemctl disable --now nftables, or remove the drop "
+               "from the input chain named), or open the HCCL (60000-60031, 16666), Ray (6379, 8265, 10001, "
+               "10002-19999) and rendezvous ports between the nodes."))
 def test_firewall(host, facts, cluster, verdict):
     if len(cluster.hosts) < 2:
         verdict.skipped(message="a single-node inventory: no traffic between nodes to block")
@@ -26,13 +27,15 @@ def test_firewall(host, facts, cluster, verdict):
     elif state.unreadable:
         # Reading iptables and ufw needs root: a login that cannot read them has not seen "no firewall".
         verdict.error(message=f"{host.name}: cannot read the firewall: {'; '.join(state.unreadable)}",
-                      remedy="Run the preflight as root on the nodes (iptables -S INPUT and ufw status need it), "
+                      remedy="Run the preflight as root on the nodes (iptables -S INPUT, ufw status and nft list "
+                             "ruleset need it), "
                              "or check the firewall there by hand: iptables -S INPUT; ufw status; "
                              "nft list ruleset.")
     else:
         seen = [f"firewalld {state.firewalld}" if state.firewalld else None,
                 f"ufw {state.ufw}" if state.ufw else None,
-                f"iptables INPUT policy {state.input_policy}" if state.input_policy else None]
+                f"iptables INPUT policy {state.input_policy}" if state.input_policy else None,
+                f"{state.nft_input_chains} nftables input chain(s) accepting" if state.nft_input_chains else None]
         verdict.passed(message="no active firewall (" + (", ".join(s for s in seen if s) or "no firewall tool") + ")")
 
 

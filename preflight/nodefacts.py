@@ -162,6 +162,20 @@ if command -v iptables >/dev/null 2>&1; then
   if r=$(timeout 5 iptables -S INPUT 2>&1); then [ -n "$r" ] && { any=1; printf '%s\n' "$r" | sed 's/^/iptables=/'; }
   else any=1; printf 'iptables_unreadable=%s\n' "$(printf '%s\n' "$r" | head -n1)"; fi
 fi
+# nftables-native rules (nftables.service, the nftables backend of firewalld) are not in iptables -S:
+# the input-hook chains' policies, and their rules that drop or reject.
+if command -v nft >/dev/null 2>&1; then
+  if r=$(timeout 5 nft list ruleset 2>&1); then any=1; printf '%s\n' "$r" | awk '
+    $1 == "table" { fam = $2; tbl = $3; next }
+    $1 == "chain" { ch = $2; inp = 0; next }
+    $1 == "}" { inp = 0; next }
+    $1 == "type" && / hook input / { inp = 1; p = "accept"
+      if (match($0, /policy [a-z]+/)) p = substr($0, RSTART + 7, RLENGTH - 7)
+      print "nft=" fam " " tbl " " ch " policy " p; next }
+    inp && /(^|[ \t])(drop|reject)([ \t;]|$)/ { sub(/^[ \t]+/, ""); print "nft=" fam " " tbl " " ch " rule " $0 }
+  ' | head -n 200
+  else any=1; printf 'nft_unreadable=%s\n' "$(printf '%s\n' "$r" | head -n1)"; fi
+fi
 [ -n "$any" ] || echo 'none='
 true
 """
@@ -194,7 +208,8 @@ register(
     FactSpec("hccn.link_stat", '"$PF_HCCN" -i "$PF_DEV" -link_stat -g', hccn.parse_link_stat, tool="hccn_tool",
              per_device=True, display="hccn_tool -i {dev} -link_stat -g"),
     FactSpec("net.firewall", FIREWALL, v.parse_firewall,
-             display="firewall-cmd --state / systemctl is-active firewalld; ufw status; iptables -S INPUT"),
+             display="firewall-cmd --state / systemctl is-active firewalld; ufw status; iptables -S INPUT; "
+                     "nft list ruleset (its input-hook chains)"),
     FactSpec("storage.checkpoint", CHECKPOINT, v.parse_checkpoint,
              display="test -d/-w $checkpoint_dir; df -Pk $checkpoint_dir"),
 )

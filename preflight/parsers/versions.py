@@ -397,6 +397,8 @@ class FirewallState:
     input_policy: str | None  # iptables INPUT chain policy (ACCEPT/DROP), None when unreadable
     blanket_rules: tuple[str, ...]  # INPUT rules that DROP/REJECT without a port or source match
     unreadable: tuple[str, ...] = ()  # "iptables -S INPUT: Permission denied (you must be root)", ...
+    nft_findings: tuple[str, ...] = ()  # nftables input-hook chains that drop: a policy, a blanket rule
+    nft_input_chains: int = 0  # nftables input-hook chains read (0: nft absent, or no such chain)
 
     @property
     def active(self) -> list[str]:
@@ -409,13 +411,14 @@ class FirewallState:
             found.append(f"iptables INPUT policy is {self.input_policy}")
         for rule in self.blanket_rules:
             found.append(f"iptables rule `{rule}`")
+        found.extend(self.nft_findings)
         return found
 
 
 def parse_firewall(text: str) -> FirewallState:
     """``firewalld=<state>``, ``ufw=<Status: ...>``, ``iptables=<iptables -S INPUT line>`` lines."""
     firewalld = ufw = policy = None
-    rules, unreadable = [], []
+    rules, unreadable, nft = [], [], []
     seen = False
     for line in text.splitlines():
         key, sep, value = line.partition("=")
@@ -444,12 +447,46 @@ def parse_firewall(text: str) -> FirewallState:
             elif re.match(r"^-A INPUT\b", value) and re.search(r"-j (DROP|REJECT)\b", value):
                 if not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp", value):
                     rules.append(value)
+        elif key == "nft_unreadable":
+            seen = True
+            unreadable.append(f"nft list ruleset: {value or 'failed'}")
+        elif key == "nft":
+            seen = True
+            nft.append(value.split(" ", 4))
         elif key == "none":
             seen = True
     if not seen:
         raise ParseError(f"no firewall state lines: {_excerpt(text)}")
+    running = (firewalld or "").strip().lower() in ("running", "active")
     return FirewallState(firewalld=firewalld, ufw=ufw, input_policy=policy, blanket_rules=tuple(rules),
-                         unreadable=tuple(unreadable))
+                         unreadable=tuple(unreadable),
+                         nft_findings=_nft_findings(nft, iptables_read=policy is not None or bool(rules),
+                                                    firewalld_running=running),
+                         nft_input_chains=sum(1 for entry in nft if len(entry) == 5 and entry[3] == "policy"))
+
+
+# An nft rule that matches nothing before its verdict: what is left once counters, logging and
+# comments are taken away is the verdict alone.
+_NFT_DECORATION = re.compile(r'\bcounter(?: packets \d+ bytes \d+)?|\blog(?: (?:prefix "[^"]*"|level \w+|'
+                             r'flags [\w,]+|group \d+))*|\bcomment "[^"]*"')
+
+
+def _nft_findings(entries, iptables_read: bool, firewalld_running: bool) -> tuple[str, ...]:
+    found = []
+    for entry in entries:
+        if len(entry) != 5:
+            continue
+        family, table, chain, kind, rest = entry
+        if table == "firewalld" and firewalld_running:
+            continue  # firewalld's own table: firewalld is reported running
+        if (family, table, chain) == ("ip", "filter", "INPUT") and iptables_read:
+            continue  # iptables-nft's INPUT chain: iptables -S INPUT has it already
+        where = f"nftables chain {family} {table} {chain}"
+        if kind == "policy" and rest in ("drop", "reject"):
+            found.append(f"{where} policy is {rest}")
+        elif kind == "rule" and re.fullmatch(r"drop|reject(?: with .*)?", _NFT_DECORATION.sub("", rest).strip()):
+            found.append(f"{where} rule `{rest}`")
+    return tuple(found)
 
 
 # -- checkpoint directory ---------------------------------------------------------------

@@ -4,6 +4,8 @@ and a failing fact set built from real captured outputs."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -679,6 +681,71 @@ def test_firewall():
     # Found active anyway: that is the finding.
     [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(denied.replace("not running", "running"))), cl)
     assert r.outcome == "warning"
+
+
+def test_firewall_reads_nftables_input_chains():
+    """nftables-native rules (nftables.service) are not in iptables -S: an input-hook chain's drop
+    policy or a rule dropping everything is a finding; matched drops are not; iptables-nft's own
+    INPUT chain and firewalld's table are not counted twice."""
+    text = ("iptables=-P INPUT ACCEPT\n"
+            "nft=inet filter input policy drop\n"
+            "nft=inet filter input rule counter packets 0 bytes 0 reject with icmpx admin-prohibited\n"
+            "nft=inet filter input rule ct state invalid drop\n"
+            "nft=inet filter input rule tcp dport 6379 drop\n"
+            'nft=inet filter input rule log prefix "in: " level info drop\n'
+            "nft=ip filter INPUT policy accept\n"
+            "nft=ip filter INPUT rule counter packets 0 bytes 0 drop\n")
+    assert pv.parse_firewall(text).active == [
+        "nftables chain inet filter input policy is drop",
+        "nftables chain inet filter input rule `counter packets 0 bytes 0 reject with icmpx admin-prohibited`",
+        'nftables chain inet filter input rule `log prefix "in: " level info drop`']
+    # iptables unreadable or absent: iptables-nft's chain is read from nft.
+    assert pv.parse_firewall(text.replace("iptables=-P INPUT ACCEPT\n", "")).active[-1] == (
+        "nftables chain ip filter INPUT rule `counter packets 0 bytes 0 drop`")
+    firewalld = "firewalld=running\nnft=inet firewalld filter_INPUT rule reject with icmpx admin-prohibited\n"
+    assert pv.parse_firewall(firewalld).active == ["firewalld is running"]
+    accepting = pv.parse_firewall("iptables=-P INPUT ACCEPT\nnft=inet filter input policy accept\n")
+    assert accepting.active == [] and accepting.nft_input_chains == 1
+    hosts = [make_host("node-01"), make_host("node-02")]
+    cl = cluster_of(*[(h, make_facts(h.name)) for h in hosts])
+    [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(text)), cl)
+    assert r.outcome == "warning"
+    explained(r, "nftables chain inet filter input policy is drop")
+    [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(
+        "iptables=-P INPUT ACCEPT\nnft=inet filter input policy accept\n")), cl)
+    assert r.outcome == "passed" and "1 nftables input chain(s) accepting" in r.message
+    denied = "nft_unreadable=Error: Operation not permitted (you must be root)\n"
+    [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(denied)), cl)
+    assert r.outcome == "error" and "nft list ruleset: Error: Operation not permitted" in r.message
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("nft"),
+                    reason="needs root, iproute2 and nft for a netns with its own ruleset")
+def test_the_firewall_probe_reads_a_real_nftables_ruleset():
+    """The probe's shell, run in a network namespace holding a real nftables ruleset."""
+    import subprocess
+
+    from preflight.nodefacts import FIREWALL
+
+    ruleset = ("table inet filter {\n chain input {\n  type filter hook input priority filter; policy drop;\n"
+               '  iif "lo" accept\n  tcp dport 22 accept\n  ct state invalid drop\n  counter reject\n }\n'
+               " chain forward {\n  type filter hook forward priority filter; policy drop;\n }\n}\n"
+               "table ip other {\n set blocked {\n  type ipv4_addr\n  elements = { 10.9.9.9 }\n }\n"
+               " chain in2 {\n  type filter hook input priority 10; policy accept;\n"
+               "  ip saddr @blocked drop\n }\n}\n")
+    ns = f"pf-nft-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "netns", "exec", ns, "nft", "-f", "-"], input=ruleset, text=True, check=True)
+        text = subprocess.run(["ip", "netns", "exec", ns, "bash", "-c", FIREWALL], capture_output=True, text=True,
+                              timeout=60).stdout
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+    state = pv.parse_firewall(text)
+    assert [f for f in state.active if f.startswith("nftables")] == [
+        "nftables chain inet filter input policy is drop",
+        "nftables chain inet filter input rule `counter packets 0 bytes 0 reject`"], text
+    assert state.nft_input_chains == 2
 
 
 @pytest.mark.parametrize("record, outcome", [
