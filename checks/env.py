@@ -194,10 +194,7 @@ GUARD_REMEDY = ("source {script} before the interactive guard in ~/.bashrc (the 
 
 
 def _login_env(facts):
-    try:
-        return facts.get("session.env_login")
-    except FactUnavailable:
-        return None
+    return facts.optional("session.env_login")
 
 
 def interactive_only(names, env, login) -> list[str]:
@@ -322,10 +319,7 @@ def _root_version(root: str, files) -> str:
                "~/.bashrc and /etc/profile.d, open a new session, and keep other versions in separate containers."))
 def test_single_cann(host, facts, verdict):
     env = effective_env(host, facts.get("session.env"))
-    try:
-        files = facts.get("ascend.files")
-    except FactUnavailable:
-        files = None
+    files = facts.optional("ascend.files")
     roots = cann_roots(env)
     if not roots:
         verdict.skipped(message="no CANN path in PATH, LD_LIBRARY_PATH or ASCEND_* (env.cann_loaded reports it)")
@@ -415,10 +409,8 @@ def _exec_timeout_family(host, facts):
     """'A1' or '310P' when the node's SoC is one of them (inventory chip, else npu-smi's 310P name)."""
     family = inventory_chip_family(host.vars.get("chip"))
     if family is None:
-        try:
-            names = {c.name for c in facts.get("npu_smi.info").chips}
-        except FactUnavailable:
-            names = set()
+        info = facts.optional("npu_smi.info")
+        names = {c.name for c in info.chips} if info is not None else set()
         # npu-smi names an A3 die "Ascend910" too: only the 310P name is distinctive.
         family = "310P" if names and all(soc_family(n) == "310P" for n in names) else None
     return family if family in ("A1", "310P") else None

@@ -2,7 +2,6 @@
 
 from preflight import faq
 from preflight.check import check
-from preflight.facts import FactUnavailable
 
 
 @check("net.firewall", title="No firewall (firewalld, ufw, a blanket iptables or nftables drop) on multi-node hosts",
@@ -40,7 +39,5 @@ def test_firewall(host, facts, cluster, verdict):
 
 
 def _in_container(facts) -> bool:
-    try:
-        return facts.get("ascend.files").container
-    except FactUnavailable:
-        return False
+    files = facts.optional("ascend.files")
+    return files is not None and files.container

@@ -24,10 +24,8 @@ LINK_REMEDY = ("Check the NPU's cable, optical module and switch port (hccn_tool
 def npu_smi_chip(facts, dev):
     """(NPU id, chip id) that npu-smi uses for hccn_tool's device ``dev``, or None when unknown:
     hccn_tool -i takes the physical id (on A3 phy 13 is NPU 6 chip 1)."""
-    try:
-        chip = (facts.get("npu_smi.info").by_device() or {}).get(dev)
-    except FactUnavailable:
-        return None
+    info = facts.optional("npu_smi.info")
+    chip = (info.by_device() or {}).get(dev) if info is not None else None
     return (chip.npu_id, chip.chip_id) if chip else None
 
 

@@ -55,10 +55,7 @@ def chip_names(info, board=None) -> set[str]:
                "npus_per_node / chip for its group in the inventory, so the job is placed on the hardware it expects."))
 def test_count_and_type(host, facts, verdict):
     info = facts.get("npu_smi.info")
-    try:
-        board = facts.get("npu_smi.board")
-    except FactUnavailable:
-        board = None
+    board = facts.optional("npu_smi.board")
     ids = npu_ids(info)
     kinds = sorted({c.name for c in info.chips})
     want_n, want_chip = host.vars.get("npus_per_node"), host.vars.get("chip")

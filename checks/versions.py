@@ -82,15 +82,7 @@ def _row(compat, table, key, version, cmp="pip"):
 def _driver_min(row, facts) -> str:
     """The row's minimum driver for this node: some releases list a lower one for 310P cards."""
     if row.get("driver_min_310p"):
-        try:
-            info = facts.get("npu_smi.info")
-        except FactUnavailable:
-            info = None
-        try:
-            board = facts.get("npu_smi.board")
-        except FactUnavailable:
-            board = None
-        if chip_family(info, board)[0] == "310P":
+        if chip_family(facts.optional("npu_smi.info"), facts.optional("npu_smi.board"))[0] == "310P":
             return row["driver_min_310p"]
     return row["driver_min"]
 
@@ -397,11 +389,7 @@ FAMILY_SOC = {"A2": "ascend910b*", "A3": "ascend910_93*", "310P": "ascend310p*",
                "chip, or pull the A2/A3 variant of the prebuilt image."))
 def test_soc_match(host, facts, verdict):
     info = facts.get("npu_smi.info")
-    try:
-        board = facts.get("npu_smi.board")
-    except FactUnavailable:
-        board = None
-    family, how = chip_family(info, board)
+    family, how = chip_family(info, facts.optional("npu_smi.board"))
     if family is None:
         verdict.error(message=f"{host.name}: cannot tell the chip family ({how})")
         return

@@ -254,10 +254,7 @@ class PhaseTwo:
         ``seconds_each`` (by default: one probe of ``ports``) connect."""
         facts = self.cluster.facts[host.name]
         listening = Listening()
-        try:
-            already = facts.get("net.listening")
-        except FactUnavailable:
-            already = frozenset()
+        already = facts.optional("net.listening", frozenset())
         wanted = []
         for port in ports:
             if port in already:
@@ -266,10 +263,7 @@ class PhaseTwo:
                 wanted.append(port)
         if not wanted:
             return listening
-        try:
-            python = facts.get("tools.python3")
-        except FactUnavailable:
-            python = None
+        python = facts.optional("tools.python3")
         if not python:
             listening.states.update(dict.fromkeys(wanted, "none"))
             return listening
@@ -701,10 +695,7 @@ def hccl_ports_of(host, facts) -> tuple[int, list[int]]:
     CANN 8.5 on."""
     from .ifname import effective_env
 
-    try:
-        env = effective_env(host, facts.get("session.env"))
-    except FactUnavailable:
-        env = effective_env(host, {})
+    env = effective_env(host, facts.optional("session.env", {}))
     value = env.get("HCCL_IF_BASE_PORT", "")
     base = int(value) if value.isascii() and value.isdigit() and 1024 <= int(value) <= 65520 else \
         DEFAULT_HCCL_BASE_PORT
@@ -737,10 +728,8 @@ def _cann_at_least(facts, release: str) -> bool:
     """Whether the host's active CANN is ``release`` or later (its pre-releases count); False when unknown."""
     from .compat import cmp_versions, norm_cann
 
-    try:
-        active = facts.get("ascend.files").active_cann()
-    except FactUnavailable:
-        return False
+    files = facts.optional("ascend.files")
+    active = files.active_cann() if files is not None else None
     return active is not None and cmp_versions(norm_cann(active.version), release) >= 0
 
 

@@ -300,6 +300,14 @@ class HostFacts:
             raise value
         return value
 
+    def optional(self, name: str, default=None):
+        """The parsed value of a fact a check only consults (``needs=("name?",)``), or ``default``
+        where it is unavailable."""
+        try:
+            return self.get(name)
+        except FactUnavailable:
+            return default
+
     def devices(self) -> list[int]:
         """The NPU device indexes the probe found (``/dev/davinciN``)."""
         out = self.raw.get("probe.devices")

@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from preflight.checks import network
+from preflight.facts import HostFacts
 from preflight.parsers import ParseError
 from preflight.parsers.crossnode import (parse_clock_offset, parse_launcher_ssh, parse_ping_matrix, parse_resolve,
                                          parse_storage, parse_tcp_probes)
@@ -416,6 +417,9 @@ class _Facts:
     def get(self, name):
         return self.values[name]
 
+    def optional(self, name, default=None):
+        return HostFacts.optional(self, name, default)
+
 
 class _LocalGatherer:
     def __init__(self):
@@ -724,6 +728,9 @@ class _RingFacts:
 
     def __init__(self, env, cann=None):
         self.env, self.cann = env, cann
+
+    def optional(self, name, default=None):
+        return HostFacts.optional(self, name, default)
 
     def get(self, name):
         from types import SimpleNamespace
