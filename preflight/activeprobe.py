@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from .facts import FactUnavailable
 from .pingplan import ping_rounds
 from .pool import run_bounded
-from .probe import CommandOutput
+from .probe import C_LOCALE, CommandOutput
 from .transport import TransportError
 
 CONNECT_TIMEOUT = 3  # seconds for one TCP connect between nodes
@@ -225,7 +225,8 @@ class PhaseTwo:
     def _framed(self, command: str) -> str:
         # Bash sources ~/.bashrc again for a `bash -c` started from an SSH session while
         # SSH_CLIENT is set; without it, banners from .bashrc all come before the nonce line.
-        return f"unset SSH_CLIENT SSH2_CLIENT; printf '\\n%s\\n' {self.nonce}; {command}"
+        # The C locale: the probes' parsers read the tools' English words (see probe.C_LOCALE).
+        return f"unset SSH_CLIENT SSH2_CLIENT; {C_LOCALE}printf '\\n%s\\n' {self.nonce}; {command}"
 
     def start(self, host, command: str):
         """Start a long-running command and skip what a login banner printed before it."""

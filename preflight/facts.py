@@ -36,9 +36,11 @@ class FactSpec:
     ok_rc: tuple[int, ...] = (0,)  # exit codes whose stdout is meaningful
     display: str = ""  # the command as an operator would type it, for messages
     phase: int = 1  # 2: gathered by the cross-node phase (preflight.activeprobe), not by the probe script
+    keep_locale: bool = False  # the session's own locale (facts reporting the session's environment)
 
     def probe_command(self) -> ProbeCommand:
-        return ProbeCommand(self.name, self.command, tool=self.tool, per_device=self.per_device)
+        return ProbeCommand(self.name, self.command, tool=self.tool, per_device=self.per_device,
+                            keep_locale=self.keep_locale)
 
 
 def _optional_path(text: str) -> str | None:
@@ -47,7 +49,7 @@ def _optional_path(text: str) -> str | None:
 
 
 FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
-    FactSpec("session.env", "env -0", system.parse_env0,
+    FactSpec("session.env", "env -0", system.parse_env0, keep_locale=True,
              display="env (non-interactive SSH session)"),
     FactSpec("session.nofile", 'printf "%s %s\\n" "$(ulimit -Sn)" "$(ulimit -Hn)"', system.parse_nofile,
              display="ulimit -Sn; ulimit -Hn"),

@@ -154,6 +154,9 @@ BOARD = (r"""id=$("$PF_NPUSMI" info -m 2>/dev/null | awk '$1 ~ /^[0-9]+$/ && $2 
          r"""[ -n "$id" ] || id=0; "$PF_NPUSMI" info -t board -i "$id" -c 0""")
 
 FIREWALL = r"""
+# iptables, nft and ufw live in /usr/sbin, off a non-root session's PATH on Debian: not found
+# there is not "no firewall".
+PATH=$PATH:/usr/sbin:/sbin
 any=
 if command -v firewall-cmd >/dev/null 2>&1; then any=1; printf 'firewalld=%s\n' "$(timeout 5 firewall-cmd --state 2>&1 | head -n1)";
 elif command -v systemctl >/dev/null 2>&1; then s=$(timeout 5 systemctl is-active firewalld 2>/dev/null | head -n1); [ -n "$s" ] && { any=1; printf 'firewalld=%s\n' "$s"; }; fi
@@ -197,7 +200,7 @@ register(
                      "version files, nnal/atb/latest/version.info"),
     FactSpec("python.stack", PYTHON_STACK, v.parse_python_stack, tool="python",
              display="$PF_PYTHON -c 'importlib.metadata.distributions()' (the job's interpreter)"),
-    FactSpec("session.env_login", LOGIN_ENV, v.parse_login_env, tool="bash-login",
+    FactSpec("session.env_login", LOGIN_ENV, v.parse_login_env, tool="bash-login", keep_locale=True,
              display="bash -lic env (an interactive login shell)"),
     FactSpec("npu_smi.board", BOARD, v.parse_board, tool="npu-smi",
              display="npu-smi info -t board -i <first NPU> -c 0"),

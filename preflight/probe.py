@@ -96,6 +96,13 @@ class ProbeCommand:
     command: str
     tool: str = ""  # commands of one tool share the hang breaker
     per_device: bool = False
+    keep_locale: bool = False  # run in the session's own locale (a command reporting the session)
+
+
+# Parsers read the tools' English words ("character special file", "Status: active", "Connection
+# refused"); a node set up in Chinese or German would otherwise answer in its language. LANGUAGE
+# too: Python's gettext (ufw) reads it before LC_ALL. Python 3.6 under C would print ASCII only.
+C_LOCALE = "export LC_ALL=C PYTHONIOENCODING=utf-8; unset LANGUAGE; "
 
 
 def new_nonce() -> str:
@@ -131,9 +138,12 @@ def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP,
                  '"$(echo $PF_DEVS | base64 -w 0)" "$PF" "$PF"')
     t = f"{max(1, int(timeout))}"
 
+    def text(cmd) -> str:
+        return cmd.command if cmd.keep_locale else C_LOCALE + cmd.command
+
     def call(cmd) -> str:
         tool = shlex.quote(cmd.tool or cmd.name)
-        body = shlex.quote(cmd.command)
+        body = shlex.quote(text(cmd))
         if cmd.per_device:
             return f'for PF_DEV in $PF_DEVS; do export PF_DEV; pf_run "{cmd.name}/$PF_DEV" {tool} {t} {body}; done'
         return f"pf_run {shlex.quote(cmd.name)} {tool} {t} {body}"
@@ -159,7 +169,7 @@ def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP,
     else:
         # The same records from preflight/noderunner.py, one process per command instead of about
         # ten; the bash runner stays for nodes without a usable python3 (or if the runner fails).
-        plan = [[[c.name, c.tool, c.command, c.per_device] for c in g] for g in groups]
+        plan = [[[c.name, c.tool, text(c), c.per_device] for c in g] for g in groups]
         lines.append("pf_bash_runner() {\n" + "\n".join(bash_runner or [":"]) + "\n}")
         lines.append(f"PF_PYRUN={shlex.quote(_node_runner_source())}")
         lines.append(f"PF_PLAN={shlex.quote(json.dumps(plan))}")

@@ -868,3 +868,16 @@ def test_ascend_files_probe_resolves_every_link_and_names_kernel_dirs(tmp_path):
     kernels = {tuple(line.split("\t")[1:]) for line in proc.stdout.splitlines() if line.startswith("@@K")}
     latest = str(a / "ascend-toolkit" / "latest")
     assert {soc for root, soc in kernels if root == latest} == {"ascend910b", "ascend910_93"}
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/sbin/iptables"), reason="needs iptables in /usr/sbin")
+def test_the_firewall_probe_finds_the_tools_off_a_non_root_path():
+    """Debian gives a non-root SSH session PATH=/usr/local/bin:/usr/bin:/bin: iptables, nft and ufw
+    in /usr/sbin are still read (or reported unreadable), never taken for "no firewall tool"."""
+    import subprocess
+
+    from preflight.nodefacts import FIREWALL
+
+    text = subprocess.run(["bash", "-c", FIREWALL], env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=60).stdout
+    assert "none=" not in text and ("iptables=" in text or "iptables_unreadable=" in text), text

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import time
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -527,3 +528,37 @@ def test_the_npu_ping_runs_hccn_tool_through_sudo_when_the_inventory_says_so(tmp
         assert "NOPASSWD" in remedy_for_unevaluated(proc.stdout)
     else:
         assert f"sudo -n -- {hccn} -i 0 -ping -g address 29.0.0.2" in (tmp_path / "sudo.log").read_text()
+
+
+# ------------------------------------------------------------------------------ locale
+
+
+@pytest.fixture(scope="module")
+def german_locale(tmp_path_factory):
+    """A compiled de_DE.UTF-8 (LOCPATH) on a machine with coreutils' German messages."""
+    if not (shutil.which("localedef") and Path("/usr/share/i18n/locales/de_DE").exists()
+            and Path("/usr/share/locale/de/LC_MESSAGES/coreutils.mo").exists()):
+        pytest.skip("needs localedef, the de_DE locale source and coreutils' German messages")
+    where = tmp_path_factory.mktemp("locale")
+    made = subprocess.run(["localedef", "-i", "de_DE", "-f", "UTF-8", str(where / "de_DE.UTF-8")],
+                          capture_output=True, text=True, timeout=120)
+    if not (where / "de_DE.UTF-8").exists():
+        pytest.skip(f"localedef failed: {made.stderr[-200:]}")
+    return str(where)
+
+
+def test_commands_answer_in_english_on_a_node_set_up_in_another_language(german_locale):
+    """A node whose session speaks German: stat says "zeichenorientierte Spezialdatei" there, which
+    the device parser would not know. Every command runs in the C locale; the commands reporting
+    the session's environment keep it as it is."""
+    env = {"PATH": os.environ["PATH"], "LOCPATH": german_locale, "LANG": "de_DE.UTF-8", "LC_ALL": "de_DE.UTF-8",
+           "LANGUAGE": "de"}
+    german = subprocess.run(["stat", "-c", "%F", "/dev/null"], env=env, capture_output=True, text=True).stdout
+    assert german.strip() == "zeichenorientierte Spezialdatei"  # the trap is real here
+    _, _, probe, _ = run_script([ProbeCommand("kind", "stat -c %F /dev/null; echo \"${LANGUAGE-unset}\""),
+                                 ProbeCommand("session.env", "env -0", keep_locale=True)], timeout=10, env=env)
+    assert probe.outputs["kind"].stdout == "character special file\nunset\n"
+    session = dict(kv.split("=", 1) for kv in probe.outputs["session.env"].stdout.split("\0") if "=" in kv)
+    assert (session["LC_ALL"], session["LANGUAGE"]) == ("de_DE.UTF-8", "de")
+    # The catalog's own facts: only the two environment reports keep the session's locale.
+    assert {name for name, spec in FACTS.items() if spec.keep_locale} == {"session.env", "session.env_login"}
