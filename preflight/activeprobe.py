@@ -108,7 +108,10 @@ pf_connect() {
 LAUNCHER_PARALLEL = 32
 # How the launcher logs in (as pdsh would, never prompting or learning a host key); ConnectTimeout,
 # port and address are added per target.
-LAUNCHER_SSH_OPTIONS = "-n -o BatchMode=yes -o StrictHostKeyChecking=yes -o UpdateHostKeys=no -o LogLevel=ERROR"
+# ControlMaster/ControlPersist no: a launcher whose ~/.ssh/config multiplexes would otherwise keep
+# one master ssh (and its socket) per node running after the probe; an existing master is reused.
+LAUNCHER_SSH_OPTIONS = ("-n -o BatchMode=yes -o StrictHostKeyChecking=yes -o UpdateHostKeys=no -o LogLevel=ERROR "
+                        "-o ControlMaster=no -o ControlPersist=no")
 _LAUNCHER_SSH = r"""
 t=$1; n=$2; shift 2
 pf_one() {
@@ -269,7 +272,9 @@ class PhaseTwo:
             listening.states.update(dict.fromkeys(wanted, "none"))
             return listening
         lifetime = self.lifetime(clients, seconds_each or self.probe_seconds(len(ports)))
-        command = (f"exec timeout {lifetime} {shlex.quote(python)} -c {shlex.quote(_LISTENER)} "
+        # -I -S -B: no site hooks (.pth, sitecustomize), nothing from $HOME or the cwd on sys.path,
+        # no bytecode written.
+        command = (f"exec timeout {lifetime} {shlex.quote(python)} -I -S -B -c {shlex.quote(_LISTENER)} "
                    + " ".join(str(int(p)) for p in wanted))
         try:
             process = self.start(host, command)
@@ -449,7 +454,9 @@ class PhaseTwo:
                 stdout="".join(f"writer {line}\n" for line in written), stderr="", rc=0)
 
             def work(host):
-                out = self.run(host, "bash -c " + shlex.quote(_MARKER_READER) + f" preflight {marker} {quoted}",
+                # `timeout`: a hung mount must not leave the reader behind (sshd does not signal it).
+                out = self.run(host, f"timeout -k 2 {int(self.settings.command_timeout)} bash -c "
+                               + shlex.quote(_MARKER_READER) + f" preflight {marker} {quoted}",
                                self.settings.command_timeout)
                 out.stdout = f"from {writer.name}\n" + out.stdout
                 self.cluster.facts[host.name].raw["storage.shared"] = out

@@ -64,7 +64,7 @@ printf '@@DONE\n'
 # and the packages' folders below it (find_spec("a.b") would import a, running its __init__):
 # nothing is imported but importlib itself, so no NPU is touched.
 PYTHON_STACK = r"""
-timeout -k 1 8 "$PF_PYTHON" - <<'PF_PY'
+timeout -k 1 8 "$PF_PYTHON" -B - <<'PF_PY'
 import json, os, sys
 out = {"executable": sys.executable, "version": "%d.%d.%d" % sys.version_info[:3], "packages": {},
        "modules": {}, "path": [p for p in sys.path if p], "build_info": {}}

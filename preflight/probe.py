@@ -63,12 +63,13 @@ PF_DEVS=$(cd /dev 2>/dev/null && for d in davinci[0-9]*; do case ${d#davinci} in
 # timeout makes one; busybox's does not, and the group would then be the whole probe's). Without
 # pgrep (procps) nothing is reaped.
 PF_REAP='trap '\''read -r _ _ _ _ pf_g _ </proc/$$/stat 2>/dev/null; [ "$pf_g" = "$PPID" ] && for p in $(pgrep -g 0 2>/dev/null); do [ "$p" = "$$" ] || [ "$p" = "$PPID" ] || kill -KILL "$p" 2>/dev/null; done'\'' EXIT; '
-pf_now() { local t=${EPOCHREALTIME/./}; [ -n "$t" ] && echo $((t / 1000)) || echo 0; }
 pf_run() {  # fact-name tool timeout-seconds command
   local v="PF_HUNG_${2//[!A-Za-z0-9]/_}" t0 e rc ms
   if [ -n "${!v}" ]; then printf '%s S %s %s\n' "$PF" "$1" "${!v}"; return; fi
   printf '%s B %s\n%s O ' "$PF" "$1" "$PF"
-  t0=${EPOCHREALTIME//[!0-9]/}; t0=${t0:-0}  # microseconds, without forking a subshell
+  # Microseconds, without forking a subshell; bash < 5 has no EPOCHREALTIME: whole seconds then,
+  # enough for the hang breaker below.
+  t0=${EPOCHREALTIME//[!0-9]/}; t0=${t0:-0}; local s0=$SECONDS
   # stdout: capped, base64'd straight to the channel (fd 3); stderr: capped, base64'd into $e,
   # together with the exit status written as ":<rc>:" (fd 5; ':' is not in base64's alphabet,
   # so wherever that small write lands it can be cut out again). The readers are bounded too,
@@ -78,7 +79,7 @@ pf_run() {  # fact-name tool timeout-seconds command
            echo ":${PIPESTATUS[0]}:" >&5; } 4>&1 | timeout -k 1 "$3" head -c "$PF_READ" | base64 -w 0; } 5>&1 )
   rc=${e#*:}; rc=${rc%%:*}
   e=${e/:$rc:/}; e=${e//$'\n'/}
-  ms=${EPOCHREALTIME//[!0-9]/}; ms=$(( t0 ? (${ms:-0} - t0) / 1000 : 0 ))
+  ms=${EPOCHREALTIME//[!0-9]/}; ms=$(( t0 ? (${ms:-0} - t0) / 1000 : (SECONDS - s0) * 1000 ))
   printf '\n%s R %s %s\n%s E %s\n' "$PF" "$rc" "$ms" "$PF" "$e"
   # A command killed by its timeout: later calls of the same tool are skipped, so one hung
   # tool costs one timeout, not one per NPU.

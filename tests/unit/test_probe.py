@@ -245,6 +245,19 @@ def test_a_quick_exit_124_is_not_a_hang():
     assert probe.outputs["x2"].skipped is None and probe.outputs["x2"].stdout == "ran\n"
 
 
+def test_the_hang_breaker_works_without_epochrealtime():
+    """bash before 5.0 (Ubuntu 18.04, CentOS 7) has no EPOCHREALTIME: the bash runner then times
+    commands in whole seconds, and a hung tool still costs one timeout, not one per call."""
+    if RUNNER != "bash":
+        pytest.skip("the bash runner's clock")
+    _, _, probe, took = run_script([ProbeCommand("h1", "sleep 30", tool="t"), ProbeCommand("h2", "sleep 30", tool="t"),
+                                    ProbeCommand("h3", "sleep 30", tool="t")], timeout=1,
+                                   prefix="unset EPOCHREALTIME; ")
+    assert probe.outputs["h1"].rc == 124 and probe.outputs["h1"].elapsed_s >= 1
+    assert probe.outputs["h2"].skipped and probe.outputs["h3"].skipped
+    assert took < 20
+
+
 def test_background_child_holding_stdout_does_not_outlive_the_command_timeout():
     m = f"100.{secrets.randbelow(10**9):09d}"  # a sleep of its own: its command line names it
     _, _, probe, took = run_script([ProbeCommand("bg", f"sleep {m} & echo hi"), ProbeCommand("after", "echo a")],

@@ -27,6 +27,8 @@ FORBIDDEN_PATTERNS = [
     (re.compile(r"sysctl\s+-w"), "sysctl -w"),
     (re.compile(r"systemctl\s+(start|stop|restart|enable|disable|mask|kill)"), "systemctl changing a service"),
     (re.compile(r"iptables\s+-[ADIFRPXNZ]\b"), "iptables changing rules"),
+    (re.compile(r"nft\s+(-\S+\s+)*(add|create|insert|replace|delete|destroy|flush|reset|rename|-f)\b"),
+     "nft changing rules"),
     (re.compile(r"firewall-cmd\s+[^\n]*--(add|remove|reload|set|permanent)"), "firewall-cmd changing rules"),
     (re.compile(_CMD + r"rm\b", re.M), "rm"),
 ]
@@ -105,3 +107,22 @@ def test_locating_a_dotted_module_imports_nothing(tmp_path):
     assert modules["heavy.sub"] == str(pkg / "sub.py")
     assert modules["heavy"] == str(pkg / "__init__.py") and modules["heavy.absent"] is None
     assert not marker.exists()
+
+
+def test_the_python_stack_probe_writes_no_bytecode(tmp_path):
+    """A site directory whose .pth imports a module (an editable install's hook): starting the
+    job's interpreter runs it, and without -B Python would write its __pycache__ on the node."""
+    import subprocess
+    import sys
+
+    from preflight.nodefacts import PYTHON_STACK
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    [site] = list(venv.glob("lib/python*/site-packages"))
+    (site / "pf_hook.py").write_text("X = 1\n")
+    (site / "pf_hook.pth").write_text("import pf_hook\n")
+    env = {"PATH": "/usr/bin:/bin", "PF_PYTHON": str(venv / "bin" / "python")}
+    done = subprocess.run(["bash", "-c", PYTHON_STACK], env=env, capture_output=True, text=True, timeout=60)
+    assert "@@PY " in done.stdout, done.stderr
+    assert not list(site.rglob("__pycache__")) and not list(site.rglob("*.pyc"))
