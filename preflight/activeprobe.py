@@ -174,6 +174,11 @@ for pair in "$@"; do
   case $rc:$out in 1:*"a password is required"*|1:*"a terminal is required"*)
     echo "$d $ip skipped sudo -n needs a password for hccn_tool on this host (inventory sudo: true)"; continue ;;
   esac
+  # sudo's other refusals (requiretty, hccn_tool off secure_path, no sudoers rule): not a ping result.
+  if [ -n "$PF_SUDO" ] && [ "$rc" = 1 ]; then
+    why=$(printf '%s\n' "$out" | grep -m1 -E '^(sudo: |sorry, you must have a tty|Sorry, user )')
+    if [ -n "$why" ]; then echo "$d $ip skipped sudo -n refused hccn_tool: $why"; continue; fi
+  fi
   s=; [[ $out =~ [0-9]+\ packets\ transmitted,\ [0-9]+\ received ]] && s=${BASH_REMATCH[0]}
   echo "$d $ip rc=$rc ${s:-no summary}"
   case $rc in 124|137) hung=$d ;; esac

@@ -9,6 +9,7 @@ that the check reports as an ``error`` result.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -150,11 +151,22 @@ def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: 
     if out.rc != 0 and ("a password is required" in out.stderr or "a terminal is required" in out.stderr):
         return (f"`{shown}`: sudo -n needs a password on this host (inventory sudo: true); allow the preflight "
                 f"user to run npu-smi and hccn_tool without one (NOPASSWD in sudoers)")
+    refusal = _SUDO_REFUSED.search(out.stderr) if out.rc != 0 else None
+    if refusal:
+        # sudo's own failures exit 1, which some tools' facts accept (hccn_tool -ip -g on an NPU
+        # without an address): read as the tool's answer, every NPU would have "no device IP".
+        return f"`{shown}`: sudo -n refused to run it (inventory sudo: true): {visible(refusal.group(0).strip())}"
     if out.rc not in spec.ok_rc:
         # quoted as it is (not repr'd): a node's control characters written out, not sent to the terminal
         detail = visible(_first_line(out.stderr) or _first_line(out.stdout) or "no output")
         return f"`{shown}` failed with exit code {out.rc}: {detail}"
     return None
+
+
+# sudo's own refusals (the probe runs in the C locale): requiretty, a tool off secure_path, a
+# sudoers rule that does not cover the command.
+_SUDO_REFUSED = re.compile(r"^(?:sudo: .*|sorry, you must have a tty to run sudo.*|Sorry, user \S+ is not allowed "
+                           r"to execute .*)$", re.M)
 
 
 # What an operator does about a fact that could not be read, by the reason _why_unusable (or the
@@ -169,6 +181,9 @@ _UNEVALUATED_REMEDIES = (
     ("is unreachable", ""),  # cluster.reachable says why and what to do, once per host
     ("sudo -n needs a password", "Allow the preflight user to run npu-smi and hccn_tool without a password "
      "(NOPASSWD for those two in sudoers), or run the preflight as root."),
+    ("sudo -n refused", "Let the preflight user run npu-smi and hccn_tool through sudo without a password or a "
+     "terminal: a sudoers rule naming their full paths with NOPASSWD, no requiretty for that user, their "
+     "folder in secure_path; or run the preflight as root."),
     ("timed out", "The command did not answer within --command-timeout. Run it by hand on that node: if it "
      "hangs there too, the NPU driver or device is stuck (read dmesg and npu-smi info; an operator may have "
      "to reset that NPU or reboot the node); if it is only slow, re-run with a larger --command-timeout."),

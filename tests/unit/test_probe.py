@@ -519,10 +519,35 @@ def test_sudo_wanting_a_password_is_a_clear_error(tmp_path):
         facts.get("npu_smi.info")
 
 
+@pytest.mark.parametrize("refusal", [
+    "sorry, you must have a tty to run sudo",
+    "sudo: /usr/local/Ascend/driver/tools/hccn_tool: command not found",
+    "Sorry, user preflight is not allowed to execute '/usr/local/bin/hccn_tool -i 0 -ip -g' as root on node-01.",
+], ids=["requiretty", "off-secure-path", "no-sudoers-rule"])
+def test_any_sudo_refusal_is_not_read_as_the_tools_answer(tmp_path, refusal):
+    """sudo exits 1 for its own failures, and hccn_tool -ip -g's exit 1 is accepted (an NPU without
+    an address): a refusal must be an error naming sudo, not "no device IP" on every NPU."""
+    from preflight.facts import FACTS, FactUnavailable, HostFacts, remedy_for_unevaluated
+
+    env = _fake_sudo(tmp_path, f'echo "{refusal}" >&2; exit 1\n')
+    (tmp_path / "dev").mkdir()
+    nonce = new_nonce()
+    script = build_script([FACTS["hccn.ip"].probe_command()], nonce, 5, params={"PF_SUDO": "1"})
+    proc = subprocess.run(["bash", "-c", "PF_DEVS=0; " + script.replace("PF_DEVS=$(", "PF_DEVS=0 #$(")],
+                          capture_output=True, env=env, timeout=30)
+    facts = HostFacts(host="n1", raw=parse_probe_output(proc.stdout, nonce).outputs)
+    [value] = facts.per_device("hccn.ip").values()
+    assert isinstance(value, FactUnavailable) and "sudo -n refused to run it" in str(value), value
+    assert refusal[:30] in str(value)
+    assert "sudoers" in remedy_for_unevaluated(str(value))
+
+
 @pytest.mark.parametrize("sudo_body, want", [
     ('echo "sudo $*" >> "$HOME/sudo.log"; shift; shift; exec "$@"\n', "rc=0 3 packets transmitted, 3 received"),
     ('echo "sudo: a password is required" >&2; exit 1\n', "skipped sudo -n needs a password for hccn_tool"),
-], ids=["nopasswd", "password-wanted"])
+    ('echo "sorry, you must have a tty to run sudo" >&2; exit 1\n',
+     "skipped sudo -n refused hccn_tool: sorry, you must have a tty to run sudo"),
+], ids=["nopasswd", "password-wanted", "requiretty"])
 def test_the_npu_ping_runs_hccn_tool_through_sudo_when_the_inventory_says_so(tmp_path, sudo_body, want):
     # Phase one's hccn_tool calls go through `sudo -n` with sudo: true; the ping must too, or a
     # non-root user's every ping reads as a network fault.
