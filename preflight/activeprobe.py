@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from .facts import FactUnavailable
 from .pingplan import ping_rounds
 from .pool import run_bounded
-from .probe import C_LOCALE, CommandOutput
+from .probe import C_LOCALE, CommandOutput, packed
 from .transport import TransportError
 
 CONNECT_TIMEOUT = 3  # seconds for one TCP connect between nodes
@@ -113,7 +113,12 @@ LAUNCHER_PARALLEL = 32
 LAUNCHER_SSH_OPTIONS = ("-n -o BatchMode=yes -o StrictHostKeyChecking=yes -o UpdateHostKeys=no -o LogLevel=ERROR "
                         "-o ControlMaster=no -o ControlPersist=no")
 _LAUNCHER_SSH = r"""
-t=$1; n=$2; shift 2
+t=$1; n=$2
+# The targets come packed (preflight.run.packed): a thousand of them as arguments neared Linux's
+# 128 KiB cap on the one argument the remote command is.
+targets=$(printf %s "$3" | base64 -d | gzip -dc) && [ -n "$targets" ] \
+  || { echo "cannot unpack the target list (base64 -d | gzip -dc)" >&2; exit 3; }
+set -- $targets
 pf_one() {
   local name=${1%%=*} rest=${1#*=} addr port err rc
   addr=${rest%:*}; port=${rest##*:}
@@ -402,7 +407,7 @@ class PhaseTwo:
                 return None
             timeout = int(self.settings.connect_timeout)
             command = ("bash -c " + shlex.quote(_LAUNCHER_SSH) + f" preflight {timeout} {LAUNCHER_PARALLEL} "
-                       + " ".join(shlex.quote(t) for t in targets))
+                       + shlex.quote(packed(" ".join(targets))))
             rounds = -(-len(targets) // LAUNCHER_PARALLEL)
             out = self.run(launcher, command, (timeout + 3) * rounds + 5)
             self.cluster.facts[launcher.name].raw["ssh.launcher"] = out

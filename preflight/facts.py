@@ -80,7 +80,12 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
     FactSpec("net.resolve",
              # One getent for every name (not one per name: that is N processes on each of N nodes).
              # Without a name, getent would list the whole hosts database instead.
-             'for n in $PF_HOSTNAMES; do echo "query $n"; done; [ -z "$PF_HOSTNAMES" ] || getent hosts $PF_HOSTNAMES 2>/dev/null; '
+             # The names come packed (preflight.run.packed); unpacked here, never exported (an
+             # environment string has the same 128 KiB cap).
+             'names=; if [ -n "$PF_HOSTNAMES_GZ" ]; then '
+             'names=$(printf %s "$PF_HOSTNAMES_GZ" | base64 -d | gzip -dc) && [ -n "$names" ] '
+             '|| { echo "cannot unpack the inventory names (base64 -d | gzip -dc)" >&2; exit 3; }; fi; '
+             'for n in $names; do echo "query $n"; done; [ -z "$names" ] || getent hosts $names 2>/dev/null; '
              'true', crossnode.parse_resolve, display="getent hosts <every inventory name>"),
     # Phase two (preflight.activeprobe): probes between nodes, built from phase one's facts.
     FactSpec("tcp.ray", "", crossnode.parse_tcp_probes, phase=2,

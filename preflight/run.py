@@ -17,6 +17,7 @@ from .activeprobe import run_phase_two
 from .facts import HostFacts, SharedOutputs, remedy_for_unevaluated, resolve
 from .gather import Gatherer, GatherSettings, raise_open_files_limit
 from .inventory import Host, Inventory, check_host, load_inventory
+from .probe import packed
 from .results import Result, ResultStore, worst
 from .shards import ShardedGatherer
 
@@ -59,7 +60,7 @@ def probe_params(host, hosts=(), jobs=()) -> dict[str, str]:
     """Inventory values a host's probe commands read (as ``"$PF_NAME"``; quoted, never pasted)."""
     params = {"PF_PYTHON": str(host.vars.get("python") or "python3"),
               # Inventory names are validated hostnames: safe to split on blanks in the probe.
-              "PF_HOSTNAMES": " ".join(h.name for h in hosts if h.connection != "local")}
+              "PF_HOSTNAMES_GZ": packed(" ".join(h.name for h in hosts if h.connection != "local"))}
     if host.vars.get("checkpoint_dir"):
         params["PF_CHECKPOINT_DIR"] = str(host.vars["checkpoint_dir"])
     if host.vars.get("python_modules"):  # validated module names: safe to join with commas

@@ -4,6 +4,7 @@ cluster check on passing and failing probe records."""
 import dataclasses
 import itertools
 import os
+import shlex
 import shutil
 
 import pytest
@@ -81,13 +82,14 @@ def test_resolve_command_on_this_machine():
     import subprocess
 
     from preflight.facts import FACTS
+    from preflight.probe import packed
 
     spec = FACTS["net.resolve"]
-    env = {"PATH": "/usr/bin:/bin", "PF_HOSTNAMES": "localhost no-such-host.invalid"}
+    env = {"PATH": "/usr/bin:/bin", "PF_HOSTNAMES_GZ": packed("localhost no-such-host.invalid")}
     text = subprocess.run(["bash", "-c", spec.command], capture_output=True, text=True, env=env, timeout=30).stdout
     answers = spec.parse(text)
     assert answers["no-such-host.invalid"] is None and answers["localhost"] in ("127.0.0.1", "::1")
-    env["PF_HOSTNAMES"] = ""  # no names: nothing, not the whole hosts database
+    env["PF_HOSTNAMES_GZ"] = packed("")  # no names: nothing, not the whole hosts database
     assert spec.parse(subprocess.run(["bash", "-c", spec.command], capture_output=True, text=True, env=env,
                                      timeout=30).stdout) == {}
 
@@ -771,3 +773,37 @@ def test_a_peer_letting_the_os_pick_hccl_ports_is_skipped_not_silent():
     cl.facts["node-02"].raw["session.env"] = out("HCCL_HOST_SOCKET_PORT_RANGE=auto\0PATH=/bin\0")
     [result] = run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
     assert result.outcome == "skipped" and "node-02" in result.message and "auto" in result.message
+
+
+def test_commands_stay_under_the_one_argument_cap_at_thousands_of_hosts(tmp_path):
+    """The remote command reaches the node's shell as one argument, capped at 128 KiB by Linux:
+    the inventory's names (for net.resolve) and the launcher's targets travel packed, so 10 000
+    FQDN-named hosts fit; the launcher's script unpacks and logs in to every target."""
+    import subprocess
+
+    from preflight.activeprobe import _LAUNCHER_SSH, LAUNCHER_PARALLEL
+    from preflight.facts import FACTS
+    from preflight.gather import _quote
+    from preflight.probe import build_script, new_nonce, packed
+    from preflight.run import probe_params
+
+    cap = 128 * 1024
+    hosts = [make_host(f"gpu-r{i // 40:03d}-n{i % 40:02d}.train.cluster.example.com",
+                       address=f"10.{i // 250}.{i % 250}.9") for i in range(10_000)]
+    commands = [spec.probe_command() for spec in FACTS.values() if spec.phase == 1]
+    script = build_script(commands, new_nonce(), 10, params=probe_params(hosts[0], hosts))
+    assert len(("bash -c " + _quote(script)).encode()) < cap
+    targets = " ".join(f"{h.name}=root@{h.address}:22" for h in hosts)
+    launcher = ("bash -c " + shlex.quote(_LAUNCHER_SSH) + f" preflight 5 {LAUNCHER_PARALLEL} "
+                + shlex.quote(packed(targets)))
+    assert len(launcher.encode()) < cap < len(targets.encode())  # unpacked, it would not fit
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "ssh").write_text("#!/bin/sh\nexit 0\n")
+    (bindir / "ssh").chmod(0o755)
+    some = " ".join(f"{h.name}=root@{h.address}:22" for h in hosts[:300])
+    done = subprocess.run(["bash", "-c", _LAUNCHER_SSH, "preflight", "5", "16", packed(some)], capture_output=True,
+                          text=True, timeout=120, env={"PATH": f"{bindir}:/usr/bin:/bin"})
+    assert sorted(line.split()[1] for line in done.stdout.splitlines()) == sorted(h.name for h in hosts[:300])
+    assert {line.split()[0] for line in done.stdout.splitlines()} == {"ok"}
