@@ -95,6 +95,19 @@ def simple_argv(command, env):
     return argv
 
 
+# How long a SIGKILLed command may take to go: one in uninterruptible sleep (a driver ioctl that
+# never returns, a hung network mount) cannot go at all, and waiting for it would keep every
+# record of its group, and the host's deadline, waiting too.
+REAP_SECONDS = 5
+
+
+def _reap(proc):
+    try:
+        proc.wait(REAP_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass  # left to the kernel; reported as killed (137), its tool then skipped as hung
+
+
 def run_command(bash, command, env, timeout, read):
     """(stdout, stderr, rc, ms) of ``bash -c command``: stdin closed, each stream kept up to
     ``read`` bytes (the pipe is closed then, as ``head -c`` does), killed with its whole process
@@ -152,7 +165,7 @@ def run_command(bash, command, env, timeout, read):
             except subprocess.TimeoutExpired:
                 killed = True
                 _kill_group(proc.pid, signal.SIGKILL)
-                proc.wait()
+                _reap(proc)
         # Children left behind by a command that finished (``cmd &``) go with its group.
         _kill_group(proc.pid, signal.SIGKILL)
     finally:
@@ -162,11 +175,11 @@ def run_command(bash, command, env, timeout, read):
                 f.close()
         if proc.returncode is None:
             _kill_group(proc.pid, signal.SIGKILL)
-            proc.wait()
+            _reap(proc)
         with _live_lock:
             _live.discard(proc.pid)
     rc = proc.returncode
-    if killed:
+    if killed or rc is None:
         rc = 137
     elif timed_out:
         rc = 124

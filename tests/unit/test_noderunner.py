@@ -91,6 +91,34 @@ def test_a_command_that_ignores_sigterm_is_killed_with_137():
     assert _gone(m)
 
 
+def test_a_command_that_cannot_die_does_not_hold_the_runner(monkeypatch):
+    """A command in uninterruptible sleep (an ioctl into a wedged driver, a hung mount) survives
+    SIGKILL: the runner waits a bounded time for it, reports it killed (137, so its tool is
+    skipped from then on) and goes on; it waited forever, and its group's records with it."""
+    real_kill = noderunner._kill_group
+    survivors = []
+
+    def kill_group(pid, sig):  # SIGKILL does not take: the process stays, as one in D state would
+        if sig == signal.SIGKILL:
+            survivors.append(pid)
+        else:
+            real_kill(pid, sig)
+
+    monkeypatch.setattr(noderunner, "_kill_group", kill_group)
+    monkeypatch.setattr(noderunner, "REAP_SECONDS", 1)
+    m = marker()
+    t0 = time.monotonic()
+    try:
+        _, _, rc, ms = noderunner.run_command(BASH, f"trap '' TERM; sleep {m}", dict(os.environ), 1, 100)
+        took = time.monotonic() - t0
+    finally:
+        for pid in set(survivors):
+            real_kill(pid, signal.SIGKILL)
+    assert rc == 137 and ms >= 2900 and survivors
+    assert took < 20  # the sleep is 100 s: bounded by the timeout, SIGTERM's grace and two short reaps
+    assert _gone(m)
+
+
 def test_killed_by_a_signal_reads_as_the_shell_would():
     assert noderunner.run_command(BASH, "kill -9 $$", dict(os.environ), 5, 100)[2] == 137
 
