@@ -7,7 +7,9 @@ gatherer, and the report writers.
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
+import math
 import os
 import shutil
 import tempfile
@@ -46,6 +48,31 @@ def _option_taken(parser, name: str) -> bool:
 FLEET_HOSTS = 64
 
 
+def _count(least: int):
+    """An argparse type: a whole number, at least ``least`` (a bad value is a usage error, exit 4)."""
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is less than {least}")
+        return value
+    count.__name__ = "count"
+    return count
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0 (an infinite deadline never fires)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} seconds: give a finite number above 0")
+    return value
+
+
 def pytest_addoption(parser, pluginmanager):
     group = parser.getgroup("preflight", "ascend-preflight (Ascend NPU cluster preflight checks)")
     names = ["--preflight-inventory"]
@@ -55,13 +82,15 @@ def pytest_addoption(parser, pluginmanager):
                     help="inventory of hosts to check (native or Ansible YAML); runs the built-in checks")
     group.addoption("--report-dir", dest="preflight_report_dir", metavar="DIR", default="reports",
                     help="where preflight.html, matrix.html and preflight.json go (default: reports)")
-    group.addoption("--fanout", dest="preflight_fanout", type=int, default=32, metavar="N",
+    group.addoption("--fanout", dest="preflight_fanout", type=_count(1), default=32, metavar="N",
                     help="hosts gathered at once (default: 32)")
-    group.addoption("--host-timeout", dest="preflight_host_timeout", type=float, default=60.0, metavar="S",
+    group.addoption("--host-timeout", dest="preflight_host_timeout", type=_seconds, default=60.0, metavar="S",
                     help="deadline for one host's whole probe, connect included (default: 60)")
-    group.addoption("--command-timeout", dest="preflight_command_timeout", type=float, default=10.0, metavar="S",
+    group.addoption("--command-timeout", dest="preflight_command_timeout", type=_seconds, default=10.0,
+                    metavar="S",
                     help="deadline for each command of the probe (default: 10)")
-    group.addoption("--connect-timeout", dest="preflight_connect_timeout", type=float, default=10.0, metavar="S",
+    group.addoption("--connect-timeout", dest="preflight_connect_timeout", type=_seconds, default=10.0,
+                    metavar="S",
                     help="SSH connect, banner and authentication timeout (default: 10)")
     group.addoption("--accept-new-host-keys", dest="preflight_accept_new", action="store_true",
                     help="accept and record host keys not yet in known_hosts (changed keys are always refused)")
@@ -72,7 +101,7 @@ def pytest_addoption(parser, pluginmanager):
                          "forked shards that each hold a share of the connections (--gather-shards; "
                          "handshakes and ciphers on more than one core), or auto (default): a child "
                          "above 64 hosts.  Always inline in pytest-xdist workers")
-    group.addoption("--gather-shards", dest="preflight_gather_shards", type=int, default=0, metavar="K",
+    group.addoption("--gather-shards", dest="preflight_gather_shards", type=_count(0), default=0, metavar="K",
                     help="gather in K forked shards (2 or more: --gather-process shards, unless it says "
                          "otherwise; with shards and 0, the default: one per 500 hosts, at least 2, at most "
                          "the cores); --fanout is shared between them")
@@ -135,7 +164,7 @@ def pytest_configure(config):
 
     # pytest-html writes preflight.html unless the user asked for another --html.
     if config.pluginmanager.hasplugin("html"):
-        if not getattr(config.option, "htmlpath", None):
+        if not getattr(config.option, "htmlpath", None) and not config.option.collectonly:
             config.option.htmlpath = os.path.join(run.run_dir, "preflight.html")
             config.option.self_contained_html = True
         from .report.html import HtmlHooks
@@ -320,6 +349,8 @@ def pytest_sessionfinish(session, exitstatus):
     result = yield  # pytest-html writes preflight.html in here
     if run is not None:
         run.point_latest()
+        if run.no_report and session.config.option.htmlpath == os.path.join(run.run_dir, "preflight.html"):
+            shutil.rmtree(run.run_dir, ignore_errors=True)  # ours, of nothing: as for the other reports
     return result
 
 

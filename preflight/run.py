@@ -132,6 +132,8 @@ class PreflightRun:
         self.local_job_facts: HostFacts | None = None
         self.final_document: dict | None = None  # what finish() wrote, for preflight.html's summary
         self.final_fragment: str | None = None  # its matrix and "What to fix", rendered once for both pages
+        self.exitstatus = None  # pytest's, once the session has finished
+        self.no_report: str | None = None  # why no report was written (--collect-only, nothing selected)
         # The (name, value) pairs put on reports, one tuple each: three reports per item carry the
         # same few pairs, and at 1000 hosts that is 100 000 reports (about 20 MB of equal tuples).
         self._properties: dict[tuple[str, str], tuple[str, str]] = {}
@@ -160,6 +162,7 @@ class PreflightRun:
         else:
             hosts, inventory_path = (), ""  # --job --job-local alone: only the job checks run
         strict = bool(opt("preflight_strict") or getattr(config.option, "strict", False))
+        _check_output_paths(opt("preflight_report_dir"), opt("preflight_facts_out"))
         run = cls(config, tuple(hosts), str(inventory_path), settings, opt("preflight_report_dir"),
                   facts_in, opt("preflight_facts_out"), strict)
         run.jobs, run.job_local = jobs, job_local
@@ -413,6 +416,10 @@ class PreflightRun:
     def ready(self) -> bool:
         if self.interrupted or any(h.name not in self.facts for h in self.hosts):
             return False  # a host never checked is not ready
+        if self.exitstatus not in (None, pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            return False  # an internal error or a usage error: the checks did not all run
+        if (self.hosts or self.jobs) and not len(self.store):
+            return False  # nothing was judged
         for r in self.store.all():
             if r.outcome in ("failed", "error") or (r.outcome == "warning" and self.strict):
                 return False
@@ -459,6 +466,12 @@ class PreflightRun:
 
         if self.is_xdist_worker:
             return  # the controller writes the reports from what the workers sent
+        self.exitstatus = exitstatus
+        if session.config.option.collectonly or exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            # Nothing was checked: no report, and the last real run's stays the latest.
+            self.no_report = ("--collect-only" if session.config.option.collectonly
+                              else "no check selected")
+            return
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             self.interrupted = True
             for h in self.hosts:
@@ -480,7 +493,7 @@ class PreflightRun:
 
     def point_latest(self) -> None:
         """report_dir/{preflight.json, matrix.html, preflight.html, latest} -> this run's files."""
-        if self.is_xdist_worker:
+        if self.is_xdist_worker or self.no_report:
             return
         for name in ("preflight.json", "matrix.html", "preflight.html", "latest"):
             target = os.path.join("runs", self.run_id, name) if name != "latest" else os.path.join("runs", self.run_id)
@@ -498,6 +511,11 @@ class PreflightRun:
                     os.unlink(tmp)
 
     def terminal_summary(self, tr) -> None:
+        if self.no_report:
+            tr.section("ascend-preflight")
+            tr.write_line(f"no check ran ({self.no_report}): no report written; {self.report_dir} keeps the "
+                          f"last run's")
+            return
         counts = self.store.counts()
         unreachable = [h for h in self.hosts if not (self.facts.get(h.name) and self.facts[h.name].reachable)]
         tr.section("ascend-preflight")
@@ -516,6 +534,25 @@ class PreflightRun:
     def close(self) -> None:
         if self.gatherer is not None:
             self.gatherer.close()
+
+
+def _check_output_paths(report_dir: str, facts_out: str | None) -> None:
+    """Where the run will write, checked before any host is contacted: a bad path is a usage
+    error (exit 4) now, not a traceback after the whole cluster was gathered."""
+    if os.path.exists(report_dir) and not os.path.isdir(report_dir):
+        raise pytest.UsageError(f"--report-dir {report_dir}: exists and is not a directory")
+    try:
+        os.makedirs(report_dir, exist_ok=True)
+    except OSError as exc:
+        raise pytest.UsageError(f"--report-dir {report_dir}: cannot create it ({exc.strerror or exc})") from None
+    if not os.access(report_dir, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"--report-dir {report_dir}: not writable")
+    if facts_out:
+        parent = os.path.dirname(os.path.abspath(facts_out))
+        if os.path.isdir(facts_out):
+            raise pytest.UsageError(f"--facts-out {facts_out}: is a directory; give a file name")
+        if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+            raise pytest.UsageError(f"--facts-out {facts_out}: {parent} is not a writable directory")
 
 
 def _load_jobs(paths, kind, local: bool, has_hosts: bool) -> list:

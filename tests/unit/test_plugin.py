@@ -547,3 +547,52 @@ def test_another_plugins_host_fixture_does_not_replace_ours(pytester, inv):
     assert result.ret == 1, output(result)
     assert outcome_set(load(pytester.path / "beside" / "preflight.json")) == alone
     assert "another plugin's" not in output(result)
+
+
+# ------------------------------------------------------------------------------ bad options, runs that judged nothing
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("--fanout", "0", "0 is less than 1"), ("--fanout", "x", "'x' is not a whole number"),
+    ("--connect-timeout", "0", "give a finite number above 0"), ("--connect-timeout", "inf", "finite"),
+    ("--host-timeout", "nan", "finite"), ("--command-timeout", "-3", "finite"),
+    ("--gather-shards", "-1", "-1 is less than 0"),
+])
+def test_a_bad_number_is_a_usage_error(pytester, inv, option, value, words):
+    """An infinite deadline never fires, a fanout of 0 or a negative timeout was quietly clamped:
+    each is a usage error before any host is contacted."""
+    result = run(pytester, "--inventory", str(inv), option, value)
+    assert result.ret == 4 and words in output(result), output(result)
+
+
+def test_an_unusable_output_path_is_a_usage_error_before_gathering(pytester, inv):
+    (pytester.path / "afile").write_text("x")
+    for args, words in ((["--report-dir", "afile"], "--report-dir afile: exists and is not a directory"),
+                        (["--facts-out", "afile/facts.json"], "is not a writable directory"),
+                        (["--facts-out", str(pytester.path)], "is a directory")):
+        result = run(pytester, "--inventory", str(inv), *args)
+        assert result.ret == 4 and words in output(result), output(result)
+        assert "INTERNALERROR" not in output(result)
+
+
+def test_a_run_that_judged_nothing_writes_no_report_and_keeps_the_latest(pytester, inv):
+    """--collect-only, or -k selecting no check: nothing was checked, so no report says "NOT READY"
+    (nor READY), and reports/ still points at the last real run."""
+    first = run(pytester, "--inventory", str(inv), "-k", "reachable")
+    assert first.ret == 0
+    latest = (pytester.path / "reports" / "latest").resolve()
+    for extra in (["--collect-only"], ["-k", "no_such_check"]):
+        result = run(pytester, "--inventory", str(inv), *extra)
+        assert "no report written" in output(result) and "verdict" not in output(result)
+        assert (pytester.path / "reports" / "latest").resolve() == latest
+        assert len(list((pytester.path / "reports" / "runs").iterdir())) == 1
+
+
+def test_an_internal_error_is_never_ready(pytester, inv):
+    """A crash after the checks started (here: a plugin's hook) ends the run with exit 3; its report
+    must not say READY on what was judged before (it said READY with zero results)."""
+    pytester.makepyfile(pf_boom="def pytest_runtest_logfinish(nodeid, location):\n    raise RuntimeError('boom')\n")
+    result = run(pytester, "-p", "pf_boom", "--inventory", str(inv), "-k", "reachable")
+    assert result.ret == 3
+    doc = load(pytester.path / "reports" / "preflight.json")
+    assert doc["ready"] is False and doc["exit_code"] == 3
