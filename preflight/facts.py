@@ -388,12 +388,12 @@ class HostFacts:
                    raw=shared.keep(raw) if shared else raw, shared=shared)
 
 
-_SECRET_WORDS = ("PASS", "SECRET", "TOKEN", "CREDENTIAL", "PRIVATE", "APIKEY", "API_KEY", "ACCESS_KEY")
+_SECRET_WORDS = ("PASS", "SECRET", "TOKEN", "CREDENTIAL", "PRIVATE", "APIKEY", "API_KEY", "ACCESS_KEY", "AUTH")
 
 
 def is_secret_name(name: str) -> bool:
     upper = name.upper()
-    return any(word in upper for word in _SECRET_WORDS)
+    return any(word in upper for word in _SECRET_WORDS) or upper.endswith("_PAT")  # GITHUB_PAT
 
 
 ENV_FACTS = ("session.env", "session.env_login")  # outputs of `env -0`

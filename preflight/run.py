@@ -14,7 +14,7 @@ import pytest
 
 from . import __version__, forked
 from .activeprobe import run_phase_two
-from .facts import HostFacts, SharedOutputs, remedy_for_unevaluated, resolve
+from .facts import HostFacts, SharedOutputs, is_secret_name, remedy_for_unevaluated, resolve
 from .gather import Gatherer, GatherSettings, raise_open_files_limit
 from .inventory import Host, Inventory, check_host, load_inventory
 from .probe import packed
@@ -629,9 +629,13 @@ class _Progress:
 
 
 def _host_to_json(h: Host) -> dict:
+    host_vars = _plain(h.vars)
+    if isinstance(host_vars.get("env"), dict):  # the job's environment, as the node's own is saved
+        host_vars["env"] = {k: "<redacted>" if is_secret_name(k) and v is not None else v
+                            for k, v in host_vars["env"].items()}
     return {"name": h.name, "address": h.address, "connection": h.connection, "user": h.user, "port": h.port,
             "identity_file": h.identity_file, "jump_host": h.jump_host, "known_hosts": h.known_hosts,
-            "ssh_config": h.ssh_config, "groups": list(h.groups), "vars": _plain(h.vars), "line": h.line}
+            "ssh_config": h.ssh_config, "groups": list(h.groups), "vars": host_vars, "line": h.line}
 
 
 def _plain(value):
@@ -647,8 +651,11 @@ def _save_facts(path: str, hosts, inventory_path: str, facts: dict[str, HostFact
            "inventory": {"path": inventory_path, "hosts": [_host_to_json(h) for h in hosts]},
            "hosts": [facts[h.name].to_json() for h in hosts if h.name in facts]}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
+    # 0600 and whole or not at all: it holds every node's outputs.
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
         json.dump(doc, fh, indent=1)
+    os.replace(tmp, path)
 
 
 def _read_facts_file(path: str) -> dict:

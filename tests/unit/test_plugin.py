@@ -596,3 +596,23 @@ def test_an_internal_error_is_never_ready(pytester, inv):
     assert result.ret == 3
     doc = load(pytester.path / "reports" / "preflight.json")
     assert doc["ready"] is False and doc["exit_code"] == 3
+
+
+def test_facts_out_redacts_the_inventorys_job_environment_and_is_private(pytester):
+    """--facts-out redacted secrets of the node's environment but kept the inventory's own `env:`
+    (the job's) as written, in a file anyone could read."""
+    import os
+    import stat
+
+    inv = pytester.path / "inv.yaml"
+    inv.write_text("hosts:\n  - name: localhost\n    connection: local\n"
+                   "    env: {HF_TOKEN: hf_invsecret, GITHUB_PAT: ghp_invsecret, HCCL_CONNECT_TIMEOUT: '1200'}\n")
+    facts = pytester.path / "facts.json"
+    result = run(pytester, "--inventory", str(inv), "--facts-out", str(facts), "-k", "env")
+    assert result.ret in (0, 1), output(result)
+    text = facts.read_text()
+    assert "hf_invsecret" not in text and "ghp_invsecret" not in text
+    env = load(facts)["inventory"]["hosts"][0]["vars"]["env"]
+    assert env == {"HF_TOKEN": "<redacted>", "GITHUB_PAT": "<redacted>", "HCCL_CONNECT_TIMEOUT": "1200"}
+    assert stat.S_IMODE(os.stat(facts).st_mode) == 0o600
+    assert not [p for p in pytester.path.iterdir() if p.name.endswith(".tmp")]
