@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from . import __version__
@@ -70,8 +71,12 @@ def _validate(doc: dict) -> None:
     _check("", doc, _TOP)
     for i, h in enumerate(doc["hosts"]):
         _check(f"hosts[{i}]", h, _HOST)
+    names = {h.get("name") for h in doc["hosts"]}
     for i, r in enumerate(doc["results"]):
         _check(f"results[{i}]", r, _RESULT)
+        if r.get("host") is not None and r["host"] not in names:
+            # It would be dropped from the merge without a word.
+            raise MergeError(f"results[{i}].host: {r['host']!r} is not in this file's hosts")
         if r["outcome"] not in OUTCOMES:
             raise MergeError(f"results[{i}].outcome: {r['outcome']!r} is not one of {', '.join(OUTCOMES)}")
         for j, name in enumerate(r.get("outliers", ())):
@@ -148,15 +153,36 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
     }
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # a usage error is exit 4, as for preflight itself (argparse: 2)
+        self.print_usage(sys.stderr)
+        self.exit(4, f"{self.prog}: error: {message}\n")
+
+
+def _writable(path: str, option: str) -> None:
+    """Checked before anything is written: a merged JSON saying READY must not be left behind by
+    a --matrix that cannot be written."""
+    if os.path.isdir(path):
+        raise MergeError(f"{option} {path}: is a directory; give a file name")
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):  # folders still to be made: the first one that exists decides
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise MergeError(f"{option} {path}: {parent} is not a writable directory")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="preflight-merge", description="Merge the preflight.json of several "
-                                 "controllers (inventory shards) into one report.")
+    ap = _Parser(prog="preflight-merge", description="Merge the preflight.json of several "
+                 "controllers (inventory shards) into one report.")
     ap.add_argument("inputs", nargs="+", metavar="preflight.json")
     ap.add_argument("-o", "--output", default="preflight-merged.json", help="merged JSON (default %(default)s)")
     ap.add_argument("--matrix", metavar="HTML", help="also write the host x check matrix page here")
     args = ap.parse_args(argv)
     try:
         doc = merge([(p, _load(p)) for p in args.inputs])
+        _writable(args.output, "-o")
+        if args.matrix:
+            _writable(args.matrix, "--matrix")
     except MergeError as exc:
         print(f"preflight-merge: {exc}", file=sys.stderr)
         return 4

@@ -150,3 +150,27 @@ def test_what_preflight_writes_is_accepted_and_a_merged_file_merges_again(tmp_pa
     assert main([write(tmp_path, "again", again), write(tmp_path, "b", shard("b", ["n3"])),
                  "-o", str(twice), "--matrix", str(tmp_path / "twice.html")]) == 1
     assert [h["name"] for h in json.loads(twice.read_text())["hosts"]] == ["n1", "n2", "n3"]
+
+
+def test_output_that_cannot_be_written_and_bad_usage_are_exit_4(tmp_path, capsys):
+    """A directory given as -o or --matrix was a traceback with exit 1 ("not ready"), after the
+    merged JSON had been written as READY; no input is argparse's exit 2."""
+    a = write(tmp_path, "a", shard("a", ["n1"]))
+    (tmp_path / "adir").mkdir()
+    assert main([a, "-o", str(tmp_path / "adir")]) == 4
+    assert "is a directory" in capsys.readouterr().err
+    out = tmp_path / "m.json"
+    assert main([a, "-o", str(out), "--matrix", str(tmp_path / "adir")]) == 4
+    assert not out.exists()
+    (tmp_path / "afile").write_text("x")
+    assert main([a, "-o", str(tmp_path / "afile" / "m.json")]) == 4
+    with pytest.raises(SystemExit) as exit_:
+        main([])
+    assert exit_.value.code == 4
+
+
+def test_a_result_for_a_host_the_file_does_not_list_is_refused(tmp_path, capsys):
+    doc = shard("b", ["n2"])
+    doc["results"][0]["host"] = "n9"  # it was dropped from the merge without a word
+    assert main([write(tmp_path, "b", doc), "-o", str(tmp_path / "m.json")]) == 4
+    assert "results[0].host: 'n9' is not in this file's hosts" in capsys.readouterr().err
