@@ -163,6 +163,7 @@ class PreflightRun:
             hosts, inventory_path = (), ""  # --job --job-local alone: only the job checks run
         strict = bool(opt("preflight_strict") or getattr(config.option, "strict", False))
         _check_output_paths(opt("preflight_report_dir"), opt("preflight_facts_out"))
+        _check_compat_files(opt("preflight_compat", None) or [])
         run = cls(config, tuple(hosts), str(inventory_path), settings, opt("preflight_report_dir"),
                   facts_in, opt("preflight_facts_out"), strict)
         run.jobs, run.job_local = jobs, job_local
@@ -534,6 +535,19 @@ class PreflightRun:
     def close(self) -> None:
         if self.gatherer is not None:
             self.gatherer.close()
+
+
+def _check_compat_files(paths) -> None:
+    """--compat files read now: a missing or broken table is a usage error, not an error on every
+    host's versions.stack after the whole cluster was gathered."""
+    if not paths:
+        return
+    from .compat import CompatError, load
+
+    try:
+        load(paths)
+    except CompatError as exc:
+        raise pytest.UsageError(f"--compat {exc}") from None
 
 
 def _check_output_paths(report_dir: str, facts_out: str | None) -> None:

@@ -616,3 +616,16 @@ def test_facts_out_redacts_the_inventorys_job_environment_and_is_private(pyteste
     assert env == {"HF_TOKEN": "<redacted>", "GITHUB_PAT": "<redacted>", "HCCL_CONNECT_TIMEOUT": "1200"}
     assert stat.S_IMODE(os.stat(facts).st_mode) == 0o600
     assert not [p for p in pytester.path.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("content, words", [
+    (None, "cannot read compatibility file"),
+    ("stack: [\n", "not valid YAML"),
+    ("stacks: []\n", "unknown table(s) stacks"),
+])
+def test_a_bad_compat_file_is_a_usage_error_before_gathering(pytester, inv, content, words):
+    path = pytester.path / "extra.yaml"
+    if content is not None:
+        path.write_text(content)
+    result = run(pytester, "--inventory", str(inv), "--compat", str(path))
+    assert result.ret == 4 and words in output(result) and str(path) in output(result), output(result)
