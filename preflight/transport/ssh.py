@@ -239,14 +239,17 @@ class SshContext:
         gateway, gate = None, None
         conn = _Connection(address, user=user, port=port, config=cfg, connect_timeout=self.settings.connect_timeout,
                            connect_kwargs=dict(kwargs))
-        spec = (gateway_spec or conn.ssh_config.get("proxyjump") or "").split(",")[-1].strip()
+        # ProxyJump a,b,c: the target is reached through c, c through b, b through a (OpenSSH runs
+        # `ssh -J a,b -W target c`): the hops before the last are c's own jump spec.
+        hops = [h.strip() for h in (gateway_spec or conn.ssh_config.get("proxyjump") or "").split(",")]
+        spec, before = hops[-1], ",".join(hops[:-1]) or None
         jump = _jump_target(spec, label) if spec.lower() not in ("", "none") else None
         # A jump host that is the target itself (`Host *` naming the bastion) means: go direct.
         if jump is not None and jump[1] != address:
             if jump[1] in chain:
                 raise TransportError("config", f"{label}: ProxyJump loop in ssh_config: "
                                                f"{' -> '.join((*chain, address, jump[1]))}")
-            gateway, gate = self.gateway(host, spec, jump, chain + (address,))
+            gateway, gate = self.gateway(host, spec, jump, chain + (address,), before)
             conn = _Connection(address, user=user, port=port, config=cfg, gateway=gateway,
                                connect_timeout=self.settings.connect_timeout, connect_kwargs=dict(kwargs))
         self._guard_host_keys(conn, host, label)
@@ -263,12 +266,13 @@ class SshContext:
             _KnownHostsPolicy(self.hostkeys, paths, self.settings.accept_new_host_keys, label))
 
     def gateway(self, host, spec: str, jump: tuple[str | None, str, int | None],
-                chain: tuple[str, ...] = ()) -> tuple[Connection, threading.Semaphore]:
+                chain: tuple[str, ...] = (), before: str | None = None) -> tuple[Connection, threading.Semaphore]:
+        """The shared connection to a jump host; ``before``: the hops in front of it (a chain's)."""
         user, address, port = jump
-        key = (user, address, port, host.identity_file, host.ssh_config)
+        key = (user, address, port, host.identity_file, host.ssh_config, before)
         with self._lock:
             if key not in self._gateways:
-                conn, _ = self.connection(host, address, user, port, None, f"jump host {spec}", chain)
+                conn, _ = self.connection(host, address, user, port, before, f"jump host {spec}", chain)
                 self._gateways[key] = (conn, threading.Semaphore(GATEWAY_HANDSHAKES), threading.Lock())
             conn, gate, opening = self._gateways[key]
         # One handshake with the bastion, shared by every target behind it.

@@ -86,6 +86,20 @@ def test_ssh_config_proxyjump_reaches_the_bastion_directly(tmp_path, no_network,
     assert no_network == [conn.gateway]  # only the bastion was connected (the target is the caller's)
 
 
+def test_a_proxyjump_chain_in_ssh_config_goes_through_every_hop_in_order(tmp_path, no_network):
+    """OpenSSH reaches the target through the last hop, the last through the one before, and so
+    on; only the last hop was used (straight to it, skipping x1 and x2)."""
+    conn = _jumped(tmp_path, "Host node-01\n  ProxyJump x1,admin@x2:2222,x3\n")
+    hops = []
+    gateway = conn.gateway
+    while gateway is not None:
+        hops.append((gateway.user, gateway.host, gateway.port))
+        gateway = gateway.gateway
+    assert [h[1] for h in hops] == ["x3", "x2", "x1"]
+    assert hops[1][0] == "admin" and hops[1][2] == 2222
+    assert [c.host for c in no_network] == ["x1", "x2", "x3"]  # opened from the first hop on
+
+
 def test_a_proxyjump_loop_is_one_config_error(tmp_path, no_network):
     with pytest.raises(TransportError) as caught:
         _jumped(tmp_path, "Host node-01\n  ProxyJump a\nHost a\n  ProxyJump b\nHost b\n  ProxyJump a\n")
