@@ -18,11 +18,18 @@ def main(argv: list[str] | None = None) -> int:
         from .merge import main as merge_main
 
         return merge_main(args[1:])
-    if not any(a in ("--inventory", "--preflight-inventory", "--facts-in") or
+    if "--version" in args or "-V" in args:
+        from . import __version__
+
+        print(f"ascend-preflight {__version__} (pytest {pytest.__version__})")
+        return 0
+    # What makes a run: an inventory, saved facts, or a job read on this machine (--job-local).
+    if not any(a in ("--inventory", "--preflight-inventory", "--facts-in", "--job-local") or
                a.startswith(("--inventory=", "--preflight-inventory=", "--facts-in="))
-               or a in ("-h", "--help", "--version") for a in args):
+               or a in ("-h", "--help") for a in args):
         print("usage: preflight --inventory hosts.yaml [--report-dir DIR] [pytest options]\n"
               "       preflight --facts-in facts.json   (re-check saved facts, no network)\n"
+              "       preflight --job run.sh --job-local (check a job on this machine)\n"
               "see `preflight --help` for every option", file=sys.stderr)
         return int(pytest.ExitCode.USAGE_ERROR)
     # --inventory may be owned by pytest-ansible; --preflight-inventory always exists.

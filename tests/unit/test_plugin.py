@@ -347,6 +347,22 @@ def test_console_script_without_arguments_prints_usage(pytester):
     assert not (pytester.path / "reports").exists()
 
 
+def test_console_script_runs_a_local_job_check_and_says_its_version(pytester):
+    """README: `preflight` is the same run as pytest; `--job F --job-local` was refused by it, and
+    `--version` printed only pytest's."""
+    from preflight import __version__
+    from tests.unit.job_files import hf_model, verl_script
+
+    hf = hf_model(pytester.path / "Qwen2-7B")
+    (pytester.path / "run.sh").write_text(verl_script(model=str(hf), bucket=512, train=str(hf / "config.json")))
+    result = _cli(pytester, "--job", "run.sh", "--job-local")
+    assert result.ret == 1 and "usage: preflight" not in output(result), output(result)
+    doc = load(pytester.path / "reports" / "preflight.json")
+    assert {r["check"] for r in doc["results"]} and all(r["check"].startswith("job.") for r in doc["results"])
+    version = _cli(pytester, "--version")
+    assert version.ret == 0 and f"ascend-preflight {__version__}" in output(version)
+
+
 # ------------------------------------------------------------------------------ extra: a dead host
 
 
