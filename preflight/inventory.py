@@ -318,6 +318,11 @@ FREE_FORM_MAX_VALUES = 10_000
 def _free_mapping(value: Any) -> dict:
     if not isinstance(value, dict):
         raise _Invalid(f"must be a mapping, not {_type_name(value)}")
+    return _bounded(value)
+
+
+def _bounded(value: Any) -> Any:
+    """``value``, if it holds at most FREE_FORM_MAX_VALUES values with its aliases written out."""
     count, stack = 0, [value]
     while stack:
         item = stack.pop()
@@ -953,7 +958,11 @@ def _ansible_vars(doc: _Doc, node: yaml.Node | None, path: str) -> _AnsibleVars:
         elif key in KEYS and KEYS[key].kind == VAR:
             out.raw[key] = (2, {}, {key: _validate(doc, KEYS[key], key, vnode, kpath)})
         else:  # any other variable: kept as is (Ansible inventories carry arbitrary vars)
-            out.raw[key] = (2, {}, {key: doc.value(vnode, kpath)})
+            try:
+                value = _bounded(doc.value(vnode, kpath))
+            except _Invalid as e:
+                raise doc.error(vnode, kpath, e.message) from None
+            out.raw[key] = (2, {}, {key: value})
     return out
 
 

@@ -1279,6 +1279,18 @@ def test_alias_bomb_is_refused_cheaply(tmp_path):
     assert inv.hosts[0].vars["tags"] == {"a": (1, 2), "b": (1, 2), "c": (1, 2)}
 
 
+def test_alias_bomb_in_an_ansible_variable_is_refused_cheaply(tmp_path):
+    """Ansible inventories keep arbitrary vars as written: the same bound as native tags (a bomb
+    under all.vars wrote a 297 MB --facts-out in 35 s; one level more, 3 GB)."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 12):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
+    text = ("all:\n  vars:\n" + "\n".join("    " + line for line in lines)
+            + "\n  hosts:\n    localhost: {ansible_connection: local}\n")
+    e = error(tmp_path, text)
+    assert where(e) == (6, "all.vars.a3") and "more than 10000 values" in e.message
+
+
 # ========================================================================= found by review
 
 
