@@ -784,6 +784,15 @@ def _load_native(doc: _Doc, top: dict[str, tuple[yaml.Node, yaml.Node]]) -> tupl
                        f"of the same length, or leave address out")
             raise doc.error(nodes["address"], _join(path, "address"), msg)
         host_groups: tuple[str, ...] = fields.get("groups") or ()
+        for g in host_groups:
+            # A group named nowhere is a label (a role: head, worker); one a letter away from a
+            # defined group or a role is a typo that would drop its settings without a word.
+            known = [*groups, "head", "worker"]
+            close = difflib.get_close_matches(g, known, n=1, cutoff=0.8) if g not in known else []
+            if close:
+                raise doc.error(nodes["groups"], _join(path, "groups"),
+                                f"group {g!r} is neither defined under groups: nor a role (did you mean "
+                                f"{close[0]!r}?); its settings would not apply")
         level = _Level()
         for key, value in fields.items():
             spec = KEYS[key]

@@ -1318,3 +1318,15 @@ def test_a_bare_number_is_not_a_host_name(tmp_path, value):
     # getaddrinfo reads "12345" as 0.0.48.57 and "0x7f000001" as 127.0.0.1.
     e = error(tmp_path, f'hosts:\n  - {{name: n1, address: "{value}"}}\n')
     assert where(e) == (2, "hosts[0].address") and "bare number" in e.message
+
+
+@pytest.mark.parametrize("named, meant", [("workers", "worker"), ("heads", "head"), ("trainer", "trainers")])
+def test_a_group_one_letter_off_a_defined_group_or_role_is_an_error(tmp_path, named, meant):
+    """`groups: [workers]` with `worker` defined silently dropped npus_per_node and chip from the
+    host (their checks then skipped); a label unlike any group or role is still a label."""
+    text = (f"groups:\n  worker: {{npus_per_node: 8}}\n  trainers: {{chip: 910B3}}\n"
+            f"hosts:\n  - {{name: n1, groups: [{named}]}}\n")
+    e = error(tmp_path, text)
+    assert where(e) == (5, "hosts[0].groups") and f"did you mean {meant!r}?" in e.message
+    inv = load(tmp_path, "groups:\n  worker: {npus_per_node: 8}\nhosts:\n  - {name: n1, groups: [rack7, head]}\n")
+    assert inv.hosts[0].groups == ("rack7", "head")
