@@ -967,6 +967,10 @@ def _ansible_vars(doc: _Doc, node: yaml.Node | None, path: str) -> _AnsibleVars:
         elif key in KEYS and KEYS[key].kind == VAR:
             out.raw[key] = (2, {}, {key: _validate(doc, KEYS[key], key, vnode, kpath)})
         else:  # any other variable: kept as is (Ansible inventories carry arbitrary vars)
+            ours = [k for k, spec in KEYS.items() if spec.kind == VAR]
+            close = difflib.get_close_matches(key, ours, n=1, cutoff=0.85)
+            if close:  # a near miss of one of ours is a typo that would drop that setting
+                raise doc.error(vnode, kpath, f"unknown variable {key!r} (did you mean {close[0]!r}?)")
             try:
                 value = _bounded(doc.value(vnode, kpath))
             except _Invalid as e:

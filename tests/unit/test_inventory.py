@@ -1330,3 +1330,11 @@ def test_a_group_one_letter_off_a_defined_group_or_role_is_an_error(tmp_path, na
     assert where(e) == (5, "hosts[0].groups") and f"did you mean {meant!r}?" in e.message
     inv = load(tmp_path, "groups:\n  worker: {npus_per_node: 8}\nhosts:\n  - {name: n1, groups: [rack7, head]}\n")
     assert inv.hosts[0].groups == ("rack7", "head")
+
+
+def test_an_ansible_variable_a_letter_off_one_of_ours_is_an_error(tmp_path):
+    text = "all:\n  hosts:\n    n1:\n      npu_per_node: 8\n      deploy_env: prod\n"
+    e = error(tmp_path, text)
+    assert e.key.endswith("npu_per_node") and "did you mean 'npus_per_node'?" in e.message
+    inv = load(tmp_path, "all:\n  hosts:\n    n1:\n      npus_per_node: 8\n      deploy_env: prod\n")
+    assert inv.hosts[0].vars["deploy_env"] == "prod"
