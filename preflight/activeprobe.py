@@ -142,8 +142,9 @@ made=()
 cleanup() { for f in "${made[@]}"; do rm -f -- "$f"; done; }
 trap cleanup EXIT HUP INT TERM
 for d in "$@"; do
-  if [ ! -d "$d" ]; then echo "absent $d"
-  elif : > "$d/$m" 2>/dev/null; then made+=("$d/$m"); echo "written $d"
+  p=$d; case $p in "~"|"~/"*) p=$HOME${p#"~"} ;; esac  # as the job's shell would expand it
+  if [ ! -d "$p" ]; then echo "absent $d"
+  elif : > "$p/$m" 2>/dev/null; then made+=("$p/$m"); echo "written $d"
   else echo "unwritable $d"; fi
 done
 echo READY
@@ -153,10 +154,11 @@ read -r _ || true
 _MARKER_READER = r"""
 m=$1; shift
 for d in "$@"; do
-  if [ ! -d "$d" ]; then echo "absent $d"
-  elif [ -e "$d/$m" ]; then echo "seen $d"
+  p=$d; case $p in "~"|"~/"*) p=$HOME${p#"~"} ;; esac
+  if [ ! -d "$p" ]; then echo "absent $d"
+  elif [ -e "$p/$m" ]; then echo "seen $d"
   else
-    meta=$(cd "$d" 2>/dev/null && ls -d common.pt .metadata metadata.json latest_checkpointed_iteration.txt 2>/dev/null | tr '\n' ',')
+    meta=$(cd "$p" 2>/dev/null && ls -d common.pt .metadata metadata.json latest_checkpointed_iteration.txt 2>/dev/null | tr '\n' ',')
     echo "missing $d ${meta:--}"
   fi
 done

@@ -807,3 +807,31 @@ def test_commands_stay_under_the_one_argument_cap_at_thousands_of_hosts(tmp_path
                           text=True, timeout=120, env={"PATH": f"{bindir}:/usr/bin:/bin"})
     assert sorted(line.split()[1] for line in done.stdout.splitlines()) == sorted(h.name for h in hosts[:300])
     assert {line.split()[0] for line in done.stdout.splitlines()} == {"ok"}
+
+
+def test_a_home_relative_path_is_expanded_as_the_jobs_shell_would(tmp_path):
+    """checkpoint_dir: ~/ckpt read as "does not exist" (the probe quotes paths, so no shell
+    expanded the tilde); the shared-storage markers likewise. Reports keep the path as written."""
+    import subprocess
+
+    from preflight.activeprobe import _MARKER_READER, _MARKER_WRITER
+    from preflight.nodefacts import CHECKPOINT
+    from preflight.parsers.versions import parse_checkpoint
+
+    (tmp_path / "ckpt").mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PF_CHECKPOINT_DIR": "~/ckpt"}
+    state = parse_checkpoint(subprocess.run(["bash", "-c", CHECKPOINT], env=env, capture_output=True, text=True,
+                                            timeout=30).stdout)
+    assert (state.path, state.exists, state.is_dir, state.writable) == ("~/ckpt", True, True, True)
+    writer = subprocess.Popen(["bash", "-c", _MARKER_WRITER, "x", "pf-mark", "~/ckpt", "~/none"], env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert [writer.stdout.readline() for _ in range(3)] == ["written ~/ckpt\n", "absent ~/none\n", "READY\n"]
+        assert (tmp_path / "ckpt" / "pf-mark").exists()
+        read = subprocess.run(["bash", "-c", _MARKER_READER, "x", "pf-mark", "~/ckpt"], env=env, capture_output=True,
+                              text=True, timeout=30).stdout
+        assert read == "seen ~/ckpt\n"
+    finally:
+        writer.stdin.close()
+        writer.wait(30)
+    assert not (tmp_path / "ckpt" / "pf-mark").exists()
