@@ -64,7 +64,7 @@ def test_every_probe_command_is_read_only(name, script):
                 raise AssertionError(f"{name} contains {what}: {found.group(0)!r}")
     writes = _redirections_to_files(script)
     if name == "activeprobe._MARKER_WRITER":
-        assert writes == ['> "$d/$m"'], writes  # its own marker file, removed on exit
+        assert writes == ['> "$p/$m"'], writes  # its own marker file, removed on exit
     else:
         assert writes == [], f"{name} writes to a file: {writes}"
 
