@@ -183,7 +183,7 @@ for pair in "$@"; do
   esac
   # sudo's other refusals (requiretty, hccn_tool off secure_path, no sudoers rule): not a ping result.
   if [ -n "$PF_SUDO" ] && [ "$rc" = 1 ]; then
-    why=$(printf '%s\n' "$out" | grep -m1 -E '^(sudo: |sorry, you must have a tty|Sorry, user )')
+    why=$(printf '%s\n' "$out" | grep -m1 -E '^(sudo: .*(command not found|not in the sudoers|is not allowed to)|sorry, you must have a tty|Sorry, user .* is not allowed to execute)')
     if [ -n "$why" ]; then echo "$d $ip skipped sudo -n refused hccn_tool: $why"; continue; fi
   fi
   s=; [[ $out =~ [0-9]+\ packets\ transmitted,\ [0-9]+\ received ]] && s=${BASH_REMATCH[0]}

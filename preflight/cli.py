@@ -24,9 +24,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ascend-preflight {__version__} (pytest {pytest.__version__})")
         return 0
     # What makes a run: an inventory, saved facts, or a job read on this machine (--job-local).
-    if not any(a in ("--inventory", "--preflight-inventory", "--facts-in", "--job-local") or
-               a.startswith(("--inventory=", "--preflight-inventory=", "--facts-in="))
-               or a in ("-h", "--help") for a in args):
+    local_job = "--job-local" in args and any(a == "--job" or a.startswith("--job=") for a in args)
+    if not local_job and not any(a in ("--inventory", "--preflight-inventory", "--facts-in") or
+                                 a.startswith(("--inventory=", "--preflight-inventory=", "--facts-in="))
+                                 or a in ("-h", "--help") for a in args):
         print("usage: preflight --inventory hosts.yaml [--report-dir DIR] [pytest options]\n"
               "       preflight --facts-in facts.json   (re-check saved facts, no network)\n"
               "       preflight --job run.sh --job-local (check a job on this machine)\n"

@@ -170,8 +170,11 @@ def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: 
 
 # sudo's own refusals (the probe runs in the C locale): requiretty, a tool off secure_path, a
 # sudoers rule that does not cover the command.
-_SUDO_REFUSED = re.compile(r"^(?:sudo: .*|sorry, you must have a tty to run sudo.*|Sorry, user \S+ is not allowed "
-                           r"to execute .*)$", re.M)
+# Only refusals: sudo also warns on calls that then run ("sudo: unable to resolve host X",
+# "sudo: setrlimit(RLIMIT_CORE): ..." in containers).
+_SUDO_REFUSED = re.compile(r"^(?:sudo: .*(?:command not found|not in the sudoers|is not allowed to|a password is "
+                           r"required|a terminal is required).*|sorry, you must have a tty to run sudo.*|Sorry, user "
+                           r"\S+ is not allowed to execute .*)$", re.M)
 
 
 # What an operator does about a fact that could not be read, by the reason _why_unusable (or the

@@ -173,7 +173,7 @@ def run_command(bash, command, env, timeout, read):
         for f in kept:
             if not f.closed:
                 f.close()
-        if proc.returncode is None:
+        if proc.returncode is None and not killed:  # a killed one was given its REAP_SECONDS already
             _kill_group(proc.pid, signal.SIGKILL)
             _reap(proc)
         with _live_lock:

@@ -349,7 +349,8 @@ def pytest_sessionfinish(session, exitstatus):
     result = yield  # pytest-html writes preflight.html in here
     if run is not None:
         run.point_latest()
-        if run.no_report and session.config.option.htmlpath == os.path.join(run.run_dir, "preflight.html"):
+        ours = os.path.join(run.run_dir, "preflight.html")
+        if run.no_report and getattr(session.config.option, "htmlpath", None) == ours:
             shutil.rmtree(run.run_dir, ignore_errors=True)  # ours, of nothing: as for the other reports
     return result
 

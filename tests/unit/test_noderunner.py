@@ -106,6 +106,9 @@ def test_a_command_that_cannot_die_does_not_hold_the_runner(monkeypatch):
 
     monkeypatch.setattr(noderunner, "_kill_group", kill_group)
     monkeypatch.setattr(noderunner, "REAP_SECONDS", 1)
+    reaps = []
+    real_reap = noderunner._reap
+    monkeypatch.setattr(noderunner, "_reap", lambda proc: (reaps.append(proc.pid), real_reap(proc)))
     m = marker()
     t0 = time.monotonic()
     try:
@@ -115,6 +118,7 @@ def test_a_command_that_cannot_die_does_not_hold_the_runner(monkeypatch):
         for pid in set(survivors):
             real_kill(pid, signal.SIGKILL)
     assert rc == 137 and ms >= 2900 and survivors
+    assert len(reaps) == 1  # waited for once, not again on the way out
     assert took < 20  # the sleep is 100 s: bounded by the timeout, SIGTERM's grace and two short reaps
     assert _gone(m)
 

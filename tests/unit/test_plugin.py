@@ -363,6 +363,17 @@ def test_console_script_runs_a_local_job_check_and_says_its_version(pytester):
     assert version.ret == 0 and f"ascend-preflight {__version__}" in output(version)
 
 
+def test_console_script_job_local_needs_a_job_and_no_html_plugin_is_fine(pytester, inv):
+    """`preflight --job-local` alone ran the current directory's own tests; with pytest-html
+    disabled, a run that judged nothing crashed looking for its page."""
+    pytester.makepyfile(test_user="def test_user():\n    print('USER TEST RAN')\n")
+    result = _cli(pytester, "--job-local")
+    assert result.ret == 4 and "usage: preflight" in output(result) and "USER TEST RAN" not in output(result)
+    for extra in (["--collect-only"], ["-k", "no_such_check"]):
+        result = run(pytester, "-p", "no:html", "--inventory", str(inv), *extra)
+        assert "INTERNALERROR" not in output(result) and "no report written" in output(result), output(result)
+
+
 # ------------------------------------------------------------------------------ extra: a dead host
 
 

@@ -542,6 +542,21 @@ def test_any_sudo_refusal_is_not_read_as_the_tools_answer(tmp_path, refusal):
     assert "sudoers" in remedy_for_unevaluated(str(value))
 
 
+def test_a_sudo_warning_before_the_tools_answer_is_not_a_refusal(tmp_path):
+    """sudo warns and runs ("unable to resolve host", "setrlimit" in containers): hccn_tool's own
+    exit 1 (an NPU without an address) stays its answer."""
+    from preflight.facts import FACTS, HostFacts
+
+    env = _fake_sudo(tmp_path, 'echo "sudo: unable to resolve host node-07: Name or service not known" >&2; '
+                               'echo "sudo: setrlimit(RLIMIT_CORE): Operation not permitted" >&2; exit 1\n')
+    nonce = new_nonce()
+    script = build_script([FACTS["hccn.ip"].probe_command()], nonce, 5, params={"PF_SUDO": "1"})
+    proc = subprocess.run(["bash", "-c", script.replace("PF_DEVS=$(", "PF_DEVS=0 #$(")], capture_output=True,
+                          env=env, timeout=30)
+    facts = HostFacts(host="n1", raw=parse_probe_output(proc.stdout, nonce).outputs)
+    assert list(facts.per_device("hccn.ip").values()) == [None]  # no device IP: hccn.device_ip's finding
+
+
 @pytest.mark.parametrize("sudo_body, want", [
     ('echo "sudo $*" >> "$HOME/sudo.log"; shift; shift; exec "$@"\n', "rc=0 3 packets transmitted, 3 received"),
     ('echo "sudo: a password is required" >&2; exit 1\n', "skipped sudo -n needs a password for hccn_tool"),
