@@ -193,27 +193,37 @@ def test_hccl_ports(host, facts, cluster, verdict):
         return
     reachable = cluster.reachable()
     names = [h.name for h, _ in reachable]
-    if host.name in names:
-        # Only this host's peer in the ring (the next reachable host): the whole ring per host is N x N.
-        peer, peer_facts = reachable[(names.index(host.name) + 1) % len(reachable)]
-        if not hccl_ports_of(peer, peer_facts)[1]:  # phase two connects to nothing there
-            verdict.skipped(message=f"{peer.name} lets the OS pick HCCL's host ports "
-                                    f"(HCCL_HOST_SOCKET_PORT_RANGE=auto): no fixed port to probe")
-            return
+    if host.name not in names:
+        verdict.error(message=f"not evaluated: {host.name} was not reached")
+        return
+    # Only this host's peer in the ring (the next reachable host): the whole ring per host is N x N.
+    peer, peer_facts = reachable[(names.index(host.name) + 1) % len(reachable)]
+    if not hccl_ports_of(peer, peer_facts)[1]:  # phase two connects to nothing there
+        verdict.skipped(message=f"{peer.name} lets the OS pick HCCL's host ports "
+                                f"(HCCL_HOST_SOCKET_PORT_RANGE=auto): no fixed port to probe")
+        return
     probes = _probes(verdict, facts, "tcp.hccl", host.name)
     if probes is None:
         return
-    # The probes only go to reachable hosts (reversed: the first one wins); where HCCL listens
-    # (HCCL_IF_IP, ...) wins over the inventory address.
-    ordered = list(reversed(cluster.reachable()))
-    target = {h.address: (h.name, "") for h, _ in ordered}
-    for h, h_facts in ordered:
-        address, why = hccl_endpoint(h, h_facts)
-        target[address] = (h.name, "" if address == h.address else f" ({why})")
+    address, why = hccl_endpoint(peer, peer_facts)
+    why = "" if address == peer.address else f" ({why})"
+    interfaces = facts.optional("net.interfaces", {})
+    own = {a.split("/")[0] for iface in interfaces.values() for a in iface.addresses}
     for probe in probes:
-        peer, why = target.get(probe.address, (probe.address, ""))
-        judge_tcp(verdict, probe, f"{host.name} -> {peer} HCCL port {probe.port} at {probe.address}{why}",
-                  f"{peer}:{probe.port}")
+        path = f"{host.name} -> {peer.name} HCCL port {probe.port} at {probe.address}{why}"
+        if probe.address in own:
+            # Both nodes' HCCL sockets on one address (a docker bridge's 172.18.0.1 on every
+            # node, picked by HCCL itself): the connect reached this node's own listener.
+            verdict.failed(f"{peer.name}:{probe.port}",
+                           observed=f"{path}: {probe.address} is also an address of {host.name}, so the "
+                                    f"connect reached {host.name} itself; HCCL on the two nodes binds the "
+                                    f"same address and cannot reach the other there",
+                           expected=f"an address of {peer.name}'s own, reachable from {host.name}",
+                           remedy="Set HCCL_SOCKET_IFNAME (or HCCL_IF_IP) on every node to the NIC of the "
+                                  "network the nodes share, e.g. HCCL_SOCKET_IFNAME==enp189s0f0 (declare it "
+                                  "under env: in the inventory if the launch script sets it).")
+            continue
+        judge_tcp(verdict, probe, path, f"{peer.name}:{probe.port}")
 
 
 # -- launcher SSH ----------------------------------------------------------------------------

@@ -634,7 +634,10 @@ def ray_plan(cluster) -> dict[str, list[tuple]]:
     head = heads[0]
     workers = [h for h, _ in cluster.reachable() if h.name != head.name]
     plan = {w.name: _ray_ports(head, DEFAULT_RAY_PORTS) for w in workers}
-    for before, worker in zip([head] + workers, workers):
+    # The controller's own local entry is no Ray node another one reaches (its address may be
+    # localhost: a probe there would reach the prober itself).
+    ranged = [w for w in workers if w.connection != "local"]
+    for before, worker in zip([head] + ranged, ranged):
         plan.setdefault(before.name, []).extend(_ray_ports(worker, RAY_WORKER_PORTS))
     return plan
 

@@ -835,3 +835,24 @@ def test_a_home_relative_path_is_expanded_as_the_jobs_shell_would(tmp_path):
         writer.stdin.close()
         writer.wait(30)
     assert not (tmp_path / "ckpt" / "pf-mark").exists()
+
+
+def test_an_hccl_address_every_node_shares_is_a_failure_not_a_connect_to_itself():
+    """A docker bridge (172.18.0.1 on every node) that HCCL picks itself: node-01's probe of
+    node-02 there reached node-01's own listener and passed, naming node-01 as the peer."""
+    import json
+
+    from tests.factsets import IFACES, healthy_raw
+
+    bridge = [{"ifname": "br-1a2b", "flags": ["UP", "LOWER_UP"], "operstate": "UP",
+               "addr_info": [{"family": "inet", "local": "172.18.0.1", "prefixlen": 16}]}]
+    hosts, cl = _cluster({})
+    for h in hosts:
+        raw = healthy_raw(env={"HCCL_SOCKET_IFNAME": None}, interfaces=IFACES + bridge)
+        cl.facts[h.name] = make_facts(h.name, raw=raw)
+    cl.facts["node-01"].raw["tcp.hccl"] = out("open 172.18.0.1 60000 temporary\nopen 172.18.0.1 60015 temporary\n")
+    assert json.loads(cl.facts["node-01"].raw["net.interfaces"].stdout)[-1]["ifname"] == "br-1a2b"
+    results = run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert [(r.subject, r.outcome) for r in results] == [("node-02:60000", "failed"), ("node-02:60015", "failed")]
+    assert "172.18.0.1 is also an address of node-01, so the connect reached node-01 itself" in results[0].observed
+    assert "HCCL_SOCKET_IFNAME" in results[0].remedy
