@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import math
 import shlex
 import threading
 import time
@@ -142,7 +143,7 @@ made=()
 cleanup() { for f in "${made[@]}"; do rm -f -- "$f"; done; }
 trap cleanup EXIT HUP INT TERM
 for d in "$@"; do
-  p=$d; case $p in "~"|"~/"*) p=$HOME${p#"~"} ;; esac  # as the job's shell would expand it
+  p=$d; case $p in "~") p=~ ;; "~/"*) p=~/${p#"~/"} ;; esac  # as the job's shell would expand it ($HOME, else passwd)
   if [ ! -d "$p" ]; then echo "absent $d"
   elif : > "$p/$m" 2>/dev/null; then made+=("$p/$m"); echo "written $d"
   else echo "unwritable $d"; fi
@@ -154,7 +155,7 @@ read -r _ || true
 _MARKER_READER = r"""
 m=$1; shift
 for d in "$@"; do
-  p=$d; case $p in "~"|"~/"*) p=$HOME${p#"~"} ;; esac
+  p=$d; case $p in "~") p=~ ;; "~/"*) p=~/${p#"~/"} ;; esac
   if [ ! -d "$p" ]; then echo "absent $d"
   elif [ -e "$p/$m" ]; then echo "seen $d"
   else
@@ -407,7 +408,7 @@ class PhaseTwo:
                        for h in launcher_targets(self.cluster, launcher)]
             if not targets:
                 return None
-            timeout = int(self.settings.connect_timeout)
+            timeout = whole_seconds(self.settings.connect_timeout)
             command = ("bash -c " + shlex.quote(_LAUNCHER_SSH) + f" preflight {timeout} {LAUNCHER_PARALLEL} "
                        + shlex.quote(packed(" ".join(targets))))
             rounds = -(-len(targets) // LAUNCHER_PARALLEL)
@@ -467,7 +468,7 @@ class PhaseTwo:
 
             def work(host):
                 # `timeout`: a hung mount must not leave the reader behind (sshd does not signal it).
-                out = self.run(host, f"timeout -k 2 {int(self.settings.command_timeout)} bash -c "
+                out = self.run(host, f"timeout -k 2 {whole_seconds(self.settings.command_timeout)} bash -c "
                                + shlex.quote(_MARKER_READER) + f" preflight {marker} {quoted}",
                                self.settings.command_timeout)
                 out.stdout = f"from {writer.name}\n" + out.stdout
@@ -553,6 +554,11 @@ class PhaseTwo:
 def _ping_run_timeout(pairs: int) -> float:
     """A ping run's limit: each pair's hccn_tool is cut at PING_TIMEOUT by ``timeout``."""
     return (PING_TIMEOUT + 1) * pairs + PING_SLACK
+
+
+def whole_seconds(seconds: float) -> int:
+    """A limit for `timeout` or ConnectTimeout: whole seconds, never 0 (which means none)."""
+    return max(1, math.ceil(seconds))
 
 
 def _reachable(cluster, host) -> bool:

@@ -168,7 +168,7 @@ fi
 # nftables-native rules (nftables.service, the nftables backend of firewalld) are not in iptables -S:
 # the input-hook chains' policies, and their rules that drop or reject.
 if command -v nft >/dev/null 2>&1; then
-  if r=$(timeout 5 nft list ruleset 2>&1); then any=1; printf '%s\n' "$r" | awk '
+  if r=$(timeout 5 nft list ruleset 2>&1); then any=1; echo 'nft_read='; printf '%s\n' "$r" | awk '
     $1 == "table" { fam = $2; tbl = $3; next }
     $1 == "chain" { ch = $2; inp = 0; next }
     $1 == "}" { inp = 0; next }
@@ -187,7 +187,7 @@ CHECKPOINT = r"""
 d=$PF_CHECKPOINT_DIR
 if [ -z "$d" ]; then echo unset; exit 0; fi
 printf 'path=%s\n' "$d"
-case $d in "~"|"~/"*) d=$HOME${d#"~"} ;; esac  # as the job's shell would expand it
+case $d in "~") d=~ ;; "~/"*) d=~/${d#"~/"} ;; esac  # as the job's shell would expand it ($HOME, else passwd)
 [ -e "$d" ] && echo exists=1 || echo exists=0
 [ -d "$d" ] && echo dir=1 || echo dir=0
 [ -w "$d" ] && echo writable=1 || echo writable=0

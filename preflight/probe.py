@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import math
 import re
 import secrets
 import shlex
@@ -148,7 +149,7 @@ def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP,
     # The leading newline ends whatever a login banner printed without one.
     lines.append('printf \'\\n%s B probe.devices\\n%s O %s\\n%s R 0 0\\n%s E \\n\' "$PF" "$PF" '
                  '"$(echo $PF_DEVS | base64 -w 0)" "$PF" "$PF"')
-    t = f"{max(1, int(timeout))}"
+    t = f"{max(1, math.ceil(timeout))}"  # whole seconds, never 0 (no limit for `timeout`)
 
     def text(cmd) -> str:
         return cmd.command if cmd.keep_locale else C_LOCALE + cmd.command

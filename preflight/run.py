@@ -562,9 +562,14 @@ def _check_output_paths(report_dir: str, facts_out: str | None) -> None:
     if not os.access(report_dir, os.W_OK | os.X_OK):
         raise pytest.UsageError(f"--report-dir {report_dir}: not writable")
     if facts_out:
-        parent = os.path.dirname(os.path.abspath(facts_out))
         if os.path.isdir(facts_out):
             raise pytest.UsageError(f"--facts-out {facts_out}: is a directory; give a file name")
+        if os.path.exists(facts_out) and not os.path.isfile(facts_out):
+            raise pytest.UsageError(f"--facts-out {facts_out}: not a regular file (it is replaced, not written "
+                                    f"into)")
+        parent = os.path.dirname(os.path.abspath(facts_out))
+        while not os.path.exists(parent):  # folders still to be made: the first one that exists decides
+            parent = os.path.dirname(parent)
         if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
             raise pytest.UsageError(f"--facts-out {facts_out}: {parent} is not a writable directory")
 
@@ -667,9 +672,13 @@ def _save_facts(path: str, hosts, inventory_path: str, facts: dict[str, HostFact
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     # 0600 and whole or not at all: it holds every node's outputs.
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=1)
-    os.replace(tmp, path)
+    try:
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1, default=str)  # a YAML date in Ansible vars is written as text
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def _read_facts_file(path: str) -> dict:

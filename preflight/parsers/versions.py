@@ -450,6 +450,8 @@ def parse_firewall(text: str) -> FirewallState:
         elif key == "nft_unreadable":
             seen = True
             unreadable.append(f"nft list ruleset: {value or 'failed'}")
+        elif key == "nft_read":
+            seen = True
         elif key == "nft":
             seen = True
             nft.append(value.split(" ", 4))
@@ -481,6 +483,8 @@ def _nft_findings(entries, iptables_read: bool, firewalld_running: bool) -> tupl
             continue  # firewalld's own table: firewalld is reported running
         if (family, table, chain) == ("ip", "filter", "INPUT") and iptables_read:
             continue  # iptables-nft's INPUT chain: iptables -S INPUT has it already
+        if family == "ip6":
+            continue  # IPv6 only (ip6tables' hardening): every probe and HCCL/Ray link here is IPv4
         where = f"nftables chain {family} {table} {chain}"
         if kind == "policy" and rest in ("drop", "reject"):
             found.append(f"{where} policy is {rest}")

@@ -835,6 +835,13 @@ def test_a_home_relative_path_is_expanded_as_the_jobs_shell_would(tmp_path):
         writer.stdin.close()
         writer.wait(30)
     assert not (tmp_path / "ckpt" / "pf-mark").exists()
+    # $HOME unset: the home directory from the passwd entry, as bash's own ~ does.
+    home = os.path.expanduser("~")
+    del env["HOME"]
+    env["PF_CHECKPOINT_DIR"] = "~"
+    state = parse_checkpoint(subprocess.run(["bash", "-c", CHECKPOINT], env=env, capture_output=True, text=True,
+                                            timeout=30).stdout)
+    assert state.exists == os.path.isdir(home) and state.path == "~"
 
 
 def test_an_hccl_address_every_node_shares_is_a_failure_not_a_connect_to_itself():
@@ -856,3 +863,13 @@ def test_an_hccl_address_every_node_shares_is_a_failure_not_a_connect_to_itself(
     assert [(r.subject, r.outcome) for r in results] == [("node-02:60000", "failed"), ("node-02:60015", "failed")]
     assert "172.18.0.1 is also an address of node-01, so the connect reached node-01 itself" in results[0].observed
     assert "HCCL_SOCKET_IFNAME" in results[0].remedy
+
+
+def test_sub_second_limits_round_up_never_to_zero():
+    """--connect-timeout 0.5 passes the option check; `timeout 0` and ConnectTimeout=0 mean no
+    limit at all."""
+    from preflight.activeprobe import whole_seconds
+    from preflight.probe import build_script, new_nonce, ProbeCommand
+
+    assert [whole_seconds(s) for s in (0.2, 1, 1.5, 10)] == [1, 1, 2, 10]
+    assert "pf_run x x 1 " in build_script([ProbeCommand("x", "true")], new_nonce(), 0.5, runner="bash")

@@ -704,6 +704,10 @@ def test_firewall_reads_nftables_input_chains():
         "nftables chain ip filter INPUT rule `counter packets 0 bytes 0 drop`")
     firewalld = "firewalld=running\nnft=inet firewalld filter_INPUT rule reject with icmpx admin-prohibited\n"
     assert pv.parse_firewall(firewalld).active == ["firewalld is running"]
+    # nft read, nothing else there (a container without iptables): a state, not "no state lines".
+    assert pv.parse_firewall("nft_read=\n").active == []
+    # IPv6-only hardening (ip6tables-nft's INPUT drop) is not a finding: every link here is IPv4.
+    assert pv.parse_firewall("nft_read=\nnft=ip6 filter INPUT policy drop\n").active == []
     accepting = pv.parse_firewall("iptables=-P INPUT ACCEPT\nnft=inet filter input policy accept\n")
     assert accepting.active == [] and accepting.nft_input_chains == 1
     hosts = [make_host("node-01"), make_host("node-02")]

@@ -594,7 +594,10 @@ def test_a_bad_number_is_a_usage_error(pytester, inv, option, value, words):
 
 def test_an_unusable_output_path_is_a_usage_error_before_gathering(pytester, inv):
     (pytester.path / "afile").write_text("x")
+    ok = run(pytester, "--inventory", str(inv), "-k", "reachable", "--facts-out", "new/sub/facts.json")
+    assert ok.ret == 0 and (pytester.path / "new" / "sub" / "facts.json").is_file()  # folders made, as before
     for args, words in ((["--report-dir", "afile"], "--report-dir afile: exists and is not a directory"),
+                        (["--facts-out", "/dev/null"], "not a regular file"),
                         (["--facts-out", "afile/facts.json"], "is not a writable directory"),
                         (["--facts-out", str(pytester.path)], "is a directory")):
         result = run(pytester, "--inventory", str(inv), *args)
