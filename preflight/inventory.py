@@ -532,6 +532,32 @@ def _join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
+def _typo_of(name: str, meant: str, plurals: bool = False) -> bool:
+    """``name`` is ``meant`` mistyped: another case, a plural (when ``plurals``), or one letter
+    added, dropped, changed or swapped inside the word.  Not a different last or first letter, nor
+    a different number: rack1 next to rack2 or rack01, pod-a next to pod-b, python3 next to python
+    are names of their own."""
+    if name == meant:
+        return False
+    if name.lower() == meant.lower() or (plurals and (name + "s" == meant or meant + "s" == name)):
+        return True
+    if name[:1] != meant[:1] or name[-1:] != meant[-1:]:
+        return False
+    a, b = (name, meant) if len(name) <= len(meant) else (meant, name)
+    if len(b) - len(a) > 1:
+        return False
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    if b[i].isdigit() or (i < len(a) and a[i].isdigit()):
+        return False  # numbers differ (rack01 and rack1, gpu12 and gpu13): other names
+    if len(a) == len(b):
+        rest_a, rest_b = a[i + 1:], b[i + 1:]
+        swapped = i + 1 < len(a) and a[i] == b[i + 1] and a[i + 1] == b[i] and a[i + 2:] == b[i + 2:]
+        return rest_a == rest_b or swapped
+    return a[i:] == b[i + 1:]
+
+
 def _suggest(key: str, candidates: list[str]) -> str:
     close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
     if close:
@@ -785,10 +811,10 @@ def _load_native(doc: _Doc, top: dict[str, tuple[yaml.Node, yaml.Node]]) -> tupl
             raise doc.error(nodes["address"], _join(path, "address"), msg)
         host_groups: tuple[str, ...] = fields.get("groups") or ()
         for g in host_groups:
-            # A group named nowhere is a label (a role: head, worker); one a letter away from a
-            # defined group or a role is a typo that would drop its settings without a word.
+            # A group named nowhere is a label (a role: head, worker); one a typo away from a
+            # defined group or a role would drop its settings without a word.
             known = [*groups, "head", "worker"]
-            close = difflib.get_close_matches(g, known, n=1, cutoff=0.8) if g not in known else []
+            close = [k for k in known if g not in known and _typo_of(g, k, plurals=True)]
             if close:
                 raise doc.error(nodes["groups"], _join(path, "groups"),
                                 f"group {g!r} is neither defined under groups: nor a role (did you mean "
@@ -967,8 +993,7 @@ def _ansible_vars(doc: _Doc, node: yaml.Node | None, path: str) -> _AnsibleVars:
         elif key in KEYS and KEYS[key].kind == VAR:
             out.raw[key] = (2, {}, {key: _validate(doc, KEYS[key], key, vnode, kpath)})
         else:  # any other variable: kept as is (Ansible inventories carry arbitrary vars)
-            ours = [k for k, spec in KEYS.items() if spec.kind == VAR]
-            close = difflib.get_close_matches(key, ours, n=1, cutoff=0.85)
+            close = [k for k, spec in KEYS.items() if spec.kind == VAR and _typo_of(key, k)]
             if close:  # a near miss of one of ours is a typo that would drop that setting
                 raise doc.error(vnode, kpath, f"unknown variable {key!r} (did you mean {close[0]!r}?)")
             try:

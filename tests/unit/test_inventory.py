@@ -1330,11 +1330,16 @@ def test_a_group_one_letter_off_a_defined_group_or_role_is_an_error(tmp_path, na
     assert where(e) == (5, "hosts[0].groups") and f"did you mean {meant!r}?" in e.message
     inv = load(tmp_path, "groups:\n  worker: {npus_per_node: 8}\nhosts:\n  - {name: n1, groups: [rack7, head]}\n")
     assert inv.hosts[0].groups == ("rack7", "head")
+    # Numbered or lettered labels beside a defined one are names of their own, not typos.
+    inv = load(tmp_path, "groups:\n  rack1: {chip: 910B3}\n  pod-a: {npus_per_node: 8}\n"
+                         "hosts:\n  - {name: n1, groups: [rack2, pod-b, rack01, node-group-2]}\n")
+    assert inv.hosts[0].groups == ("rack2", "pod-b", "rack01", "node-group-2")
 
 
 def test_an_ansible_variable_a_letter_off_one_of_ours_is_an_error(tmp_path):
     text = "all:\n  hosts:\n    n1:\n      npu_per_node: 8\n      deploy_env: prod\n"
     e = error(tmp_path, text)
     assert e.key.endswith("npu_per_node") and "did you mean 'npus_per_node'?" in e.message
-    inv = load(tmp_path, "all:\n  hosts:\n    n1:\n      npus_per_node: 8\n      deploy_env: prod\n")
-    assert inv.hosts[0].vars["deploy_env"] == "prod"
+    inv = load(tmp_path, "all:\n  hosts:\n    n1:\n      npus_per_node: 8\n      deploy_env: prod\n"
+                         "      python3: /usr/bin/python3\n      chips: 2\n      ray_ports: [6379]\n      launch: x\n")
+    assert inv.hosts[0].vars["deploy_env"] == "prod" and inv.hosts[0].vars["chips"] == 2
