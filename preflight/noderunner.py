@@ -108,6 +108,11 @@ def _reap(proc):
         pass  # left to the kernel; reported as killed (137), its tool then skipped as hung
 
 
+# The probe's commands start with this (preflight.probe builds them; the bash runner runs it as
+# it is): parsers read the tools' English words.
+C_LOCALE = "export LC_ALL=C PYTHONIOENCODING=utf-8; unset LANGUAGE; "
+
+
 def run_command(bash, command, env, timeout, read):
     """(stdout, stderr, rc, ms) of ``bash -c command``: stdin closed, each stream kept up to
     ``read`` bytes (the pipe is closed then, as ``head -c`` does), killed with its whole process
@@ -276,6 +281,12 @@ class Group:
             self.write(b"%s S %s %s\n" % (nonce, name.encode(), why.encode()))
             return
         self.write(b"%s B %s\n" % (nonce, name.encode()))
+        if command.startswith(C_LOCALE):
+            # The same locale through the environment: the command stays a simple one that
+            # starts without a shell (simple_argv).
+            command = command[len(C_LOCALE):]
+            env = dict(env, LC_ALL="C", PYTHONIOENCODING="utf-8")
+            env.pop("LANGUAGE", None)
         out, err, rc, ms = run_command(ctx.bash, command, env, ctx.timeout, ctx.read)
         # A long output (every inventory name resolved, a big npu-smi table) goes deflated: at 1000
         # hosts that is a fifth of the bytes to send, and of what the controller holds while reading.

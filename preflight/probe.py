@@ -104,7 +104,8 @@ class ProbeCommand:
 # Parsers read the tools' English words ("character special file", "Status: active", "Connection
 # refused"); a node set up in Chinese or German would otherwise answer in its language. LANGUAGE
 # too: Python's gettext (ufw) reads it before LC_ALL. Python 3.6 under C would print ASCII only.
-C_LOCALE = "export LC_ALL=C PYTHONIOENCODING=utf-8; unset LANGUAGE; "
+# (The python runner sets the same through the environment.)
+from .noderunner import C_LOCALE  # noqa: E402
 
 
 def packed(text: str) -> str:

@@ -189,6 +189,24 @@ def test_a_simple_command_starts_without_bash_and_gets_the_same_answer(tmp_path)
     assert out.decode().splitlines()[1] == str(os.getpid())  # started by the runner itself, not by a bash
 
 
+def test_the_c_locale_prefix_goes_through_the_environment_so_the_fast_path_stays(tmp_path, monkeypatch):
+    """Every probe command carries the C locale; as a text prefix it made each one a shell line,
+    so none started without bash any more. The runner sets it in the command's environment."""
+    tool = tmp_path / "tool"
+    tool.write_text('#!/bin/sh\necho "$LC_ALL ${LANGUAGE-unset} $PPID"\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("LANGUAGE", "de")
+    monkeypatch.setenv("LC_ALL", "de_DE.UTF-8")
+    ctx = noderunner.Context(b"PFX", 1000, 5, [], BASH)
+    ctx.env["PF_TOOL"] = str(tool)
+    out = []
+    noderunner.Group([], out).one(ctx, "t", "t", noderunner.C_LOCALE + '"$PF_TOOL"', ctx.env)
+    record = b"".join(out).decode()
+    stdout = [line for line in record.splitlines() if line.startswith("PFX O ")][0][6:]
+    import base64
+    assert base64.b64decode(stdout).decode() == f"C unset {os.getpid()}\n"  # C locale, started directly
+
+
 @pytest.mark.parametrize("mode, body, rc, words", [
     (0o644, "#!/bin/sh\necho hi\n", 126, b"Permission denied"),   # no execute bit: bash's own words
     (0o755, "echo no shebang line\n", 0, b""),                    # bash runs it as a script
