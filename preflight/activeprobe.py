@@ -143,7 +143,7 @@ made=()
 cleanup() { for f in "${made[@]}"; do rm -f -- "$f"; done; }
 trap cleanup EXIT HUP INT TERM
 for d in "$@"; do
-  p=$d; case $p in "~") p=~ ;; "~/"*) p=~/${p#"~/"} ;; esac  # as the job's shell would expand it ($HOME, else passwd)
+  p=$d; case $p in "~") p=~ ;; "~/"*) p=~/${p#"~/"} ;; esac  # as the job's shell would (HOME, or the account's home when unset)
   if [ ! -d "$p" ]; then echo "absent $d"
   elif : > "$p/$m" 2>/dev/null; then made+=("$p/$m"); echo "written $d"
   else echo "unwritable $d"; fi

@@ -187,7 +187,7 @@ CHECKPOINT = r"""
 d=$PF_CHECKPOINT_DIR
 if [ -z "$d" ]; then echo unset; exit 0; fi
 printf 'path=%s\n' "$d"
-case $d in "~") d=~ ;; "~/"*) d=~/${d#"~/"} ;; esac  # as the job's shell would expand it ($HOME, else passwd)
+case $d in "~") d=~ ;; "~/"*) d=~/${d#"~/"} ;; esac  # as the job's shell would (HOME, or the account's home when unset)
 [ -e "$d" ] && echo exists=1 || echo exists=0
 [ -d "$d" ] && echo dir=1 || echo dir=0
 [ -w "$d" ] && echo writable=1 || echo writable=0
