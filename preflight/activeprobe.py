@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import math
 import shlex
 import threading
 import time
 from dataclasses import dataclass, field
 
-from .facts import FactUnavailable
+from .facts import SUDO_REFUSAL, FactUnavailable
 from .pingplan import ping_rounds
 from .pool import run_bounded
-from .probe import C_LOCALE, CommandOutput, packed
+from .probe import C_LOCALE, CommandOutput, packed, whole_seconds
 from .transport import TransportError
 
 CONNECT_TIMEOUT = 3  # seconds for one TCP connect between nodes
@@ -115,7 +114,7 @@ LAUNCHER_SSH_OPTIONS = ("-n -o BatchMode=yes -o StrictHostKeyChecking=yes -o Upd
                         "-o ControlMaster=no -o ControlPersist=no")
 _LAUNCHER_SSH = r"""
 t=$1; n=$2
-# The targets come packed (preflight.run.packed): a thousand of them as arguments neared Linux's
+# The targets come packed (preflight.probe.packed): a thousand of them as arguments neared Linux's
 # 128 KiB cap on the one argument the remote command is.
 targets=$(printf %s "$3" | base64 -d | gzip -dc) && [ -n "$targets" ] \
   || { echo "cannot unpack the target list (base64 -d | gzip -dc)" >&2; exit 3; }
@@ -184,14 +183,14 @@ for pair in "$@"; do
   esac
   # sudo's other refusals (requiretty, hccn_tool off secure_path, no sudoers rule): not a ping result.
   if [ -n "$PF_SUDO" ] && [ "$rc" = 1 ]; then
-    why=$(printf '%s\n' "$out" | grep -m1 -E '^(sudo: .*(command not found|not in the sudoers|is not allowed to)|sorry, you must have a tty|Sorry, user .* is not allowed to execute)')
+    why=$(printf '%s\n' "$out" | grep -m1 -E '@SUDO_REFUSAL@')
     if [ -n "$why" ]; then echo "$d $ip skipped sudo -n refused hccn_tool: $why"; continue; fi
   fi
   s=; [[ $out =~ [0-9]+\ packets\ transmitted,\ [0-9]+\ received ]] && s=${BASH_REMATCH[0]}
   echo "$d $ip rc=$rc ${s:-no summary}"
   case $rc in 124|137) hung=$d ;; esac
 done
-"""
+""".replace("@SUDO_REFUSAL@", SUDO_REFUSAL)
 
 
 @dataclass
@@ -353,8 +352,9 @@ class PhaseTwo:
         wanted: dict[str, tuple] = {}  # node -> (host, its ports the others probe)
         for targets in plan.values():
             for node, _, port in targets:
-                host, ports = wanted.get(node.name, (node, []))
-                wanted[node.name] = (host, ports + [port] * (port not in ports))
+                ports = wanted.setdefault(node.name, (node, []))[1]
+                if port not in ports:
+                    ports.append(port)
         sources = [h for h, _ in self.cluster.reachable() if h.name in plan]
         each = self.probe_seconds(max(len(targets) for targets in plan.values()))
         # The head's ports and every worker's range; each listener stays up until the last probe.
@@ -554,11 +554,6 @@ class PhaseTwo:
 def _ping_run_timeout(pairs: int) -> float:
     """A ping run's limit: each pair's hccn_tool is cut at PING_TIMEOUT by ``timeout``."""
     return (PING_TIMEOUT + 1) * pairs + PING_SLACK
-
-
-def whole_seconds(seconds: float) -> int:
-    """A limit for `timeout` or ConnectTimeout: whole seconds, never 0 (which means none)."""
-    return max(1, math.ceil(seconds))
 
 
 def _reachable(cluster, host) -> bool:

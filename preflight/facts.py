@@ -80,7 +80,7 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
     FactSpec("net.resolve",
              # One getent for every name (not one per name: that is N processes on each of N nodes).
              # Without a name, getent would list the whole hosts database instead.
-             # The names come packed (preflight.run.packed); unpacked here, never exported (an
+             # The names come packed (preflight.probe.packed); unpacked here, never exported (an
              # environment string has the same 128 KiB cap).
              'names=; if [ -n "$PF_HOSTNAMES_GZ" ]; then '
              'names=$(printf %s "$PF_HOSTNAMES_GZ" | base64 -d | gzip -dc) && [ -n "$names" ] '
@@ -172,9 +172,11 @@ def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: 
 # sudoers rule that does not cover the command.
 # Only refusals: sudo also warns on calls that then run ("sudo: unable to resolve host X",
 # "sudo: setrlimit(RLIMIT_CORE): ..." in containers).
-_SUDO_REFUSED = re.compile(r"^(?:sudo: .*(?:command not found|not in the sudoers|is not allowed to|a password is "
-                           r"required|a terminal is required).*|sorry, you must have a tty to run sudo.*|Sorry, user "
-                           r"\S+ is not allowed to execute .*)$", re.M)
+# One pattern for Python's re and the NPU ping's `grep -E` (preflight.activeprobe).
+SUDO_REFUSAL = (r"^(sudo: .*(command not found|not in the sudoers|is not allowed to|a password is required|"
+                r"a terminal is required)|sorry, you must have a tty to run sudo|Sorry, user .* is not allowed to "
+                r"execute)")
+_SUDO_REFUSED = re.compile(SUDO_REFUSAL + ".*$", re.M)
 
 
 # What an operator does about a fact that could not be read, by the reason _why_unusable (or the

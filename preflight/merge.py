@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from . import __version__
@@ -162,13 +161,11 @@ class _Parser(argparse.ArgumentParser):
 def _writable(path: str, option: str) -> None:
     """Checked before anything is written: a merged JSON saying READY must not be left behind by
     a --matrix that cannot be written."""
-    if os.path.isdir(path):
-        raise MergeError(f"{option} {path}: is a directory; give a file name")
-    parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent):  # folders still to be made: the first one that exists decides
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
-        raise MergeError(f"{option} {path}: {parent} is not a writable directory")
+    from .report.json_report import unwritable
+
+    why = unwritable(path)
+    if why:
+        raise MergeError(f"{option} {path}: {why}")
 
 
 def main(argv: list[str] | None = None) -> int:

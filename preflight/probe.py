@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import gzip
 import json
 import math
 import re
@@ -33,6 +34,12 @@ import shlex
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+
+# Parsers read the tools' English words ("character special file", "Status: active", "Connection
+# refused"); a node set up in Chinese or German would otherwise answer in its language. LANGUAGE
+# too: Python's gettext (ufw) reads it before LC_ALL. Python 3.6 under C would print ASCII only.
+# The bash runner runs it as the commands' prefix, the python runner sets it in their environment.
+from .noderunner import C_LOCALE
 
 DEFAULT_CAP = 1 << 20  # bytes of stdout (and of stderr) kept per command
 
@@ -101,22 +108,18 @@ class ProbeCommand:
     keep_locale: bool = False  # run in the session's own locale (a command reporting the session)
 
 
-# Parsers read the tools' English words ("character special file", "Status: active", "Connection
-# refused"); a node set up in Chinese or German would otherwise answer in its language. LANGUAGE
-# too: Python's gettext (ufw) reads it before LC_ALL. Python 3.6 under C would print ASCII only.
-# (The python runner sets the same through the environment.)
-from .noderunner import C_LOCALE  # noqa: E402
-
-
 def packed(text: str) -> str:
     """``text`` gzipped and base64'd, for a node to unpack with ``base64 -d | gzip -dc``.
 
     The whole remote command reaches the node's shell as one argument, which Linux caps at
     128 KiB: the inventory's names as they are (31 bytes each for FQDNs) would pass that at
     about 2 800 hosts and every probe would fail with "Argument list too long"."""
-    import gzip
-
     return base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode() if text else ""
+
+
+def whole_seconds(seconds: float) -> int:
+    """A limit for `timeout` or ConnectTimeout: whole seconds, never 0 (which means none)."""
+    return max(1, math.ceil(seconds))
 
 
 def new_nonce() -> str:
@@ -150,7 +153,7 @@ def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP,
     # The leading newline ends whatever a login banner printed without one.
     lines.append('printf \'\\n%s B probe.devices\\n%s O %s\\n%s R 0 0\\n%s E \\n\' "$PF" "$PF" '
                  '"$(echo $PF_DEVS | base64 -w 0)" "$PF" "$PF"')
-    t = f"{max(1, math.ceil(timeout))}"  # whole seconds, never 0 (no limit for `timeout`)
+    t = f"{whole_seconds(timeout)}"
 
     def text(cmd) -> str:
         return cmd.command if cmd.keep_locale else C_LOCALE + cmd.command

@@ -18,6 +18,7 @@ from .facts import HostFacts, SharedOutputs, is_secret_name, remedy_for_unevalua
 from .gather import Gatherer, GatherSettings, raise_open_files_limit
 from .inventory import Host, Inventory, check_host, load_inventory
 from .probe import packed
+from .report.json_report import unwritable, write_atomically
 from .results import Result, ResultStore, worst
 from .shards import ShardedGatherer
 
@@ -561,17 +562,9 @@ def _check_output_paths(report_dir: str, facts_out: str | None) -> None:
         raise pytest.UsageError(f"--report-dir {report_dir}: cannot create it ({exc.strerror or exc})") from None
     if not os.access(report_dir, os.W_OK | os.X_OK):
         raise pytest.UsageError(f"--report-dir {report_dir}: not writable")
-    if facts_out:
-        if os.path.isdir(facts_out):
-            raise pytest.UsageError(f"--facts-out {facts_out}: is a directory; give a file name")
-        if os.path.exists(facts_out) and not os.path.isfile(facts_out):
-            raise pytest.UsageError(f"--facts-out {facts_out}: not a regular file (it is replaced, not written "
-                                    f"into)")
-        parent = os.path.dirname(os.path.abspath(facts_out))
-        while not os.path.exists(parent):  # folders still to be made: the first one that exists decides
-            parent = os.path.dirname(parent)
-        if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
-            raise pytest.UsageError(f"--facts-out {facts_out}: {parent} is not a writable directory")
+    why = unwritable(facts_out) if facts_out else None
+    if why:
+        raise pytest.UsageError(f"--facts-out {facts_out}: {why}")
 
 
 def _load_jobs(paths, kind, local: bool, has_hosts: bool) -> list:
@@ -669,16 +662,8 @@ def _save_facts(path: str, hosts, inventory_path: str, facts: dict[str, HostFact
     doc = {"schema": 1, "tool": {"name": "ascend-preflight", "version": __version__},
            "inventory": {"path": inventory_path, "hosts": [_host_to_json(h) for h in hosts]},
            "hosts": [facts[h.name].to_json() for h in hosts if h.name in facts]}
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    # 0600 and whole or not at all: it holds every node's outputs.
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1, default=str)  # a YAML date in Ansible vars is written as text
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    # 0600: it holds every node's outputs; a YAML date in Ansible vars is written as text.
+    write_atomically(path, lambda fh: json.dump(doc, fh, indent=1, default=str), 0o600)
 
 
 def _read_facts_file(path: str) -> dict:

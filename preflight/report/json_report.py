@@ -9,19 +9,43 @@ import tempfile
 
 def write_json(path: str, document: dict) -> None:
     """Write atomically: a reader never sees half a report."""
+    def write(fh):
+        _write(fh, document, 0)
+        fh.write("\n")
+
+    write_atomically(path, write, 0o644)  # a report, readable like the HTML next to it
+
+
+def write_atomically(path: str, write, mode: int) -> None:
+    """``write(fh)`` into a temporary file beside ``path`` (permissions ``mode``), then moved
+    into place: whole or not at all, and no temporary file left when writing fails."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".preflight-", suffix=".json", dir=directory)
     try:
-        os.chmod(tmp, 0o644)  # a report, readable like the HTML next to it
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            _write(fh, document, 0)
-            fh.write("\n")
+            write(fh)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def unwritable(path: str) -> str | None:
+    """Why ``path`` cannot be written as a file, or None: checked before a run or a merge writes
+    anything.  Folders still to be made are fine: the first one that exists decides."""
+    if os.path.isdir(path):
+        return "is a directory; give a file name"
+    if os.path.exists(path) and not os.path.isfile(path):
+        return "not a regular file (it is replaced, not written into)"
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not a writable directory"
+    return None
 
 
 # The outer two levels are laid out a key or an element per line, and everything below that is
