@@ -14,7 +14,7 @@ from preflight import faq
 from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
-from preflight.parsers.versions import driver_matches_prefix, soc_family
+from preflight.parsers.versions import driver_matches_prefix, npu_smi_chip_family, soc_family
 
 _CACHE: dict = {}
 
@@ -369,13 +369,15 @@ def test_triton(host, facts, verdict, compat):
 
 def chip_family(info, board) -> tuple[str | None, str]:
     """(A2 / A3 / 310P / A1, how we know) from npu-smi."""
+    if board is not None and npu_smi_chip_family(board.fields.get("chip name")) == "A1":
+        return "A1", f"npu-smi board info: Chip Name {board.fields['chip name']} (an A1 910 variant)"
     if board is not None and board.soc and soc_family(board.soc):
         return soc_family(board.soc), f"npu-smi board info: SoC {board.soc}"
     if info is None or not info.chips:
         return None, "npu-smi info unavailable"
     if info.layout.startswith("a3"):
         return "A3", f"npu-smi info: {info.chips[0].name} in the A3 layout (Chip Phy-ID)"
-    fam = soc_family(info.chips[0].name)
+    fam = npu_smi_chip_family(info.chips[0].name)
     return fam, f"npu-smi info: chip {info.chips[0].name}"
 
 

@@ -317,6 +317,16 @@ def soc_family(name: str | None) -> str | None:
     return None
 
 
+def npu_smi_chip_family(name: str | None) -> str | None:
+    """The family of a chip as npu-smi names it (``Name`` in ``npu-smi info``, ``Chip Name`` in the
+    board info).  A bare ``910B`` is an A1 variant there (torch_npu's SocVersion puts Ascend910B
+    among 910A/ProA/ProB/PremiumA, 100-104); A2 chips are named ``910B1`` .. ``910B4``, while the
+    A2 kernel directory and build targets are spelled ``ascend910b`` (soc_family)."""
+    if name and name.strip().lower().replace(" ", "").removeprefix("ascend") == "910b":
+        return "A1"
+    return soc_family(name)
+
+
 def inventory_chip_family(chip) -> str | None:
     """The family an inventory ``chip`` value names.  The bare ``910`` / ``Ascend910`` names none:
     it is A1's SoC name, and also what npu-smi prints for every A3 die, so operators copy it from

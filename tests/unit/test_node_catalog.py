@@ -412,6 +412,44 @@ def test_soc_match():
     assert run(versions.test_soc_match, H, make_facts(raw=raw))[0].outcome == "skipped"
 
 
+@pytest.mark.parametrize("name, npu_smi, build", [
+    ("910B", "A1", "A2"), ("Ascend 910B", "A1", "A2"), ("910B1", "A2", "A2"), ("910B2C", "A2", "A2"),
+    ("910A", "A1", "A1"), ("910ProB", "A1", "A1"), ("Ascend910_9392", "A3", "A3"), ("310P3", "310P", "310P")])
+def test_bare_910b_is_an_a1_chip_in_npu_smi_and_an_a2_build_target(name, npu_smi, build):
+    assert pv.npu_smi_chip_family(name) == npu_smi and pv.soc_family(name) == build
+
+
+def a1_910b_raw(**over):
+    """An A1 node whose npu-smi names its chips 910B (the A1 variant, not the A2 910B1..4)."""
+    info = fixture("npu-smi/info/a2-910b1-23.0.rc2-idle-no-proc-section.txt").replace("910B1", "910B ")
+    board = fixture("npu-smi/board/a1-910a-chip-npu0-c0.txt").replace("910A", "910B")
+    return node_raw(npu_smi_dot_info=out(info), npu_smi_dot_board=out(board), **over)
+
+
+def test_soc_match_reads_a_bare_910b_as_a1():
+    raw = a1_910b_raw(env_={"SOC_VERSION": "ascend910b1"})
+    [r] = run(versions.test_soc_match, H, make_facts(raw=raw))
+    assert r.outcome == "failed", r.message
+    explained(r, "SOC_VERSION=ascend910b1 (A2)", "the chip is A1", "Chip Name 910B")
+    del raw["npu_smi.board"]  # from npu-smi info's Name column alone
+    [r] = run(versions.test_soc_match, H, make_facts(raw=raw))
+    assert r.outcome == "failed" and "npu-smi info: chip 910B" in r.message, r.message
+
+
+def test_hccl_exec_timeout_range_from_npu_smi_names():
+    # No chip in the inventory: npu-smi's 910B (A1) or 910ProB name gives the A1 range; an A3
+    # die's "Ascend910" does not.
+    host = make_host(npus_per_node=8)
+    env_ = {"HCCL_CONNECT_TIMEOUT": "1200", "HCCL_EXEC_TIMEOUT": "0"}
+    a3 = fixture("npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt")
+    prob = fixture("npu-smi/info/a2-910b1-23.0.rc2-idle-no-proc-section.txt").replace("910B1  ", "910ProB")
+    for raw, outcome in ((a1_910b_raw(env_=env_), "warning"), (node_raw(env_, npu_smi_dot_info=out(prob)), "warning"),
+                         (node_raw(env_, npu_smi_dot_info=out(a3)), "passed"), (node_raw(env_), "passed")):
+        [r] = [r for r in run(env.test_hccl_timeouts, host, make_facts(raw=raw)) if r.subject == "HCCL_EXEC_TIMEOUT"]
+        assert r.outcome == outcome, r.message
+        assert outcome == "passed" or "on A1" in r.expected
+
+
 def test_versions_agree():
     hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
     same = cluster_of(*[(h, make_facts(h.name, raw=node_raw())) for h in hosts])
