@@ -168,7 +168,6 @@ def test_management_nodes(host, facts, verdict):
                "-v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi (the Ascend docker runtime does this); on a host, "
                "reinstall the driver package."))
 def test_driver_mounts(host, facts, verdict):
-    from preflight.facts import FactUnavailable as _Unavailable
     files = facts.get("ascend.files")
     driver = "/usr/local/Ascend/driver"
     inside = [p for p in ("lib64", "version.info", "tools") if f"{driver}/{p}" in files.paths]
@@ -182,7 +181,7 @@ def test_driver_mounts(host, facts, verdict):
     try:
         info = facts.get("npu_smi.info")
         verdict.passed("npu-smi", message=f"npu-smi info lists {len(info.chips)} chip(s)")
-    except _Unavailable as exc:
+    except FactUnavailable as exc:
         if "was not gathered" in str(exc) or "before the host's deadline" in str(exc):
             # The host deadline cut the probe first (its groups run side by side): not judged.
             verdict.error("npu-smi", message=f"not evaluated: {exc}")

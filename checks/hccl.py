@@ -6,6 +6,7 @@ from preflight import faq
 from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
+from preflight.ifname import effective_env
 
 TLS_REMEDY = ("Make the TLS switch the same on every NPU of every node, preferably off: on each NPU whose "
               "switch differs, an operator runs hccn_tool -i <N> -tls -s enable 0 (or 1 everywhere if the "
@@ -262,7 +263,6 @@ def test_device_ip_unique(cluster, verdict):
        remedy=("Several processes on one NPU all bind its default HCCL port 16666: export "
                "HCCL_NPU_SOCKET_PORT_RANGE=auto (or a range such as 61000-61050) on every node of the job."))
 def test_port_range(host, facts, verdict):
-    from preflight.ifname import effective_env
     env = effective_env(host, facts.get("session.env"))
     per_npu = int(host.vars.get("processes_per_npu") or 1)
     reason = f"processes_per_npu={per_npu} in the inventory" if per_npu > 1 else None

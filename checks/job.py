@@ -9,6 +9,7 @@ from preflight import faq
 from preflight.check import check
 from preflight.hostlist import fold
 from preflight.job.model import DTYPE_NAMES
+from preflight.job.verl import DEFAULT_BUCKET_MB
 
 NEEDS = ("job.model?", "job.paths?")
 LARGE_DATASET = 10 << 30  # bytes: above this, Megatron's default 10-minute timeout is tight
@@ -371,7 +372,6 @@ SENT_BYTES = 4
 def test_weight_bucket(job, job_facts, verdict):
     if _skip_unless(job, verdict, "verl"):
         return
-    from preflight.job.verl import DEFAULT_BUCKET_MB
     mp = job.arg("model_path")
     if mp is None:
         verdict.skipped(job.name, message=f"{job.name}: no actor_rollout_ref.model.path")

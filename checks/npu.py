@@ -1,5 +1,7 @@
 """The NPUs as npu-smi sees them."""
 
+from collections import defaultdict
+
 from preflight import faq
 from preflight.check import check
 
@@ -84,7 +86,6 @@ def test_count_and_type(host, facts, verdict):
        remedy=("Put only identical nodes in one group (a job's ranks assume the same NPUs everywhere), or fix the "
                "node whose NPU count dropped (driver or hardware fault)."))
 def test_hardware_agree(cluster, verdict):
-    from collections import defaultdict
     per_group: dict[str, dict[str, str]] = defaultdict(dict)
     unreadable = []
     for host, facts in cluster.reachable():
