@@ -78,7 +78,10 @@ def describe(interfaces: dict) -> str:
     for name in sorted(interfaces):
         iface = interfaces[name]
         state = "UP" if iface.up else iface.operstate or "DOWN"
-        addr = ",".join(iface.addresses) if iface.addresses else "no address"
+        if iface.addresses:
+            addr = ",".join(iface.addresses)
+        else:
+            addr = f"only the link-local {','.join(iface.link_local)}" if iface.link_local else "no address"
         parts.append(f"{name} {state} {addr}")
     return "; ".join(parts) or "none"
 

@@ -52,7 +52,10 @@ class NetInterface:
     name: str
     up: bool  # administratively up and the carrier is not known to be down
     operstate: str
-    addresses: tuple[str, ...]  # "10.0.0.1/24" forms
+    addresses: tuple[str, ...]  # "10.0.0.1/24" forms, link-local ones apart
+    # fe80::/64 (and 169.254/16) addresses: the kernel gives every up interface an fe80 one, so
+    # it says nothing about whether the NIC was configured, and no other node reaches it by it.
+    link_local: tuple[str, ...] = ()
 
 
 def parse_ip_addr_json(text: str) -> dict[str, NetInterface]:
@@ -75,14 +78,22 @@ def parse_ip_addr_json(text: str) -> dict[str, NetInterface]:
             raise ParseError(f"`ip -j addr`: interface {str(entry['ifname'])[:40]!r} has malformed flags or addresses")
         operstate = str(entry.get("operstate", "UNKNOWN"))
         up = "UP" in flags and "NO-CARRIER" not in flags and operstate != "DOWN"
-        addrs = tuple(
-            f"{a.get('local')}/{a.get('prefixlen')}"
-            for a in addr_info
-            if isinstance(a, dict) and a.get("local")
-        )
+        addrs = [a for a in addr_info if isinstance(a, dict) and a.get("local")]
         name = str(entry["ifname"])
-        interfaces[name] = NetInterface(name=name, up=up, operstate=operstate, addresses=addrs)
+        interfaces[name] = NetInterface(
+            name=name, up=up, operstate=operstate,
+            addresses=tuple(f"{a['local']}/{a.get('prefixlen')}" for a in addrs if not _link_local(a)),
+            link_local=tuple(f"{a['local']}/{a.get('prefixlen')}" for a in addrs if _link_local(a)))
     return interfaces
+
+
+def _link_local(addr_info: dict) -> bool:
+    if addr_info.get("scope") == "link":
+        return True
+    try:
+        return ipaddress.ip_address(str(addr_info["local"])).is_link_local
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)

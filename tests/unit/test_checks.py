@@ -316,6 +316,19 @@ def test_socket_ifname_down_interface():
     assert result.outcome == "failed" and "down or has no address" in result.message
 
 
+def test_socket_ifname_with_only_a_link_local_address_is_not_usable():
+    # An interface that lost its IPv4 (DHCP or netplan failed) keeps the fe80:: address the
+    # kernel gives every up interface: no other node reaches it there.
+    ifaces = json.loads(json.dumps(IFACES))
+    ifaces[1]["addr_info"] = [{"family": "inet6", "local": "fe80::6c34:91ff:fe87:3d46", "prefixlen": 64,
+                               "scope": "link"}]
+    raw = healthy_raw(env={"HCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0"}, interfaces=ifaces)
+    results = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
+    assert outcomes(results) == {("HCCL_SOCKET_IFNAME", "failed"), ("GLOO_SOCKET_IFNAME", "failed")}
+    for r in results:
+        assert_explained(r, "eth0 UP only the link-local fe80::6c34:91ff:fe87:3d46/64")
+
+
 def test_socket_ifname_unset_is_skipped_and_inventory_env_counts():
     raw = healthy_raw(env={"HCCL_SOCKET_IFNAME": None})
     [skip] = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))

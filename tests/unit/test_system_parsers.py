@@ -165,7 +165,7 @@ def test_ip_addr_hand_written():
     ])
     i = parse_ip_addr_json(text)
     assert list(i) == ["eth0", "eth1", "eth2", "eth3", "eth4", "enp189s0f0"]
-    assert i["eth0"] == NetInterface("eth0", True, "UP", ("10.0.0.1/24", "fe80::1/64"))
+    assert i["eth0"] == NetInterface("eth0", True, "UP", ("10.0.0.1/24",), link_local=("fe80::1/64",))
     assert i["eth1"].up is False and i["eth1"].addresses == ("10.0.1.1/24",)
     assert i["eth2"].up is False  # NO-CARRIER wins over operstate UNKNOWN
     assert i["eth3"].up is False
