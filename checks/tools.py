@@ -15,6 +15,9 @@ def is_launcher(host, cluster) -> bool:
        needs=("tools.pdsh",),
        remedy="Install pdsh on the launcher node: apt install pdsh (Debian/Ubuntu) or yum install pdsh (openEuler/CentOS).")
 def test_pdsh(host, facts, cluster, verdict):
+    if len(cluster.hosts) < 2:
+        verdict.skipped(message="a single-node inventory: no multi-node launch")
+        return
     if not is_launcher(host, cluster):
         verdict.skipped(message=f"{host.name} does not launch jobs (not in group head, launcher: false)")
         return

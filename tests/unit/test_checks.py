@@ -456,10 +456,18 @@ def test_pdsh_on_launchers_only():
 
 
 def test_pdsh_everywhere_when_no_launcher_is_marked():
-    host = make_host("node-02")
-    cl = cluster_of((host, make_facts("node-02")))
-    [bad] = run_check(tools.test_pdsh, host=host, facts=make_facts(tools_dot_pdsh=out("", rc=1)), cluster=cl)
-    assert bad.outcome == "failed"
+    hosts = [make_host("node-01"), make_host("node-02")]
+    cl = cluster_of(*[(h, make_facts(h.name)) for h in hosts])
+    for host in hosts:
+        [bad] = run_check(tools.test_pdsh, host=host, facts=make_facts(tools_dot_pdsh=out("", rc=1)), cluster=cl)
+        assert bad.outcome == "failed"
+
+
+def test_pdsh_not_needed_on_a_single_node():
+    host = make_host("node-01", groups=["head"])
+    cl = cluster_of((host, make_facts("node-01")))
+    [skip] = run_check(tools.test_pdsh, host=host, facts=make_facts(tools_dot_pdsh=out("", rc=1)), cluster=cl)
+    assert skip.outcome == "skipped" and "single-node" in skip.message
 
 
 @pytest.mark.parametrize("limits_text, host_vars, outcome", [
