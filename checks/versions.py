@@ -87,6 +87,30 @@ def _driver_min(row, facts) -> str:
     return row["driver_min"]
 
 
+def _cann_driver_unlisted(verdict, compat, facts, cann, driver):
+    """A CANN release the table does not list: a driver's minimum never goes down from one CANN
+    release to the next, so the listed releases around it bound its minimum."""
+    rows = sorted(compat.rows("cann_driver"), key=lambda r: C.version_key(C.norm_cann(str(r["cann"]))))
+    below = [r for r in rows if C.cmp_versions(C.norm_cann(str(r["cann"])), C.norm_cann(cann)) < 0]
+    above = [r for r in rows if C.cmp_versions(C.norm_cann(str(r["cann"])), C.norm_cann(cann)) > 0]
+    low = (below[-1], _driver_min(below[-1], facts)) if below else None
+    high = (above[0], _driver_min(above[0], facts)) if above else None
+    if low and C.cmp_versions(driver, low[1]) < 0:
+        verdict.failed("cann/driver", observed=f"driver {driver} is older than CANN {cann} needs: CANN {cann} is not "
+                                               f"in the table, and the older CANN {low[0]['cann']} already needs "
+                                               f"driver {low[1]} ({compat.source(low[0])})",
+                       expected=f"driver {low[1]} or newer")
+    elif high and C.cmp_versions(driver, high[1]) >= 0:
+        verdict.passed("cann/driver", message=f"CANN {cann} with driver {driver}: not in the table, but driver "
+                                              f"{high[1]} already serves the newer CANN {high[0]['cann']}")
+    else:
+        bound = f"; the table's nearest older release, CANN {low[0]['cann']}, needs driver {low[1]}" if low else ""
+        verdict.failed("cann/driver", severity="warning",
+                       observed=f"CANN {cann} with driver {driver} is not in the table{bound}",
+                       expected="a CANN release listed in the compatibility table (extend it with --compat, "
+                                "or check the CANN release notes' driver table)")
+
+
 def _cann_in(version, values) -> bool:
     return C.norm_cann(version).upper() in {C.norm_cann(x).upper() for x in C.as_list(values)}
 
@@ -169,9 +193,7 @@ def test_stack(host, facts, verdict, compat):
         if drv is None:
             pass  # reported above
         elif row is None:
-            verdict.failed("cann/driver", severity="warning",
-                           observed=f"CANN {cann} with driver {drv.version} is not in the table",
-                           expected="a CANN release listed in the compatibility table (extend it with --compat)")
+            _cann_driver_unlisted(verdict, compat, facts, cann, drv.version)
         elif C.cmp_versions(drv.version, (need := _driver_min(row, facts))) < 0:
             verdict.failed("cann/driver", observed=f"driver {drv.version} is older than CANN {cann} needs",
                            expected=f"driver {need} or newer ({compat.source(row)})")

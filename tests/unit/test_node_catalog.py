@@ -284,6 +284,33 @@ def test_stack_driver_firmware_mismatch_and_old_driver():
     explained(r, "not among the drivers firmware 7.1.0.11.220 accepts")
 
 
+def _cann_driver(cann, driver):
+    files = files_output().replace("version=8.2.RC1\ninnerversion", f"version={cann}\ninnerversion")
+    files = files.replace("Version=25.0.rc1.1\n", f"Version={driver}\n")
+    [r] = [x for x in run(versions.test_stack, H, make_facts(raw=node_raw(ascend_dot_files=out(files))))
+           if x.subject == "cann/driver"]
+    assert f"CANN {cann}" in r.message and f"driver {driver}" in r.message, r.message
+    return r
+
+
+@pytest.mark.parametrize("cann, driver, outcome, says", [
+    # Listed from the CANN 9.1.0 release notes: 9.0.X runs on HDK 25.0.X and newer, 9.1.X on 25.2.X and newer.
+    ("9.0.0", "25.0.rc1.1", "passed", "needs >= 25.0.rc1"), ("9.1.0", "25.0.rc1.1", "failed", "25.2.0 or newer"),
+    ("9.1.0", "25.3.rc1", "passed", "needs >= 25.2.0"),
+    # Between two listed releases that need the same driver (8.2.RC1 and 8.5.0: 25.0.rc1): known.
+    ("8.3.RC1", "25.0.rc1.1", "passed", "already serves the newer CANN 8.5.0"),
+    ("8.3.RC2", "23.0.7", "failed", "the older CANN 8.2.RC1 already needs driver 25.0.rc1"),
+    # Newer than the table: at least the newest listed release's minimum, else unknown.
+    ("9.3.0", "24.1.rc2", "failed", "the older CANN 9.1.0 already needs driver 25.2.0"),
+    ("9.3.0", "25.5.0", "warning", "not in the table; the table's nearest older release, CANN 9.1.0, needs driver 25.2.0"),
+])
+def test_cann_driver_for_releases_the_table_does_not_list(cann, driver, outcome, says):
+    r = _cann_driver(cann, driver)
+    assert r.outcome == outcome and says in r.message, r.message
+    if outcome != "passed":
+        explained(r)
+
+
 def test_cann_driver_minimum_follows_the_chip_where_310p_differs():
     """HDK table (Ascend/docs package_info.js): CANN 7.0.0 wants driver 23.0.3 on 910b, 23.0.1 on 310p."""
     row = next(r for r in C.load().rows("cann_driver") if r["cann"] == "7.0.0")
