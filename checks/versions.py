@@ -295,57 +295,99 @@ def _mindspeed_mcore(compat, version: str):
                "release MindSpeed-MM's README lists; verl needs MindSpeed 2.3.0_core_r0.12.1 or newer."))
 def test_mindspeed_megatron(host, facts, verdict, compat):
     stack = facts.get("python.stack")
-    ms = stack.version_of("mindspeed")
-    mm = stack.version_of("mindspeed-mm") or stack.version_of("mindspeed_mm")
-    if not ms and not mm:
+    ms_pkg = stack.version_of("mindspeed")
+    mm_pkg = stack.version_of("mindspeed-mm") or stack.version_of("mindspeed_mm")
+    if not ms_pkg and not mm_pkg:
         verdict.skipped(message="MindSpeed is not installed in the job's Python")
         return
-    if mm:
-        row = _row(compat, "mindspeed_mm", "mindspeed_mm", C.base_release(mm))
+    ms, ms_how = _mindspeed_release(stack, "mindspeed", ms_pkg)
+    mm, mm_how = _mindspeed_release(stack, "mindspeed_mm", mm_pkg)
+    if mm_pkg:
+        row = _row(compat, "mindspeed_mm", "mindspeed_mm", C.base_release(mm)) if mm else None
         if not ms:
-            verdict.failed("mindspeed-mm", observed=f"MindSpeed-MM {mm} without MindSpeed",
+            verdict.failed("mindspeed-mm", observed=f"MindSpeed-MM {mm or mm_pkg} without MindSpeed",
                            expected=f"MindSpeed {row['mindspeed'] if row else ''} installed".replace("  ", " "))
+        elif mm is None:
+            verdict.skipped("mindspeed-mm", message=f"MindSpeed-MM's release cannot be read: {mm_how}")
         elif row is None:
             verdict.failed("mindspeed-mm", severity="warning", observed=f"MindSpeed-MM {mm} is not in the table",
                            expected="a MindSpeed-MM release listed in the compatibility table")
-        elif C.base_release(row["mindspeed"]) != C.base_release(ms):
-            verdict.failed("mindspeed-mm", observed=f"MindSpeed-MM {mm} with MindSpeed {ms}",
+        elif C.base_release(row["mindspeed"]) != C.base_release(ms) and not ms.startswith("0."):
+            verdict.failed("mindspeed-mm", observed=f"MindSpeed-MM {mm} ({mm_how}) with MindSpeed {ms} ({ms_how})",
                            expected=f"MindSpeed {row['mindspeed']} ({compat.source(row)})")
         else:
-            verdict.passed("mindspeed-mm", message=f"MindSpeed-MM {mm} with MindSpeed {ms}")
+            verdict.passed("mindspeed-mm", message=f"MindSpeed-MM {mm} with MindSpeed {ms} ({ms_how})")
     if not ms:
         return
     mcore = stack.version_of("megatron-core") or stack.version_of("megatron_core")
+    mcore_how = "pip package megatron-core"
+    if not mcore and stack.megatron_core:
+        mcore = stack.megatron_core.get("version")
+        mcore_how = f"{stack.megatron_core.get('path')}/core/package_info.py"
     wanted, why = _mindspeed_mcore(compat, ms)
     if not mcore:
-        if stack.modules.get("megatron"):
-            verdict.failed("megatron", severity="warning",
-                           observed=f"Megatron-LM found at {stack.modules['megatron']} without package metadata: "
-                                    f"its version cannot be read",
-                           expected=f"megatron-core {' or '.join(wanted) if wanted else ''} installed with pip "
-                                    f"(pip install -e . in the Megatron-LM checkout)")
-        else:
-            verdict.failed("megatron", observed=f"MindSpeed {ms} installed but Megatron-LM (megatron-core) is not",
-                           expected=f"Megatron core {' or '.join(wanted) if wanted else 'of the MindSpeed branch'}")
+        found = stack.modules.get("megatron")
+        verdict.failed("megatron", severity="warning",
+                       observed=(f"Megatron-LM found at {found}, but its core/package_info.py gives no version"
+                                 if found else
+                                 f"MindSpeed {ms} installed, but Megatron-LM is neither a pip package nor importable "
+                                 f"from the node's Python outside the job's folder"
+                                 + (", nor copied into the MindSpeed-MM checkout at "
+                                    f"{stack.checkouts['mindspeed_mm']['root']}/megatron"
+                                    if "mindspeed_mm" in stack.checkouts else "")),
+                       expected=f"Megatron core {' or '.join(wanted) if wanted else 'of the MindSpeed branch'} "
+                                f"where the job imports it: pip install -e the Megatron-LM checkout, or copy its "
+                                f"megatron/ folder into the MindSpeed-MM checkout (pip install -e MindSpeed-MM lets "
+                                f"this check find it there)")
     elif wanted is None:
         verdict.failed("megatron", severity="warning", observed=f"MindSpeed {ms} is not in the table",
                        expected="a MindSpeed release listed in the compatibility table (extend it with --compat)")
     elif C.base_release(mcore) not in {C.base_release(w) for w in wanted}:
-        verdict.failed("megatron", observed=f"MindSpeed {ms} with megatron-core {mcore}",
-                       expected=f"megatron-core {' or '.join(wanted)} ({why})")
+        verdict.failed("megatron", observed=f"MindSpeed {ms} ({ms_how}) with Megatron core {mcore} ({mcore_how})",
+                       expected=f"Megatron core {' or '.join(wanted)} ({why})")
     else:
-        verdict.passed("megatron", message=f"MindSpeed {ms} with megatron-core {mcore}")
+        verdict.passed("megatron", message=f"MindSpeed {ms} with Megatron core {mcore} ({mcore_how})")
     if stack.version_of("verl"):
-        need = compat.verl_min_mindspeed.get("mindspeed", "2.3.0")
-        core = compat.verl_min_mindspeed.get("megatron_core", "0.12.1")
-        # A 0.x MindSpeed is numbered after the Megatron core it follows: it needs that core's minimum.
-        low = (C.cmp_versions(C.base_release(ms), core) < 0 if ms.startswith("0.")
-               else C.cmp_versions(C.base_release(ms), need) < 0)
-        if low:
-            verdict.failed("verl", observed=f"verl {stack.version_of('verl')} with MindSpeed {ms}",
+        _verl_mindspeed(verdict, compat, stack.version_of("verl"), ms, ms_how)
+
+
+def _mindspeed_release(stack, module, package_version) -> tuple[str | None, str]:
+    """(release, how we know): the git branch of the checkout it was installed from names the release
+    (2.3.0_core_r0.12.1, MindSpeed-MM's 2.3.0); the package versions do not (MindSpeed's setup.py
+    follows the Megatron core, 0.12.1, for every release on that core; MindSpeed-MM's is 0.1)."""
+    if not package_version:
+        return None, "not installed"
+    branch = stack.release_branch(module)
+    if branch and re.fullmatch(r"v?\d+\.\d+\.\w+(_core_r\d+\.\d+\.\d+)?", branch):
+        return branch.removeprefix("v"), f"branch {branch} of {stack.checkouts[module]['root']}"
+    if module == "mindspeed_mm" and C.base_release(package_version) == "0.1.0":
+        where = (f"{stack.checkouts[module]['root']} is on {branch or 'a detached commit'}"
+                 if module in stack.checkouts else "no git checkout found")
+        return None, f"its package version {package_version} is a placeholder and {where}"
+    return package_version, f"package version {package_version}"
+
+
+def _verl_mindspeed(verdict, compat, verl, ms, ms_how):
+    need = compat.verl_min_mindspeed.get("mindspeed", "2.3.0")
+    core = compat.verl_min_mindspeed.get("megatron_core", "0.12.1")
+    if ms.startswith("0."):
+        # A 0.x version is the Megatron core MindSpeed follows; 2.1.0, 2.2.0 and 2.3.0 all follow 0.12.1.
+        if C.cmp_versions(C.base_release(ms), core) < 0:
+            verdict.failed("verl", observed=f"verl {verl} with MindSpeed {ms} ({ms_how})",
                            expected=f"MindSpeed {need}_core_r{core} or newer for verl")
+        elif C.cmp_versions(C.base_release(ms), core) == 0:
+            verdict.failed("verl", severity="warning",
+                           observed=f"verl {verl} with MindSpeed {ms} ({ms_how}): releases 2.1.0 to {need} all follow "
+                                    f"Megatron core {core}, and no git branch says which one this is",
+                           expected=f"MindSpeed {need}_core_r{core} or newer for verl (install it from a git checkout "
+                                    f"of that branch, which this check reads)")
         else:
-            verdict.passed("verl", message=f"verl with MindSpeed {ms}")
+            verdict.passed("verl", message=f"verl with MindSpeed {ms} (after Megatron core {core})")
+    elif C.cmp_versions(C.base_release(ms), need) < 0:
+        verdict.failed("verl", observed=f"verl {verl} with MindSpeed {ms} ({ms_how})",
+                       expected=f"MindSpeed {need}_core_r{core} or newer for verl")
+    else:
+        verdict.passed("verl", message=f"verl with MindSpeed {ms} ({ms_how})")
 
 
 def _vllm_row(compat, version):

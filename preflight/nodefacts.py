@@ -65,7 +65,7 @@ printf '@@DONE\n'
 # nothing is imported but importlib itself, so no NPU is touched.
 PYTHON_STACK = r"""
 timeout -k 1 8 "$PF_PYTHON" -B - <<'PF_PY'
-import json, os, sys
+import json, os, re, sys
 out = {"executable": sys.executable, "version": "%d.%d.%d" % sys.version_info[:3], "packages": {},
        "modules": {}, "path": [p for p in sys.path if p], "build_info": {}}
 def header(folder):
@@ -121,14 +121,48 @@ def locate(mod):
     return spec
 
 
-wanted = ["acl", "torch", "torch_npu", "vllm_ascend", "megatron", "mindspeed", "triton", "ray"]
+def megatron_core(folder):
+    # megatron/core/package_info.py: MAJOR = 0 / MINOR = 12 / PATCH = 1, read, not imported.
+    try:
+        with open(os.path.join(folder, "core", "package_info.py"), encoding="utf-8", errors="replace") as fh:
+            text = fh.read(65536)
+    except OSError:
+        return None
+    got = dict(re.findall(r"^(MAJOR|MINOR|PATCH)\s*=\s*(\d+)", text, re.M))
+    return "%s.%s.%s" % (got["MAJOR"], got["MINOR"], got["PATCH"]) if len(got) == 3 else None
+
+
+def git_head(root):
+    try:
+        with open(os.path.join(root, ".git", "HEAD"), encoding="utf-8", errors="replace") as fh:
+            return fh.readline(200).strip()
+    except OSError:
+        return None
+
+
+wanted = ["acl", "torch", "torch_npu", "vllm_ascend", "megatron", "mindspeed", "mindspeed_mm", "triton", "ray"]
 wanted += [m for m in os.environ.get("PF_MODULES", "").split(",") if m]
+folders = {}
 for mod in wanted:
     try:
         spec = locate(mod)
         out["modules"][mod] = (spec.origin or "namespace") if spec else None
+        folders[mod] = list(spec.submodule_search_locations or ()) if spec else []
     except Exception as exc:
         out["modules"][mod] = None
+# MindSpeed and MindSpeed-MM are installed editable from git checkouts: the branch names
+# the release (2.3.0_core_r0.12.1) where the package version does not.  MindSpeed-MM's guide
+# copies Megatron-LM's megatron/ into its checkout, where only a job started there imports it.
+out["checkouts"] = {}
+for mod in ("mindspeed", "mindspeed_mm"):
+    for folder in folders.get(mod, [])[:1]:
+        root = os.path.dirname(os.path.realpath(folder))
+        out["checkouts"][mod] = {"root": root, "head": git_head(root)}
+for folder in folders.get("megatron", []) + [os.path.join(c["root"], "megatron") for c in out["checkouts"].values()]:
+    version = megatron_core(folder)
+    if version:
+        out["megatron_core"] = {"path": folder, "version": version}
+        break
 try:
     spec = importlib.util.find_spec("vllm_ascend")
     if spec and spec.submodule_search_locations:

@@ -350,6 +350,13 @@ class PythonStack:
     sys_path: tuple[str, ...]
     build_info: dict  # vllm_ascend/_build_info.py values (__soc_version__, __device_type__)
     error: str | None = None
+    checkouts: dict = field(default_factory=dict)  # mindspeed / mindspeed_mm -> {"root", "head": .git/HEAD}
+    megatron_core: dict | None = None  # {"path", "version"} from megatron/core/package_info.py
+
+    def release_branch(self, module: str) -> str | None:
+        """The branch the module's git checkout is on (``2.3.0_core_r0.12.1``), None when detached or unknown."""
+        head = (self.checkouts.get(module) or {}).get("head") or ""
+        return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
 
     def version_of(self, name: str) -> str | None:
         return self.packages.get(norm_dist(name))
@@ -375,7 +382,9 @@ def parse_python_stack(text: str) -> PythonStack:
     return PythonStack(executable=str(doc.get("executable", "")), version=str(doc.get("version", "")),
                        packages=packages, modules=dict(doc.get("modules") or {}),
                        sys_path=tuple(str(p) for p in doc.get("path") or ()),
-                       build_info=dict(doc.get("build_info") or {}), error=doc.get("error"))
+                       build_info=dict(doc.get("build_info") or {}), error=doc.get("error"),
+                       checkouts={str(k): dict(v) for k, v in (doc.get("checkouts") or {}).items() if isinstance(v, dict)},
+                       megatron_core=doc["megatron_core"] if isinstance(doc.get("megatron_core"), dict) else None)
 
 
 # -- login-shell environment ------------------------------------------------------------

@@ -72,11 +72,11 @@ def files_output(driver="driver-version-info/25.0.rc1.1.txt", firmware="firmware
 
 
 def stack_output(packages=None, modules=None, version="3.10.12", build_info=None,
-                 path=(f"{TOOLKIT}/python/site-packages",)):
+                 path=(f"{TOOLKIT}/python/site-packages",), **more):
     mods = {"acl": f"{TOOLKIT}/python/site-packages/acl.so", "torch": "/x/torch/__init__.py"}
     mods.update(modules or {})
     doc = {"executable": "/usr/bin/python3", "version": version, "packages": dict(PACKAGES if packages is None else packages),
-           "modules": mods, "path": list(path), "build_info": build_info or {}}
+           "modules": mods, "path": list(path), "build_info": build_info or {}, **more}
     return "@@PY " + json.dumps(doc) + "\n"
 
 
@@ -386,7 +386,7 @@ def test_torch_pair(torch, tnpu, outcome):
 
 @pytest.mark.parametrize("ms, mcore, outcome", [
     ("2.1.0", "0.12.1", "passed"), ("2.3.0_core_r0.12.1", "0.12.1", "passed"), ("0.12.1", "0.12.1", "passed"),
-    ("2.3.0", "0.8.0", "failed"), ("2.3.0", None, "failed"), ("9.9.9", "0.12.1", "warning")])
+    ("2.3.0", "0.8.0", "failed"), ("2.3.0", None, "warning"), ("9.9.9", "0.12.1", "warning")])
 def test_mindspeed_megatron(ms, mcore, outcome):
     pk = {k: v for k, v in {**PACKAGES, "mindspeed": ms, "megatron-core": mcore}.items() if v}
     results = run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack_output(packages=pk))))
@@ -402,16 +402,62 @@ def test_mindspeed_absent_is_skipped_and_verl_needs_230():
     assert ("verl", "failed") in {(r.subject, r.outcome) for r in results}
 
 
-@pytest.mark.parametrize("ms, outcome", [("0.8.0", "failed"), ("0.12.1", "passed"), ("2.3.0_core_r0.12.1", "passed"),
-                                         ("2.2.0", "failed")])
+@pytest.mark.parametrize("ms, outcome", [("0.8.0", "failed"), ("0.16.0", "passed"), ("2.3.0_core_r0.12.1", "passed"),
+                                         ("2.2.0", "failed"),
+                                         # 2.1.0, 2.2.0 and 2.3.0 all follow core 0.12.1: which one is not known
+                                         ("0.12.1", "warning")])
 def test_verl_needs_mindspeed_230_or_a_0x_release_following_core_0121(ms, outcome):
     """A 0.x MindSpeed is numbered after its Megatron core: verl's minimum is then core 0.12.1."""
     pk = {**PACKAGES, "verl": "0.6.1", "mindspeed": ms, "megatron-core": "0.8.0"}
     results = run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack_output(packages=pk))))
     [r] = [r for r in results if r.subject == "verl"]
     assert r.outcome == outcome, r.message
-    if outcome == "failed":
+    if outcome != "passed":
         explained(r, f"MindSpeed {ms}", "MindSpeed 2.3.0_core_r0.12.1 or newer for verl")
+
+
+def mindspeed_mm_stack(ms_head="ref: refs/heads/2.3.0_core_r0.12.1", mm_head="ref: refs/heads/2.3.0",
+                       copied="0.12.1", verl=None):
+    """MindSpeed-MM as its install guide sets it up: MindSpeed and MindSpeed-MM pip install -e'd from
+    git checkouts (package versions 0.12.1 and the placeholder 0.1), Megatron-LM's megatron/ copied
+    into the MindSpeed-MM checkout (no megatron-core package, not importable outside it)."""
+    pk = {**{k: v for k, v in PACKAGES.items() if k != "megatron-core"}, "mindspeed": "0.12.1", "mindspeed-mm": "0.1",
+          **({"verl": verl} if verl else {})}
+    return stack_output(packages=pk, modules={"megatron": None, "mindspeed": "/opt/MindSpeed/mindspeed/__init__.py",
+                                              "mindspeed_mm": "/opt/MindSpeed-MM/mindspeed_mm/__init__.py"},
+                        checkouts={"mindspeed": {"root": "/opt/MindSpeed", "head": ms_head},
+                                   "mindspeed_mm": {"root": "/opt/MindSpeed-MM", "head": mm_head}},
+                        megatron_core={"path": "/opt/MindSpeed-MM/megatron", "version": copied} if copied else None)
+
+
+def test_mindspeed_mm_as_installed_by_its_guide():
+    results = ok(run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(mindspeed_mm_stack()))))
+    by = {r.subject: r for r in results}
+    assert "MindSpeed-MM 2.3.0 with MindSpeed 2.3.0_core_r0.12.1" in by["mindspeed-mm"].message
+    assert "Megatron core 0.12.1 (/opt/MindSpeed-MM/megatron/core/package_info.py)" in by["megatron"].message
+    # An older core copied in; a MindSpeed branch MindSpeed-MM's release does not go with.
+    [r] = bad(run(versions.test_mindspeed_megatron, H,
+                  facts_of(python_dot_stack=out(mindspeed_mm_stack(copied="0.8.0")))))
+    assert r.outcome == "failed"
+    explained(r, "with Megatron core 0.8.0 (/opt/MindSpeed-MM/megatron/core/package_info.py)", "0.12.1")
+    [r] = bad(run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(
+        mindspeed_mm_stack(ms_head="ref: refs/heads/2.1.0_core_r0.12.1")))))
+    assert r.subject == "mindspeed-mm" and r.outcome == "failed"
+    explained(r, "MindSpeed-MM 2.3.0 (branch 2.3.0 of /opt/MindSpeed-MM)", "MindSpeed 2.3.0")
+    # verl reads the release off the branch: 2.1.0 on core 0.12.1 is too old for it.
+    [r] = [r for r in run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(
+        mindspeed_mm_stack(ms_head="ref: refs/heads/2.1.0_core_r0.12.1", verl="0.6.1")))) if r.subject == "verl"]
+    assert r.outcome == "failed" and "branch 2.1.0_core_r0.12.1 of /opt/MindSpeed" in r.message
+
+
+def test_mindspeed_mm_without_a_readable_release_or_megatron():
+    stack = mindspeed_mm_stack(mm_head="3f2c9a1d0b7e", copied=None)  # detached, nothing copied in
+    results = run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack)))
+    by = {r.subject: r for r in results}
+    assert by["mindspeed-mm"].outcome == "skipped"
+    assert "placeholder and /opt/MindSpeed-MM is on a detached commit" in by["mindspeed-mm"].message
+    assert by["megatron"].outcome == "warning"
+    explained(by["megatron"], "nor copied into the MindSpeed-MM checkout at /opt/MindSpeed-MM/megatron")
 
 
 @pytest.mark.parametrize("extra, outcome", [
@@ -852,6 +898,30 @@ def _stack_probe(python: str, cwd, pythonpath: str = "") -> dict:
         env["PYTHONPATH"] = pythonpath
     proc = subprocess.run(["bash", "-c", PYTHON_STACK], env=env, cwd=cwd, capture_output=True, text=True, timeout=30)
     return json.loads(proc.stdout.split("@@PY ", 1)[1])
+
+
+def test_the_stack_probe_reads_mindspeed_branches_and_the_megatron_copied_into_mindspeed_mm(tmp_path):
+    import sys
+
+    ms, mm, links = tmp_path / "MindSpeed", tmp_path / "MindSpeed-MM", tmp_path / "site"
+    for root, package, head in ((ms, "mindspeed", "ref: refs/heads/2.3.0_core_r0.12.1\n"),
+                                (mm, "mindspeed_mm", "ref: refs/heads/2.3.0\n")):
+        (root / package).mkdir(parents=True)
+        (root / package / "__init__.py").write_text("raise SystemExit('imported')\n")
+        (root / ".git").mkdir()
+        (root / ".git" / "HEAD").write_text(head)
+    (mm / "megatron" / "core").mkdir(parents=True)
+    (mm / "megatron" / "core" / "package_info.py").write_text("MAJOR = 0\nMINOR = 12\nPATCH = 1\nPRE_RELEASE = ''\n")
+    # MindSpeed-MM reached the way an editable install does, without its checkout on sys.path:
+    # megatron/ is not importable, only found beside the package.
+    links.mkdir()
+    (links / "mindspeed_mm").symlink_to(mm / "mindspeed_mm")
+    doc = _stack_probe(sys.executable, tmp_path / "site", pythonpath=f"{ms}:{links}")
+    stack = pv.parse_python_stack("@@PY " + json.dumps(doc))
+    assert stack.modules["megatron"] is None
+    assert stack.release_branch("mindspeed") == "2.3.0_core_r0.12.1" and stack.release_branch("mindspeed_mm") == "2.3.0"
+    assert stack.checkouts["mindspeed_mm"]["root"] == str(mm)
+    assert stack.megatron_core == {"path": str(mm / "megatron"), "version": "0.12.1"}
 
 
 def _importlib_metadata(python: str, cwd, pythonpath: str = "") -> dict:
