@@ -285,18 +285,22 @@ def test_hostnames(cluster, verdict):
             views[host.name] = facts.get("net.resolve")
         except FactUnavailable as exc:
             verdict.error(message=f"{host.name}: {exc}", host=host.name)
-    names = [h.name for h in cluster.hosts if h.connection != "local"]
-    if not views or not names:
+    hosts = {h.name: h for h in cluster.hosts if h.connection != "local"}
+    if not views or not hosts:
         verdict.skipped(message="no name to compare")
         return
     # One node with a broken /etc/hosts fails every name the same way: names failing alike are one
     # finding naming them as a node set, not N findings (1000 at 1000 nodes) that differ by name only.
     alike: dict[tuple, list[tuple[str, object]]] = {}
-    for name in names:
+    labels = []
+    for name, host in hosts.items():
         answers = {node: view.get(name) or _UNRESOLVED for node, view in views.items()}
         sides = split(answers, missing=_UNRESOLVED)
         if sides.unanimous and sides.majority != _UNRESOLVED:
-            verdict.passed(name, message=f"{name} -> {sides.majority} on all {len(answers)} nodes")
+            _same_everywhere(verdict, cluster, host, sides.majority, len(answers))
+            continue
+        if sides.unanimous and host.address != name:
+            labels.append(name)  # the inventory reaches it by address: the name is only a label
             continue
         if sides.unanimous:
             how = "nowhere"
@@ -308,6 +312,26 @@ def test_hostnames(cluster, verdict):
             _one_name_failing(verdict, *failing[0], outliers)
         else:
             _names_failing_alike(verdict, how, failing, outliers)
+    if labels:
+        verdict.skipped(fold(labels), message=f"{fold(labels)}: resolve on no node, and the inventory gives "
+                                              f"{'its' if len(labels) == 1 else 'their'} address: inventory "
+                                              f"labels, not names the nodes use")
+
+
+def _same_everywhere(verdict, cluster, host, address, count):
+    """A name every node resolves alike can still be wrong everywhere (one stale /etc/hosts copied
+    to every node): the address must be the host's, by the inventory or by its own interfaces."""
+    facts = cluster.facts.get(host.name)
+    interfaces = facts.optional("net.interfaces") if facts is not None and facts.reachable else None
+    own = {a.split("/")[0] for i in (interfaces or {}).values() for a in i.addresses + i.link_local}
+    if address == host.address or interfaces is None or address in own:
+        verdict.passed(host.name, message=f"{host.name} -> {address} on all {count} nodes")
+        return
+    verdict.failed(host.name, outliers=(host.name,), where=host.name,
+                   observed=f"every node resolves {host.name} to {address}, which is not an address of "
+                            f"{host.name} (inventory address {host.address}; its interfaces: "
+                            f"{', '.join(sorted(own)) or 'none'})",
+                   expected=f"{host.name} resolving to one of its own addresses")
 
 
 _UNRESOLVED = "does not resolve"

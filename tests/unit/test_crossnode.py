@@ -3,6 +3,7 @@ cluster check on passing and failing probe records."""
 
 import dataclasses
 import itertools
+import json
 import os
 import shlex
 import shutil
@@ -252,12 +253,13 @@ def test_hostnames_outlier_and_unresolvable():
         ("node-01", "failed", ("node-03",)), ("node-02", "failed", ("node-03",)), ("node-03", "passed", ())}
 
 
-def _resolving(n: int, broken: dict[str, dict[str, str]]):
+def _resolving(n: int, broken: dict[str, dict[str, str]], by_name=()):
     """n nodes node-0001...; each resolves every name to 10.0.x.y unless ``broken[node][name]``
-    says otherwise ("-": does not resolve)."""
+    says otherwise ("-": does not resolve). The inventory gives each node's address, but for the
+    nodes in ``by_name``, which SSH reaches by their name."""
     names = [f"node-{i:04d}" for i in range(1, n + 1)]
     address = {name: f"10.0.{i // 256}.{i % 256}" for i, name in enumerate(names, 1)}
-    hosts = [make_host(name, address=address[name]) for name in names]
+    hosts = [make_host(name, address=name if name in by_name else address[name]) for name in names]
     pairs = []
     for h in hosts:
         f = make_facts(h.name)
@@ -297,12 +299,49 @@ def test_hostnames_group_names_failing_alike_and_keep_a_lone_one_as_before():
 
 
 def test_hostnames_that_resolve_nowhere_are_one_finding():
-    names, cl = _resolving(4, {n: {"node-0002": "-", "node-0003": "-"} for n in
-                               ("node-0001", "node-0002", "node-0003", "node-0004")})
+    nowhere = {n: {"node-0002": "-", "node-0003": "-"} for n in ("node-0001", "node-0002", "node-0003", "node-0004")}
+    names, cl = _resolving(4, nowhere, by_name=("node-0002", "node-0003"))
     results = run_check(network.test_hostnames, cluster=cl)
     [bad] = [r for r in results if r.outcome == "failed"]
     assert bad.subject == "node-[0002-0003]" and bad.outliers == tuple(names)
     assert "none of the 2 names resolves on any node" in bad.message
+
+
+def test_inventory_labels_with_an_address_that_resolve_nowhere_are_not_a_failure():
+    # {name: node-01, address: 10.0.0.1}: SSH goes to the address; no node needs the label.
+    nowhere = {n: {"node-0002": "-", "node-0003": "-"} for n in ("node-0001", "node-0002", "node-0003", "node-0004")}
+    names, cl = _resolving(4, nowhere)
+    results = run_check(network.test_hostnames, cluster=cl)
+    assert not [r for r in results if r.outcome in ("failed", "error")]
+    [skip] = [r for r in results if r.outcome == "skipped"]
+    assert skip.subject == "node-[0002-0003]" and "inventory labels" in skip.message
+    # Resolving on some nodes and not others is still a failure, label or not.
+    names, cl = _resolving(4, {"node-0004": {"node-0002": "-"}})
+    [bad] = [r for r in run_check(network.test_hostnames, cluster=cl) if r.outcome == "failed"]
+    assert bad.subject == "node-0002" and bad.outliers == ("node-0004",)
+
+
+def test_a_name_every_node_resolves_to_an_address_that_is_not_the_nodes():
+    # One stale /etc/hosts copied everywhere: node-0002 -> 10.9.9.9 on every node.
+    def stale_cluster(second_nic=None):
+        names, cl = _resolving(3, {n: {"node-0002": "10.9.9.9"} for n in ("node-0001", "node-0002", "node-0003")})
+        for name, ip in (("node-0001", "10.0.0.1"), ("node-0002", "10.0.0.2"), ("node-0003", "10.0.0.3")):
+            nics = [(name == "node-0002" and second_nic) or None, ip]
+            cl.facts[name].raw["net.interfaces"] = out(json.dumps(
+                [{"ifname": f"eth{i}", "flags": ["UP"], "operstate": "UP",
+                  "addr_info": [{"family": "inet", "local": a, "prefixlen": 24}]} for i, a in enumerate(nics) if a]))
+        return cl
+
+    results = run_check(network.test_hostnames, cluster=stale_cluster())
+    [bad] = [r for r in results if r.outcome == "failed"]
+    assert bad.subject == "node-0002" and bad.outliers == ("node-0002",)
+    assert bad.observed and bad.expected and bad.remedy and bad.reference
+    for needle in ("every node resolves node-0002 to 10.9.9.9, which is not an address of node-0002",
+                   "inventory address 10.0.0.2", "its interfaces: 10.0.0.2"):
+        assert needle in bad.message, bad.message
+    # The address SSH reaches, or one of the node's own, passes (a second NIC, the name's data network).
+    assert not [r for r in run_check(network.test_hostnames, cluster=stale_cluster("10.9.9.9"))
+                if r.outcome == "failed"]
 
 
 def test_clock_skew_bound_and_outlier():
