@@ -195,9 +195,12 @@ def parse_dev_listing(text: str) -> dict[str, DevNode]:
     """``stat -c '%n|%F|%t|%T|%U|%G|%a'`` run in /dev (major/minor in hex)."""
     nodes = {}
     for line in text.splitlines():
+        if not line.strip() or line.startswith("stat: "):  # stat's word on a glob that matched nothing
+            continue
         parts = line.split("|")
         if len(parts) != 7:
-            continue
+            # Not stat's line: garbage read as "no /dev/davinci node" would blame the node's devices.
+            raise ParseError(f"unreadable stat line {line[:80]!r} (expected name|type|major|minor|owner|group|mode)")
         name, kind, major, minor, owner, group, mode = parts
         is_dev = kind in ("character special file", "block special file")
         try:

@@ -310,8 +310,7 @@ def test_dev_listing_hand_written():
             "sda|block special file|8|0|root|disk|660\n"
             "fifo|fifo|0|0|root|root|644\n"
             "stat: cannot statx 'davinci*': No such file or directory\n"
-            "\n"
-            "a|b|c\n")
+            "\n")
     nodes = parse_dev_listing(text)
     assert nodes["davinci0"] == DevNode("davinci0", "char", 236, 0, "root", "HwHiAiUser", "660")
     assert nodes["davinci15"].minor == 15
@@ -325,7 +324,8 @@ def test_dev_listing_empty_is_no_nodes():
 
 
 @pytest.mark.parametrize("text", ["davinci0|character special file|zz|0|root|root|660",
-                                  "davinci0|character special file||0|root|root|660"])
+                                  "davinci0|character special file||0|root|root|660", "a|b|c",
+                                  "Last login: Fri Dec  4 10:00:00 2026\n"])
 def test_dev_listing_garbage_is_a_parse_error(text):
     assert_parse_error(parse_dev_listing, text)
 
