@@ -193,6 +193,18 @@ GUARD_REMEDY = ("source {script} before the interactive guard in ~/.bashrc (the 
                 "non-interactive SSH sessions (pdsh, launchers, Ray) get it too")
 
 
+def set_env_script(files) -> str:
+    """The set_env.sh of the CANN found on the node: ascend-toolkit/set_env.sh beside latest/ up
+    to 8.3, <root>/set_env.sh in the cann or cann-<version> folder from 8.5 on."""
+    for install in (files.cann if files is not None else ()):
+        root = install.root.rstrip("/")
+        if root.endswith("/latest"):
+            return _osp.dirname(root) + "/set_env.sh"
+        if _osp.basename(root).startswith("cann"):
+            return root + "/set_env.sh"
+    return SET_ENV
+
+
 def _login_env(facts):
     return facts.optional("session.env_login")
 
@@ -222,14 +234,16 @@ def _not_loaded(verdict, subject, names, env, login, script, what):
 
 @check("env.cann_loaded", title="CANN environment loaded in a non-interactive SSH session (import acl works)",
        reference=faq.M2, needs=("session.env", "session.env_login?", "ascend.files?", "python.stack?"),
-       remedy=(f"Source CANN's environment for every session: add `source {SET_ENV}` to ~/.bashrc above its "
-               "interactive guard (or to the launch script), then check with ssh NODE 'echo $ASCEND_HOME_PATH'."))
+       remedy=(f"Source CANN's environment for every session: add `source {SET_ENV}` (CANN 8.5 and later: "
+               "/usr/local/Ascend/cann/set_env.sh) to ~/.bashrc above its interactive guard (or to the launch "
+               "script), then check with ssh NODE 'echo $ASCEND_HOME_PATH'."))
 def test_cann_loaded(host, facts, verdict):
     env = effective_env(host, facts.get("session.env"))
     login = _login_env(facts)
     present = [n for n in CANN_VARS if env.get(n)]
     if not present:
-        _not_loaded(verdict, None, CANN_VARS, env, login, SET_ENV, "the CANN toolkit environment (set_env.sh)")
+        script = set_env_script(facts.optional("ascend.files"))
+        _not_loaded(verdict, None, CANN_VARS, env, login, script, "the CANN toolkit environment (set_env.sh)")
         return
     home = env[present[0]].rstrip("/")
     try:

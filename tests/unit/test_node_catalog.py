@@ -547,6 +547,16 @@ def test_cann_loaded_passes_and_explains_the_interactive_guard():
     raw["session.env_login"] = out(login_output({"PATH": "/usr/bin"}))
     [r] = run(env.test_cann_loaded, H, make_facts(raw=raw))
     assert r.outcome == "failed" and "nor in an interactive login shell" in r.message
+    assert "source /usr/local/Ascend/ascend-toolkit/set_env.sh" in r.message  # beside latest/
+
+
+def test_cann_loaded_names_the_set_env_of_the_cann_layout_found():
+    # CANN 8.5 and later install into /usr/local/Ascend/cann-<version> (and cann): set_env.sh is there.
+    raw = node_raw({"ASCEND_HOME_PATH": None, "ASCEND_TOOLKIT_HOME": None}, ascend_dot_files=out(files_output(
+        toolkit="toolkit-install-info/8.5.0-aarch64-cann-root.txt", root="/usr/local/Ascend/cann-8.5.0",
+        real="/usr/local/Ascend/cann-8.5.0", kernels=None)))
+    [r] = run(env.test_cann_loaded, H, make_facts(raw=raw))
+    explained(r, "source /usr/local/Ascend/cann-8.5.0/set_env.sh in ~/.bashrc")
 
 
 def test_cann_loaded_acl_not_on_python_path():
