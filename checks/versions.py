@@ -87,6 +87,24 @@ def _driver_min(row, facts) -> str:
     return row["driver_min"]
 
 
+def _judge_by_npu_smi(verdict, host, card, missing):
+    """A container without the version files: npu-smi's card-level board info still names the
+    driver and firmware and says whether they pair (what the files' ranges would tell)."""
+    versions = f"driver {card.driver_version or '?'}, firmware {card.firmware_version or '?'}"
+    where = f"npu-smi info -t board -i {card.npu_id}"
+    if card.compatibility.upper() == "NOK":
+        verdict.failed("driver/firmware", observed=f"{where} on {host.name} reports Compatibility NOK ({versions})",
+                       expected="a driver and firmware of the same HDK release (Compatibility OK)")
+    elif card.compatibility.upper() == "OK":
+        verdict.passed("driver/firmware", message=f"{versions}: Compatibility OK ({where}; {', '.join(missing)} "
+                                                  f"not mounted in the container)")
+    else:
+        verdict.skipped("driver/firmware", message=(
+            f"{host.name} is a container: {', '.join(missing)} not found, and {where} reports Compatibility "
+            f"{card.compatibility} ({versions}); the preflight run against the host judges the pairing. To judge "
+            f"it here, {VERSION_FILES_MOUNT}."))
+
+
 def _cann_driver_unlisted(verdict, compat, facts, cann, driver):
     """A CANN release the table does not list: a driver's minimum never goes down from one CANN
     release to the next, so the listed releases around it bound its minimum."""
@@ -137,9 +155,14 @@ def test_stack(host, facts, verdict, compat):
         stack, stack_error = None, str(exc)
     # driver <-> firmware, from the machine-readable ranges in the files themselves
     drv, fw = files.driver, files.firmware
+    board = facts.optional("npu_smi.board")
+    card = board if board is not None and board.compatibility else None
+    driver_version = drv.version if drv is not None else (card.driver_version if card else None)
     if files.driver_error or files.firmware_error:
         verdict.error("driver/firmware", message=f"{host.name}: {files.driver_error or files.firmware_error}",
                       remedy=DRIVER_FIRMWARE_REMEDY)
+    elif (drv is None or fw is None) and card is not None and files.container:
+        _judge_by_npu_smi(verdict, host, card, [p for p, x in ((DRIVER_INFO, drv), (FIRMWARE_INFO, fw)) if x is None])
     elif drv is None or fw is None:
         missing = [p for p, x in ((DRIVER_INFO, drv), (FIRMWARE_INFO, fw)) if x is None]
         if files.container:
@@ -167,14 +190,16 @@ def test_stack(host, facts, verdict, compat):
         if fw.driver_prefixes and not any(driver_matches_prefix(drv.version, p) for p in fw.driver_prefixes):
             problems.append(f"driver {drv.version} is not among the drivers firmware {fw.version} accepts "
                             f"(compatible_version_drv: {', '.join(fw.driver_prefixes)})")
+        if card is not None and card.compatibility.upper() == "NOK":
+            problems.append(f"npu-smi info -t board -i {card.npu_id} reports Compatibility NOK")
         if problems:
             verdict.failed("driver/firmware", observed="; ".join(problems),
                            expected="a driver and firmware of the same HDK release")
         else:
             verdict.passed("driver/firmware", message=f"driver {drv.version}, firmware {fw.version}")
     expected_driver = host.vars.get("driver")
-    if expected_driver and drv is not None and C.cmp_versions(drv.version, str(expected_driver)) != 0:
-        verdict.failed("driver", observed=f"driver {drv.version}",
+    if expected_driver and driver_version and C.cmp_versions(driver_version, str(expected_driver)) != 0:
+        verdict.failed("driver", observed=f"driver {driver_version}",
                        expected=f"driver {expected_driver} (inventory `driver`)")
 
     # CANN <-> driver (published minimum), kernels and nnal of the same release
@@ -190,15 +215,15 @@ def test_stack(host, facts, verdict, compat):
             verdict.failed("cann", observed=f"CANN {cann} at {active.root}",
                            expected=f"CANN {expected_cann} (inventory `cann`)")
         row = _row(compat, "cann_driver", "cann", cann, cmp="cann")
-        if drv is None:
+        if driver_version is None:
             pass  # reported above
         elif row is None:
-            _cann_driver_unlisted(verdict, compat, facts, cann, drv.version)
-        elif C.cmp_versions(drv.version, (need := _driver_min(row, facts))) < 0:
-            verdict.failed("cann/driver", observed=f"driver {drv.version} is older than CANN {cann} needs",
+            _cann_driver_unlisted(verdict, compat, facts, cann, driver_version)
+        elif C.cmp_versions(driver_version, (need := _driver_min(row, facts))) < 0:
+            verdict.failed("cann/driver", observed=f"driver {driver_version} is older than CANN {cann} needs",
                            expected=f"driver {need} or newer ({compat.source(row)})")
         else:
-            verdict.passed("cann/driver", message=f"CANN {cann} with driver {drv.version} (needs >= {need})")
+            verdict.passed("cann/driver", message=f"CANN {cann} with driver {driver_version} (needs >= {need})")
         old_layout = C.cmp_versions(C.norm_cann(cann), "8.5.0") < 0
         if active.kernels_version:
             if C.norm_cann(active.kernels_version).upper() != C.norm_cann(cann).upper():

@@ -259,8 +259,22 @@ def parse_ascend_files(text: str) -> AscendFiles:
 
 @dataclass(frozen=True)
 class BoardInfo:
-    fields: dict
+    fields: dict  # the chip's (-c 0): Chip Type, Chip Name, NPU Name
     npu_id: int | None
+    card: dict = field(default_factory=dict)  # the card's (no -c): Software Version, Firmware Version, Compatibility
+
+    @property
+    def compatibility(self) -> str | None:
+        """npu-smi's own verdict on the driver/firmware pair: OK, NOK, UNKNOWN, NOT SUPPORT."""
+        return self.card.get("compatibility")
+
+    @property
+    def driver_version(self) -> str | None:
+        return self.card.get("software version") or None
+
+    @property
+    def firmware_version(self) -> str | None:
+        return self.card.get("firmware version") or self.fields.get("firmware version") or None
 
     @property
     def soc(self) -> str | None:
@@ -282,20 +296,36 @@ class BoardInfo:
         return chip_name.lower()
 
 
+BOARD_CARD_MARK = "@@CARD"
+
+
 def parse_board(text: str) -> BoardInfo:
-    """``npu-smi info -t board -i N -c C`` (``key : value`` lines, TAB or space indented)."""
+    """``npu-smi info -t board -i N -c C`` (``key : value`` lines, TAB or space indented), then,
+    after a ``@@CARD`` line, the card level ``npu-smi info -t board -i N`` (older captures lack it)."""
+    chip_text, _, card_text = text.partition(f"\n{BOARD_CARD_MARK}\n")
+    if chip_text.startswith(BOARD_CARD_MARK + "\n"):
+        chip_text, card_text = "", chip_text[len(BOARD_CARD_MARK) + 1:]
+    fields, card = _board_fields(chip_text), _board_fields(card_text)
+    if "npu id" not in card:
+        card = {}  # "Invalid card id." or nothing: the card level says nothing
+    if "chip name" not in fields and "npu id" not in fields:
+        if not card:
+            raise ParseError(f"no 'NPU ID' / 'Chip Name' line in npu-smi info -t board output: {_excerpt(text)}")
+        fields = {}
+    try:
+        npu = int(fields.get("npu id", card.get("npu id", "")))
+    except ValueError:
+        npu = None
+    return BoardInfo(fields=fields, npu_id=npu, card=card)
+
+
+def _board_fields(text: str) -> dict[str, str]:
     fields: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if sep and key.strip():
             fields.setdefault(key.strip().lower(), value.strip())
-    if "chip name" not in fields and "npu id" not in fields:
-        raise ParseError(f"no 'NPU ID' / 'Chip Name' line in npu-smi info -t board output: {_excerpt(text)}")
-    try:
-        npu = int(fields.get("npu id", ""))
-    except ValueError:
-        npu = None
-    return BoardInfo(fields=fields, npu_id=npu)
+    return fields
 
 
 def soc_family(name: str | None) -> str | None:

@@ -207,6 +207,29 @@ def test_board_fixtures(rel, soc, family):
     assert board.npu_id == 0 and board.soc == soc and pv.soc_family(board.soc) == family
 
 
+def board_with_card(chip="npu-smi/board/a2-910b4-chip-npu0-c0-head.txt", compatibility="OK",
+                    driver="25.0.rc1.1", firmware="7.7.0.1.231"):
+    """The BOARD probe's output: chip level, the @@CARD line, then the card level (the captured
+    910A card block with the versions and verdict under test)."""
+    card = (fixture("npu-smi/board/a1-910a-card-npu0-23.0.5.txt").replace("23.0.5", driver)
+            .replace("7.1.0.7.220", firmware).replace(": OK", f": {compatibility}"))
+    chip_text = fixture(chip) if chip else "Invalid card id.\n"
+    return chip_text + "\n" + pv.BOARD_CARD_MARK + "\n" + card
+
+
+def test_board_card_level():
+    board = pv.parse_board(board_with_card())
+    assert board.soc == "ascend910b4" and board.npu_id == 0
+    assert (board.compatibility, board.driver_version, board.firmware_version) == ("OK", "25.0.rc1.1", "7.7.0.1.231")
+    # -c 0 refused (a 950 takes no -c), the card level read alone; an older capture has no card level.
+    alone = pv.parse_board(board_with_card(chip=None, compatibility="NOK"))
+    assert alone.fields == {} and alone.soc is None and alone.compatibility == "NOK" and alone.npu_id == 0
+    old = pv.parse_board(fixture("npu-smi/board/a2-910b4-chip-npu0-c0-head.txt"))
+    assert old.card == {} and old.compatibility is None and old.soc == "ascend910b4"
+    with pytest.raises(ParseError):
+        pv.parse_board("Invalid card id.\n\n" + pv.BOARD_CARD_MARK + "\nInvalid card id.\n")
+
+
 def test_board_invalid_card_is_an_error():
     with pytest.raises(ParseError):
         pv.parse_board(fixture("npu-smi/board/invalid-card-id.txt"))
@@ -361,6 +384,29 @@ def test_stack_in_a_container_without_version_files_is_skipped_for_the_host_to_j
         assert "CANN minimum driver" in r.message
     else:  # the driver's version is known, so the CANN minimum is still judged here
         assert ("cann/driver", "passed") in {(x.subject, x.outcome) for x in results}
+
+
+def test_stack_in_a_container_reads_the_pairing_from_npu_smi():
+    def stack(compatibility, driver="25.0.rc1.1", container=True, files_driver=None):
+        raw = node_raw(ascend_dot_files=out(files_output(driver=files_driver, firmware=None if container else
+                                                         "firmware-version-info/7.7.0.1.231.txt",
+                                                         container=container)),
+                       npu_smi_dot_board=out(board_with_card(compatibility=compatibility, driver=driver)))
+        return {x.subject: x for x in run(versions.test_stack, H, make_facts(raw=raw))}
+
+    ok_ = stack("OK")
+    assert ok_["driver/firmware"].outcome == "passed"
+    assert "driver 25.0.rc1.1, firmware 7.7.0.1.231: Compatibility OK (npu-smi info -t board -i 0" in \
+        ok_["driver/firmware"].message
+    assert ok_["cann/driver"].outcome == "passed"  # the CANN minimum from npu-smi's driver version
+    nok = stack("NOK")
+    explained(nok["driver/firmware"], "npu-smi info -t board -i 0 on node-01 reports Compatibility NOK")
+    old = stack("OK", driver="23.0.5")
+    explained(old["cann/driver"], "driver 23.0.5 is older than CANN 8.2.RC1 needs")
+    assert stack("UNKNOWN")["driver/firmware"].outcome == "skipped"
+    # Outside a container the version files judge, and npu-smi's NOK is one more finding.
+    host = stack("NOK", container=False, files_driver="driver-version-info/25.0.rc1.1.txt")["driver/firmware"]
+    explained(host, "reports Compatibility NOK")
 
 
 def test_stack_missing_version_files_outside_a_container_is_an_error_with_a_remedy():
