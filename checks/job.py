@@ -12,6 +12,7 @@ from preflight.job.model import DTYPE_NAMES
 from preflight.job.verl import DEFAULT_BUCKET_MB
 
 NEEDS = ("job.model?", "job.paths?")
+MODEL_DIR_KEYS = ("load", "tokenizer", "hf_model", "model_path")  # Job.model_dirs' arguments
 LARGE_DATASET = 10 << 30  # bytes: above this, Megatron's default 10-minute timeout is tight
 MEGATRON_DEFAULT_TIMEOUT = 10
 
@@ -27,6 +28,18 @@ def _skip_unless(job, verdict, *kinds) -> bool:
 
 def _fail(verdict, job, arg, observed, expected, **kw):
     verdict.failed(job.name, observed=observed, expected=expected, where=job.where(arg), **kw)
+
+
+def _unknown(job, *keys):
+    """The arguments among ``keys`` the job gives with a value known only when it runs (set from
+    outside the script, or in a branch).  They are given, so their defaults do not apply either:
+    a check that needs one says it cannot tell, never assumes the default."""
+    return [a for a in (job.arg(k) for k in keys) if a is not None and a.unresolved]
+
+
+def _not_checked(job, args) -> str:
+    """``--tensor-model-parallel-size ${TP} (p.sh:2) is set from outside the script; not checked``."""
+    return "; ".join(f"{job.cite(a)} {a.unresolved}" for a in args) + "; not checked"
 
 
 def _model_source(job, job_facts, roles=("hf", "load")):
@@ -93,6 +106,10 @@ def test_tp_kv_heads(job, job_facts, verdict):
     if tp_arg is None:
         verdict.skipped(job.name, message=f"{job.name}: no tensor-model-parallel size set (TP 1)")
         return
+    unknown = _unknown(job, "tp", "num_query_groups")
+    if unknown:
+        verdict.skipped(job.name, message=_not_checked(job, unknown))
+        return
     tp = tp_arg.int_value(job.path)
     kv, source = _kv_heads(job, job_facts)
     if kv is None:
@@ -113,15 +130,24 @@ def test_tp_kv_heads(job, job_facts, verdict):
 # -- M9 -----------------------------------------------------------------------------------
 
 def _world(job):
-    """(world size, how it is written) from the job itself."""
+    """(world size, how it is written) from the job itself; (None, None) when it does not say,
+    or says only when it runs (see :func:`_world_unknown`)."""
     ws = job.arg("world_size")
     if ws is not None:
-        return ws.int_value(job.path), ws.shown()
+        return (None, None) if ws.unresolved else (ws.int_value(job.path), ws.shown())
     nn, npn = job.arg("nnodes"), job.arg("nproc_per_node")
-    if nn is not None and npn is not None:
+    if nn is not None and npn is not None and not (nn.unresolved or npn.unresolved):
         n = nn.int_value(job.path) * npn.int_value(job.path)
         return n, f"{nn.shown()} × {npn.shown()} = {n}"
     return None, None
+
+
+def _world_unknown(job) -> list:
+    """The world-size arguments known only when the job runs: then the inventory's NPU count is
+    no stand-in for the world size (the job may use fewer nodes)."""
+    if job.arg("world_size") is not None:
+        return _unknown(job, "world_size")
+    return _unknown(job, "nnodes", "nproc_per_node")
 
 
 @check("job.parallel_fits", title="TP × PP × CP divides the world size and fits the NPUs", scope="cluster",
@@ -149,35 +175,40 @@ def test_parallel_fits(job, job_facts, verdict):
                 problems.append((arg, f"{arg.shown()} uses NPU {max(devices)}",
                                  f"device indexes below {total} ({world_text})"))
     else:
-        parts = [job.arg(k) for k in ("tp", "pp", "cp")]
-        parts = [a for a in parts if a is not None]
-        product = math.prod(a.int_value(job.path) for a in parts) if parts else 1
+        # What the job sets only when it runs is not checked, and never read as its default.
+        unknown = _unknown(job, "tp", "pp", "cp") + _world_unknown(job) + _unknown(job, "rollout_tp")
+        parts = [a for a in (job.arg(k) for k in ("tp", "pp", "cp")) if a is not None]
+        product = None if any(a.unresolved for a in parts) else (
+            math.prod(a.int_value(job.path) for a in parts) if parts else 1)
         product_text = " × ".join(a.shown() for a in parts) + f" = {product}" if parts else "1"
         nn, npn = job.arg("nnodes"), job.arg("nproc_per_node")
         if npus and all(npus.values()):
             per_node = min(npus.values())
-            if npn is not None and npn.int_value(job.path) > per_node:
+            if npn is not None and not npn.unresolved and npn.int_value(job.path) > per_node:
                 small = [h for h, n in npus.items() if n < npn.int_value(job.path)]
                 problems.append((npn, f"{npn.shown()} but {fold(small)} has {per_node} NPUs",
                                  f"at most {per_node} processes per node"))
-            if nn is not None and nn.int_value(job.path) > len(npus):
+            if nn is not None and not nn.unresolved and nn.int_value(job.path) > len(npus):
                 problems.append((nn, f"{nn.shown()} but the inventory has {len(npus)} host(s)",
                                  f"at most {len(npus)} nodes"))
-            if world is None:
+            if world is None and not _world_unknown(job):
                 world = sum(npus.values())
                 world_text = f"{world} NPUs on {len(npus)} inventory host(s)"
-        if world is None:
-            verdict.skipped(job.name, message=f"{job.name}: the world size is unknown (no --nnodes/--nproc_per_node "
-                                              f"in the job and no inventory)")
-            return
-        if world % product:
+        if world is not None and product is not None and world % product:
             problems.append((parts[0] if parts else None,
                              f"{product_text} does not divide the world size {world_text}",
                              f"TP × PP × CP a divisor of {world}"))
         rtp = job.arg("rollout_tp")
-        if rtp is not None and world % rtp.int_value(job.path):
+        if world is not None and rtp is not None and not rtp.unresolved and world % rtp.int_value(job.path):
             problems.append((rtp, f"{rtp.shown()} does not divide the world size {world_text}",
                              f"a rollout tensor-parallel size that divides {world}"))
+        if not problems and unknown:
+            verdict.skipped(job.name, message=_not_checked(job, unknown))
+            return
+        if not problems and world is None:
+            verdict.skipped(job.name, message=f"{job.name}: the world size is unknown (no --nnodes/--nproc_per_node "
+                                              f"in the job and no inventory)")
+            return
     if not problems:
         verdict.passed(job.name, message=f"{job.name}: parallel layout fits {world_text}")
         return
@@ -196,9 +227,13 @@ def test_pp_layers(job, job_facts, verdict):
     if _skip_unless(job, verdict, "mindspeed"):
         return
     pp_arg = job.arg("pp")
-    pp = pp_arg.int_value(job.path) if pp_arg is not None else 1
+    unknown = _unknown(job, "pp")
+    pp = 1 if pp_arg is None else None if pp_arg.unresolved else pp_arg.int_value(job.path)
     if not job.pp_layers:
-        if pp > 1 and job.model_json_problem:
+        split_unknown = _unknown(job, "num_layer_list", "mm_model")
+        if split_unknown or (unknown and job.model_json_problem):
+            verdict.skipped(job.name, message=_not_checked(job, split_unknown or unknown))
+        elif pp > 1 and job.model_json_problem:
             verdict.error(job.name, message=f"{job.name}: {pp_arg.shown()}, but the layer split is unknown: "
                                             f"{job.model_json_problem}")
         else:
@@ -208,7 +243,7 @@ def test_pp_layers(job, job_facts, verdict):
     problems = []
     for part, layers in sorted(job.pp_layers.items()):
         shown = f"{layers.arg.shown()} ({job.where(layers.arg)})"
-        if pp_arg is not None and len(layers.stages) != pp:
+        if pp is not None and pp_arg is not None and len(layers.stages) != pp:
             problems.append((layers.arg, f"{shown} has {len(layers.stages)} stages but {pp_arg.shown()} "
                                          f"({job.where(pp_arg)})", f"{pp} stages"))
         if part == "llm":
@@ -220,6 +255,8 @@ def test_pp_layers(job, job_facts, verdict):
         source = None
         if layers.num_layers is not None:
             total, source = int(layers.num_layers.value), f"{layers.num_layers.shown()} ({job.where(layers.num_layers)})"
+        elif part == "llm" and _unknown(job, "num_layers"):
+            unknown += _unknown(job, "num_layers")  # the job's own layer count, not config.json's
         elif part == "llm":
             d, _, where = _model_source(job, job_facts)
             v = d.config_value("num_hidden_layers") if d is not None else None
@@ -231,6 +268,8 @@ def test_pp_layers(job, job_facts, verdict):
     if problems:
         for arg, observed, expected in problems:
             _fail(verdict, job, arg, observed=observed, expected=expected)
+    elif unknown:
+        verdict.skipped(job.name, message=_not_checked(job, unknown))
     else:
         verdict.passed(job.name, message="; ".join(f"{l.arg.shown()}" for l in job.pp_layers.values()))
 
@@ -249,6 +288,9 @@ def test_weights_format(job, job_facts, verdict):
     load = job.arg("load")
     if load is None:
         verdict.skipped(job.name, message=f"{job.name}: no --load (training from scratch)")
+        return
+    if load.unresolved:
+        verdict.skipped(job.name, message=_not_checked(job, [load]))
         return
     d, where, why = job_facts.model(load.value)
     if d is None:
@@ -269,10 +311,20 @@ def test_weights_format(job, job_facts, verdict):
               expected="a converted checkpoint to start from (or no --load when training from scratch)")
 
 
-@check("job.weights_parallel", title="The converted checkpoint's TP/PP match the job's", scope="cluster",
+PARALLEL_FLAGS = {"tp": "--tensor-model-parallel-size", "pp": "--pipeline-model-parallel-size",
+                  "ep": "--expert-model-parallel-size"}
+
+
+def _job_size(job, key) -> int | None:
+    """The job's TP/PP/EP: 1 when not given (Megatron's default), None when given but known only at run time."""
+    a = job.arg(key)
+    return 1 if a is None else None if a.unresolved else a.int_value(job.path)
+
+
+@check("job.weights_parallel", title="The converted checkpoint's TP/PP/EP match the job's", scope="cluster",
        reference=faq.M6, needs=NEEDS,
-       remedy=("Re-convert (or re-shard) the weights with the TP/PP the training script uses, with the same "
-               "llm_pp_layers/vit_pp_layers, or change the script to the checkpoint's TP/PP."))
+       remedy=("Re-convert (or re-shard) the weights with the TP/PP/EP the training script uses, with the same "
+               "llm_pp_layers/vit_pp_layers, or change the script to the checkpoint's TP/PP/EP."))
 def test_weights_parallel(job, job_facts, verdict):
     if _skip_unless(job, verdict, "mindspeed"):
         return
@@ -280,29 +332,67 @@ def test_weights_parallel(job, job_facts, verdict):
     if load is None:
         verdict.skipped(job.name, message=f"{job.name}: no --load")
         return
+    if load.unresolved:
+        verdict.skipped(job.name, message=_not_checked(job, [load]))
+        return
     d, where, why = job_facts.model(load.value)
     if d is None:
         verdict.error(job.name, message=f"{job.cite(load)}: not evaluated: {why}")
         return
-    split = d.megatron_parallel()
+    split = d.megatron_split()
     if split is None:
         verdict.skipped(job.name, message=f"{load.shown()}: no Megatron mp_rank_* folders to compare "
                                           f"(see job.weights_format)")
         return
-    ck_tp, ck_pp = split
     ranks = d.megatron_ranks()
-    shown = f"{load.shown()} is split TP {ck_tp}, PP {ck_pp} ({d.megatron_iteration()}/{ranks[0]} .. {ranks[-1]})"
+    folders = f"{d.megatron_iteration()}/{ranks[0]} .. {ranks[-1]}"
+    unknown = _unknown(job, "tp", "pp", "ep")
+    cannot_tell = None  # why the checkpoint's PP/EP are unknown, when the job cannot settle it
+    have = {"tp": split.tp}
+    if split.pp_ep() is not None:
+        have["pp"], have["ep"] = split.pp_ep()
+        shown = f"{load.shown()} is split TP {split.tp}, PP {have['pp']}" + (
+            f", EP {have['ep']}" if have["ep"] != 1 or job.arg("ep") is not None else "") + f" ({folders})"
+    else:
+        # mp_rank_TT_XXX: Megatron writes the suffix for PP > 1 or for EP > 1, the same way.
+        n = split.suffixes[0]
+        shown = f"{load.shown()} is split TP {split.tp}, PP {n} or EP {n} (one rank suffix: {folders})"
+        pp, ep = _job_size(job, "pp"), _job_size(job, "ep")
+        if pp is None or ep is None:
+            pass  # the unresolved flag is in `unknown`, which says why
+        elif pp > 1 and ep <= 1:
+            have["pp"], have["ep"] = n, 1
+            shown = (f"{load.shown()} is split TP {split.tp}, PP {n} ({folders}: one rank suffix, taken as PP "
+                     f"as in the job)")
+        elif ep > 1 and pp <= 1:
+            have["pp"], have["ep"] = 1, n
+            shown = (f"{load.shown()} is split TP {split.tp}, PP 1, EP {n} ({folders}: one rank suffix, taken as EP "
+                     f"as in the job)")
+        elif pp > 1 and ep > 1:  # Megatron would have written mp_rank_TT_PPP_EEE
+            pp_a, ep_a = job.arg("pp"), job.arg("ep")
+            _fail(verdict, job, ep_a, observed=f"{shown}{_read_on(where, job_facts)}, but the job sets {pp_a.shown()} "
+                                               f"and {ep_a.shown()} ({job.where(ep_a)})",
+                  expected=f"a checkpoint converted with PP {pp} and EP {ep} (mp_rank_TT_PPP_EEE folders)")
+            return
+        else:
+            cannot_tell = (f"the job sets neither --pipeline-model-parallel-size nor --expert-model-parallel-size "
+                           f"above 1, so which one the suffix counts cannot be told; not checked")
     bad = False
-    for key, have in (("tp", ck_tp), ("pp", ck_pp)):
-        a = job.arg(key)
-        want = a.int_value(job.path) if a is not None else 1
-        if want != have:
+    for key, flag in PARALLEL_FLAGS.items():
+        a, want = job.arg(key), _job_size(job, key)
+        if key not in have or want is None:
+            continue
+        if want != have[key]:
             bad = True
-            name = a.shown() if a is not None else ("TP 1 (no --tensor-model-parallel-size)" if key == "tp"
-                                                   else "PP 1 (no --pipeline-model-parallel-size)")
+            name = a.shown() if a is not None else f"{key.upper()} 1 (no {flag})"
             _fail(verdict, job, a or load, observed=f"{shown}{_read_on(where, job_facts)}, but the job sets {name}",
                   expected=f"a checkpoint converted with {key.upper()} {want}")
-    if not bad:
+    if bad:
+        return
+    if unknown or cannot_tell:
+        reasons = ([_not_checked(job, unknown)] if unknown else []) + ([cannot_tell] if cannot_tell else [])
+        verdict.skipped(job.name, message=f"{shown}; " + "; ".join(reasons))
+    else:
         verdict.passed(job.name, message=f"{shown}: matches the job")
 
 
@@ -350,7 +440,9 @@ def test_safetensors_index(job, job_facts, verdict):
         else:
             verdict.passed(job.name, message=f"{arg.shown()}: index names {len(shards)} shard(s), all present")
     if not checked:
-        verdict.skipped(job.name, message=f"{job.name}: no HuggingFace weight folder read")
+        unknown = _unknown(job, *MODEL_DIR_KEYS)
+        verdict.skipped(job.name, message=_not_checked(job, unknown) if unknown
+                        else f"{job.name}: no HuggingFace weight folder read")
 
 
 # -- verl Q3 ------------------------------------------------------------------------------
@@ -376,6 +468,9 @@ def test_weight_bucket(job, job_facts, verdict):
     if mp is None:
         verdict.skipped(job.name, message=f"{job.name}: no actor_rollout_ref.model.path")
         return
+    if mp.unresolved:
+        verdict.skipped(job.name, message=_not_checked(job, [mp]))
+        return
     d, where, why = job_facts.model(mp.value)
     if d is None:
         verdict.error(job.name, message=f"{job.cite(mp)}: not evaluated: {why}")
@@ -394,6 +489,10 @@ def test_weight_bucket(job, job_facts, verdict):
             return
         what, mb = f"embedding [{vocab}, {hidden}] float32 (from config.json)", vocab * hidden * SENT_BYTES / 2 ** 20
     bucket = job.arg("bucket_mb")
+    if bucket is not None and bucket.unresolved:  # set, so verl's default is not the one it uses
+        verdict.skipped(job.name, message=f"{what} = {mb:.1f} MB needs a bucket of at least {mb:.1f} MB; "
+                                          + _not_checked(job, [bucket]))
+        return
     if bucket is not None:
         bucket_mb, bshown = bucket.int_value(job.path), f"{bucket.shown()} ({job.where(bucket)})"
     else:
@@ -464,8 +563,10 @@ def _hub_id(value: str) -> bool:
                "or correct the argument in the job."))
 def test_data_paths(job, job_facts, verdict):
     args = job.path_args()
+    unknown = job.unresolved_paths()
     if not args:
-        verdict.skipped(job.name, message=f"{job.name}: no model or data path in the job")
+        verdict.skipped(job.name, message=_not_checked(job, unknown) if unknown
+                        else f"{job.name}: no model or data path in the job")
         return
     per_source = job_facts.paths()
     for name, stats in per_source.items():
@@ -474,7 +575,7 @@ def test_data_paths(job, job_facts, verdict):
         if not isinstance(stats, dict):
             verdict.error(job.name, message=f"{place}: {stats}", host=host)
             continue
-        missing, ok, notes = [], 0, []
+        missing, ok, notes = [], 0, [f"{a.shown()} ({job.where(a)}, {a.unresolved})" for a in unknown]
         for a in args:
             st = stats.get(a.value)
             if st is None:
@@ -513,10 +614,18 @@ def test_distributed_timeout(job, job_facts, verdict):
                 if a.name in ("--data-path", "--mm-data") and a.value in stats and stats[a.value].size:
                     sizes[a] = max(sizes.get(a, 0), stats[a.value].size)
     if not sizes:
-        verdict.skipped(job.name, message=f"{job.name}: dataset size unknown")
+        unknown = _unknown(job, "data_path", "mm_data")
+        verdict.skipped(job.name, message=_not_checked(job, unknown) if unknown
+                        else f"{job.name}: dataset size unknown")
         return
     total = sum(sizes.values())
     t = job.arg("distributed_timeout")
+    if t is not None and t.unresolved:  # set, so the 10-minute default is not the one it uses
+        if total >= LARGE_DATASET:
+            verdict.skipped(job.name, message=f"dataset {total / 2**30:.1f} GiB; " + _not_checked(job, [t]))
+        else:
+            verdict.passed(job.name, message=f"dataset {total / 2**30:.1f} GiB: any timeout will do")
+        return
     minutes = t.int_value(job.path) if t is not None else MEGATRON_DEFAULT_TIMEOUT
     tshown = t.shown() if t is not None else f"--distributed-timeout-minutes not set (default {MEGATRON_DEFAULT_TIMEOUT})"
     biggest = max(sizes, key=sizes.get)

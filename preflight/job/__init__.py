@@ -36,11 +36,16 @@ class Arg:
     value_line: int | None = None  # where its value was set, when elsewhere (TP=16 above)
     sep: str = " "  # how name and value are joined when shown
     file: str | None = None  # the file it is written in, when not the job file (model json)
+    # Why the value is known only when the script runs ("is set from outside the script"); None
+    # when the script sets it.  Such an argument is given, so its default does not apply either.
+    unresolved: str | None = None
 
     def shown(self) -> str:
         return f"{self.name}{self.sep}{self.value}"
 
     def int_value(self, path: str) -> int:
+        if self.unresolved:  # a check that forgot to ask must not read it as a number (or a default)
+            raise JobError(path, self.line, f"{self.shown()} {self.unresolved}: its value is not known")
         try:
             return int(self.value.strip().strip("'\""))
         except ValueError:
@@ -62,7 +67,8 @@ class LayerList:
 class Job:
     path: str
     kind: str  # mindspeed, verl, roll
-    args: dict[str, Arg] = field(default_factory=dict)  # canonical name -> Arg
+    args: dict[str, Arg] = field(default_factory=dict)  # canonical name -> Arg, values the script sets
+    unresolved: dict[str, Arg] = field(default_factory=dict)  # given, but known only when it runs
     is_script: bool = False
     crlf_lines: tuple[int, ...] = ()
     pp_layers: dict[str, LayerList] = field(default_factory=dict)
@@ -78,7 +84,14 @@ class Job:
         return os.path.basename(self.path)
 
     def arg(self, key: str) -> Arg | None:
-        return self.args.get(key)
+        """The argument as given, resolved or not (see :attr:`Arg.unresolved`); None when not given."""
+        return self.args.get(key) or self.unresolved.get(key)
+
+    def set_arg(self, key: str, arg: Arg) -> None:
+        """The last one wins, as with argparse, whether or not the script sets its value."""
+        self.args.pop(key, None)
+        self.unresolved.pop(key, None)
+        (self.unresolved if arg.unresolved else self.args)[key] = arg
 
     def where(self, arg: Arg | None) -> str:
         path = (arg.file if arg is not None and arg.file else None) or self.path
@@ -92,7 +105,7 @@ class Job:
         return f"{arg.shown()} ({self.where(arg)}{extra})"
 
     def int_arg(self, key: str) -> int | None:
-        a = self.args.get(key)
+        a = self.arg(key)
         return None if a is None else a.int_value(self.path)
 
     def model_dirs(self) -> list[tuple[str, Arg]]:
@@ -107,11 +120,17 @@ class Job:
                 out.append((role, a))
         return out
 
+    def path_keys(self) -> tuple[str, ...]:
+        return ("load", "tokenizer", "hf_model", "model_path", *self.data_args)
+
+    def unresolved_paths(self) -> list[Arg]:
+        """The path arguments whose value is known only when the script runs."""
+        return [self.unresolved[k] for k in self.path_keys() if k in self.unresolved]
+
     def path_args(self) -> list[Arg]:
         """Every argument that names a path the job reads (model, data, tokenizer)."""
-        keys = ("load", "tokenizer", "hf_model", "model_path", *self.data_args)
         seen, out = set(), []
-        for key in keys:
+        for key in self.path_keys():
             a = self.args.get(key)
             if a is None:
                 continue
@@ -120,6 +139,25 @@ class Job:
                     seen.add((a.name, p))
                     out.append(Arg(a.name, p, a.line, a.value_line, a.sep, a.file))
         return out
+
+
+def unresolved_reason(value: str, path: str, conditional: dict) -> str | None:
+    """Why a value the launch script builds is known only when it runs; None when it is known.
+
+    ``conditional`` is :attr:`preflight.job.shell.Script.conditional`: the variables each
+    branch of an if/case/&& sets differently, with where."""
+    if "$" not in value and "`" not in value:
+        return None
+    names = re.findall(r"\$\{?([A-Za-z_]\w*)", value)
+    for inner in re.findall(r"\$\(\((.*?)\)\)", value):  # $((TP * 2)): names without a $
+        names += re.findall(r"[A-Za-z_]\w*", inner)
+    branchy = [n for n in dict.fromkeys(names) if n in conditional]
+    if branchy:
+        sets = "; ".join(f"{n}={text} at {path}:{line}" for n in branchy for line, text in conditional[n])
+        return f"is set in a branch ({sets})"
+    if re.search(r"\$\((?!\()|`", value):
+        return "is the output of a command the script runs"
+    return "is set from outside the script"
 
 
 def usable_path(value: str) -> bool:

@@ -8,13 +8,14 @@ import json
 import os
 import re
 
-from . import Arg, Job, JobError, LayerList
+from . import Arg, Job, JobError, LayerList, unresolved_reason
 from .shell import ShellError, read_script
 
 # flag -> canonical name; the ones whose value must be an integer are marked.
 FLAGS = {
     "--tensor-model-parallel-size": ("tp", True),
     "--pipeline-model-parallel-size": ("pp", True),
+    "--expert-model-parallel-size": ("ep", True),
     "--context-parallel-size": ("cp", True),
     "--micro-batch-size": ("mbs", True),
     "--seq-length": ("seq_length", True),
@@ -87,16 +88,19 @@ def parse_mindspeed(path: str, text: str) -> Job:
         key, numeric = FLAGS[flag]
         if value is None:
             raise JobError(path, w.line, f"{flag} has no value")
-        if "$" in value or "`" in value:
-            job.notes.append(f"{flag} {value} ({path}:{w.line}): not set in the script, not checked")
-            job.args.pop(key, None)
+        reason = unresolved_reason(value, path, script.conditional)
+        if reason is not None:
+            # Given, so not its default: the checks that read it say they cannot tell.
+            arg = Arg(flag, value, w.line, vline if vline != w.line else None, unresolved=reason)
+            job.notes.append(f"{flag} {value} ({path}:{w.line}) {reason}; not checked")
+            job.set_arg(key, arg)
             continue
         if flag == "--nnodes" and re.fullmatch(r"\d+:\d+", value):
             value = value.split(":")[1]
         arg = Arg(flag, value, w.line, vline if vline != w.line else None)
         if numeric:
             arg.int_value(path)
-        job.args[key] = arg  # the last one wins, as with argparse
+        job.set_arg(key, arg)  # the last one wins, as with argparse
     _layer_lists(job)
     return job
 
@@ -194,7 +198,7 @@ def _layer_lists(job: Job) -> None:
             continue
         job.pp_layers[part] = LayerList(part, arg, stages, num, found)
     if isinstance(decoder, dict) and isinstance(decoder.get("num_query_groups"), int) \
-            and "num_query_groups" not in job.args:
+            and job.arg("num_query_groups") is None:
         job.args["num_query_groups"] = Arg("text_decoder.num_query_groups", str(decoder["num_query_groups"]),
                                            _line_of(text, "text_decoder", "num_query_groups"), sep=": ",
                                            file=found)

@@ -1,6 +1,6 @@
 """Model-directory facts: pure parsers of ``config.json``, safetensors headers, the
 ``model.safetensors.index.json`` shard list and the checkpoint layout (HF, or Megatron
-``iter_XXXXXXX/mp_rank_XX[_YYY]``).
+``iter_XXXXXXX/mp_rank_TT[_PPP][_EEE]``).
 
 The directory is read where the job will read it: on the nodes by the probe command
 :data:`MODEL_COMMAND` (read-only; it lists two levels, reads config/index files capped,
@@ -69,6 +69,30 @@ printf '%s\n' "$PF_JOB_PATHS" | while IFS= read -r p; do
   else printf 'P missing - %s\n' "$b"; fi
 done
 """
+
+
+# Megatron's get_checkpoint_name: mp_rank_{tp:02d}, then _{pp:03d} only when the pipeline-parallel
+# size is > 1, then _{ep:03d} only when the expert-parallel size is > 1.
+_MP_RANK = re.compile(r"mp_rank_(\d{2})((?:_\d{3}){0,2})")
+
+
+@dataclass(frozen=True)
+class MegatronSplit:
+    """How a Megatron checkpoint is split, as its rank folder names say.
+
+    Two 3-digit suffixes are PP then EP; one suffix is PP *or* EP (the names are the same),
+    which only the job's own PP/EP can tell."""
+
+    tp: int
+    suffixes: tuple[int, ...]  # ranks per 3-digit suffix: () none, (PP or EP,), (PP, EP)
+
+    def pp_ep(self) -> tuple[int, int] | None:
+        """(PP, EP) when the names alone tell; None for a single suffix."""
+        if not self.suffixes:
+            return 1, 1
+        if len(self.suffixes) == 2:
+            return self.suffixes
+        return None
 
 
 @dataclass(frozen=True)
@@ -165,20 +189,22 @@ class ModelDir:
         if it is None:
             return []
         return sorted(p.split("/", 1)[1] for p, (t, _) in self.entries.items()
-                      if p.startswith(it + "/") and t == "d"
-                      and re.fullmatch(r"mp_rank_\d{2}(_\d{3})?", p.split("/", 1)[1]))
+                      if p.startswith(it + "/") and t == "d" and _MP_RANK.fullmatch(p.split("/", 1)[1]))
 
-    def megatron_parallel(self) -> tuple[int, int] | None:
-        """(TP, PP) of the checkpoint, from its mp_rank_TT[_PPP] folder names."""
+    def megatron_split(self) -> MegatronSplit | None:
+        """TP and the suffix rank counts of the checkpoint, from its mp_rank_TT[_PPP][_EEE] folders."""
         ranks = self.megatron_ranks()
         if not ranks:
             return None
-        tps, pps = set(), set()
+        tps, suffixes = set(), []
         for r in ranks:
-            m = re.fullmatch(r"mp_rank_(\d{2})(?:_(\d{3}))?", r)
+            m = _MP_RANK.fullmatch(r)
             tps.add(int(m.group(1)))
-            pps.add(int(m.group(2)) if m.group(2) else 0)
-        return max(tps) + 1, max(pps) + 1
+            for i, rank in enumerate(m.group(2).split("_")[1:]):
+                if i == len(suffixes):
+                    suffixes.append(set())
+                suffixes[i].add(int(rank))
+        return MegatronSplit(max(tps) + 1, tuple(max(s) + 1 for s in suffixes))
 
     # -- index and headers ------------------------------------------------------------
     def index_shards(self) -> dict[str, list[str]] | None:

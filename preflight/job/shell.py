@@ -4,6 +4,9 @@
 Nothing is executed: command substitutions (``$(...)``, backticks) stay as literal text,
 arithmetic ``$((...))`` is evaluated only over integers, and a variable the script does
 not set stays as it is written (``$CKPT``), so a message can say it was not resolved.
+A variable assigned inside ``if``/``case``/loop bodies, after ``&&``/``||`` or in a function
+body has one value per branch: past the construct it stays as written too, and
+:attr:`Script.conditional` says where each branch set it.
 Every character of a value keeps the line it was written on, so an argument taken
 from ``GPT_ARGS="..."`` points at its own line, not at the ``torchrun`` line.
 """
@@ -77,11 +80,29 @@ class Script:
     commands: list[Command]
     variables: dict[str, LStr]
     crlf_lines: tuple[int, ...]
+    # Variables whose value depends on a branch the script takes when it runs: name ->
+    # [(line, value)] of each assignment in a branch (the value as written there).
+    conditional: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+
+
+@dataclass
+class _Frame:
+    """An open compound command (if/case/loop/{ } group/&& chain) while reading."""
+
+    closer: str  # the word that ends it: fi, esac, done, }; "" for an && / || chain
+    conditional: bool  # its body may run or not (every kind but a plain { } group)
+    assigned: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # (line, value), any branch
+    before: dict[str, tuple] = field(default_factory=dict)  # name -> (value, unknown) when it opened
+    branch: set[str] = field(default_factory=set)  # names the current branch assigned
+    fresh: bool = True  # an && chain with no word read since its last && / ||
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
 _DECLARERS = {"export", "declare", "local", "readonly", "typeset"}
+_OPENERS = {"if": "fi", "case": "esac", "while": "done", "until": "done", "for": "done", "select": "done"}
+_BRANCH_WORDS = {"elif", "else"}  # a new branch of the innermost if
+_PLAIN_KEYWORDS = {"then", "do", "!"}  # no new branch: the next word is a command
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 
@@ -127,6 +148,9 @@ class _Reader:
         self.i = 0
         self.line = 1
         self.vars: dict[str, LStr] = {}
+        self.unknown: dict[str, list[tuple[int, str]]] = {}  # set in a branch: see Script.conditional
+        self.frames: list[_Frame] = []
+        self.function_body = False  # "name()" or "function" seen: the next { } is a function body
         self.commands: list[Command] = []
         self.heredocs: list[tuple[str, bool]] = []
 
@@ -191,6 +215,8 @@ class _Reader:
             if not m:
                 return LStr("${" + inner + "}", line=line)
             name, op, arg = m.group(1), m.group(2), m.group(3)
+            if name in self.unknown:  # set in a branch: neither its value nor the default is known
+                return LStr("${" + inner + "}", line=line)
             value = self.vars.get(name)
             empty = value is None or (op and op.startswith(":") and not value.text)
             if op in ("-", ":-", "=", ":=") and empty:
@@ -322,6 +348,7 @@ class _Reader:
             nonlocal words
             if words:
                 self.commands.append(Command(words, cmd_line))
+                self.function_body = False  # a command came between "name()" and any {
             words = []
 
         while self.i < len(self.s):
@@ -340,15 +367,20 @@ class _Reader:
             if c == "\n":
                 self.take()
                 end_command()
+                self._end_chains()
                 if self.heredocs:
                     self._skip_heredocs()
                 cmd_line = self.line
                 continue
             if c in ";&|()":
-                self.take()
+                sep = self.take()
                 while self.peek() in "&|;":
-                    self.take()
+                    sep += self.take()
+                # "name()" defines a function (not "arr=()", an empty array)
+                defines = sep == "(" and self.peek() == ")" and len(words) == 1 and _NAME.fullmatch(words[0].text)
                 end_command()
+                self.function_body = self.function_body or bool(defines)
+                self._separator(sep)
                 cmd_line = self.line
                 continue
             if c in "<>":
@@ -369,21 +401,119 @@ class _Reader:
             declarer = bool(words) and words[0].text in _DECLARERS
             segs, line, is_assign = self.word(first or declarer or all(
                 _ASSIGN.match(w.text) for w in words))
+            if self.frames and self.frames[-1].closer == "":
+                self.frames[-1].fresh = False  # the && chain has its command
+            # "function name {": the name is read as a word before the brace opens the body.
+            if not is_assign and (first or (self.function_body and len(words) == 1)) \
+                    and self._keyword("".join(s.text for s, _ in segs)):
+                words.clear()
+                continue
             if is_assign:
                 value = LStr()
                 for s, _ in segs:
                     value = value + s
                 m = _ASSIGN.match(value.text)
-                name, plus = m.group(1), m.group(2)
                 rhs = LStr(value.text[m.end():], value.lines[m.end():])
-                if plus and name in self.vars:
-                    rhs = self.vars[name] + rhs
-                self.vars[name] = rhs
+                self._assign(m.group(1), rhs, bool(m.group(2)), line)
                 words.append(Word(value.text, line, value.lines))
                 continue
             for text, lines in _split(segs):
                 words.append(Word(text, lines[0] if lines else line, lines))
         end_command()
+        while self.frames:  # a construct left open at the end of the file
+            self._close()
+
+    # -- compound commands: which assignments hold past them -------------------------------
+    def _assign(self, name: str, rhs: LStr, plus: bool, line: int) -> None:
+        if plus:
+            if name in self.unknown:
+                return  # appending to a value only a branch knows: still not known
+            if name in self.vars:
+                rhs = self.vars[name] + rhs
+        if self.frames:
+            frame = self.frames[-1]
+            frame.before.setdefault(name, (self.vars.get(name), self.unknown.get(name)))
+            frame.branch.add(name)
+            frame.assigned.setdefault(name, []).append((line, rhs.text))
+        self.vars[name] = rhs
+        self.unknown.pop(name, None)  # straight-line reassignment: the last value holds
+
+    def _keyword(self, text: str) -> bool:
+        """Follow a reserved word at the start of a command; False when it is not one."""
+        if text in _OPENERS:
+            self.frames.append(_Frame(_OPENERS[text], conditional=True))
+        elif text == "{":
+            # A function body runs only when (and if) the function is called.
+            self.frames.append(_Frame("}", conditional=self.function_body))
+            self.function_body = False
+        elif text in _BRANCH_WORDS:
+            frame = self._unwind_to("fi")
+            if frame is not None:
+                self._end_branch(frame)
+        elif text in ("fi", "esac", "done", "}"):
+            if self._unwind_to(text) is not None:
+                self._close()
+        elif text == "function":
+            self.function_body = True
+        elif text not in _PLAIN_KEYWORDS:
+            return False
+        return True
+
+    def _separator(self, sep: str) -> None:
+        if sep in ("&&", "||"):
+            top = self.frames[-1] if self.frames else None
+            if top is not None and top.closer == "":
+                top.fresh = True
+            else:
+                self.frames.append(_Frame("", conditional=True))
+            return
+        if sep in ("|", "|&", "("):
+            return  # a pipeline or subshell continues the && chain
+        self._end_chains()
+        if sep.startswith(";;") or sep == ";&":
+            if self.frames and self.frames[-1].closer == "esac":
+                self._end_branch(self.frames[-1])  # the end of one case pattern's branch
+
+    def _end_chains(self) -> None:
+        """A command list ends (newline, ;, &): close the && / || chains that have their command."""
+        while self.frames and self.frames[-1].closer == "" and not self.frames[-1].fresh:
+            self._close()
+
+    def _unwind_to(self, closer: str) -> "_Frame | None":
+        """The innermost open construct ``closer`` ends, closing any left open inside it."""
+        if not any(f.closer == closer for f in self.frames):
+            return None
+        while self.frames[-1].closer != closer:
+            self._close()
+        return self.frames[-1]
+
+    def _end_branch(self, frame: "_Frame") -> None:
+        """The next branch starts from the values before the construct, not this branch's."""
+        for name in frame.branch:
+            value, unknown = frame.before[name]
+            if value is None:
+                self.vars.pop(name, None)
+            else:
+                self.vars[name] = value
+            if unknown is None:
+                self.unknown.pop(name, None)
+            else:
+                self.unknown[name] = unknown
+        frame.branch = set()
+
+    def _close(self) -> None:
+        frame = self.frames.pop()
+        if frame.conditional:
+            self._end_branch(frame)
+            for name, sets in frame.assigned.items():
+                self.vars.pop(name, None)
+                self.unknown[name] = self.unknown.get(name, []) + sets
+        if self.frames:  # the enclosing construct assigned them too
+            parent = self.frames[-1]
+            for name, before in frame.before.items():
+                parent.before.setdefault(name, before)
+                parent.branch.add(name)
+                parent.assigned.setdefault(name, []).extend(frame.assigned[name])
 
     def _skip_heredocs(self) -> None:
         for delim, _ in self.heredocs:
@@ -431,4 +561,4 @@ def read_script(text: str) -> Script:
     crlf = tuple(i + 1 for i, ln in enumerate(raw_lines) if ln.endswith("\r"))
     reader = _Reader(text.replace("\r\n", "\n"))
     reader.run()
-    return Script(reader.commands, reader.vars, crlf)
+    return Script(reader.commands, reader.vars, crlf, dict(reader.unknown))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from . import Arg, Job, JobError
+from . import Arg, Job, JobError, unresolved_reason
 from .shell import ShellError, read_script
 
 KEYS = {
@@ -17,6 +17,7 @@ KEYS = {
     "actor_rollout_ref.rollout.tensor_model_parallel_size": ("rollout_tp", True),
     "actor_rollout_ref.actor.megatron.tensor_model_parallel_size": ("tp", True),
     "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size": ("pp", True),
+    "actor_rollout_ref.actor.megatron.expert_model_parallel_size": ("ep", True),
     "actor_rollout_ref.actor.megatron.context_parallel_size": ("cp", True),
     "actor_rollout_ref.actor.strategy": ("strategy", False),
     "data.train_files": ("train_files", False),
@@ -47,12 +48,15 @@ def parse_verl(path: str, text: str) -> Job:
         key, value = m.group(1), m.group(2)
         canon, numeric = KEYS[key]
         vline = w.line_at(len(w.text) - len(value))
-        if "$" in value or "`" in value:
-            job.notes.append(f"{key}={value} ({path}:{w.line}): not set in the script, not checked")
-            job.args.pop(canon, None)
+        reason = unresolved_reason(value, path, script.conditional)
+        if reason is not None:
+            # Given, so not its default: the checks that read it say they cannot tell.
+            job.notes.append(f"{key}={value} ({path}:{w.line}) {reason}; not checked")
+            job.set_arg(canon, Arg(key, value, w.line, vline if vline != w.line else None, sep="=",
+                                   unresolved=reason))
             continue
         arg = Arg(key, value, w.line, vline if vline != w.line else None, sep="=")
         if numeric:
             arg.int_value(path)
-        job.args[canon] = arg
+        job.set_arg(canon, arg)
     return job

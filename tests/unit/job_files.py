@@ -48,13 +48,16 @@ def hf_model(root: Path, *, kv_heads=8, layers=28, shards=None, index_extra=(), 
     return root
 
 
-def megatron_ckpt(root: Path, tp=1, pp=1, iteration="release") -> Path:
+def megatron_ckpt(root: Path, tp=1, pp=1, iteration="release", ep=1) -> Path:
+    """Rank folders named as Megatron's get_checkpoint_name does: mp_rank_{tp:02d}, then _{pp:03d}
+    when PP > 1, then _{ep:03d} when EP > 1."""
     it = "release" if iteration == "release" else f"iter_{int(iteration):07d}"
     for t in range(tp):
         for p in range(pp):
-            name = f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else "")
-            (root / it / name).mkdir(parents=True, exist_ok=True)
-            (root / it / name / "model_optim_rng.pt").write_bytes(b"")
+            for e in range(ep):
+                name = f"mp_rank_{t:02d}" + (f"_{p:03d}" if pp > 1 else "") + (f"_{e:03d}" if ep > 1 else "")
+                (root / it / name).mkdir(parents=True, exist_ok=True)
+                (root / it / name / "model_optim_rng.pt").write_bytes(b"")
     (root / "latest_checkpointed_iteration.txt").write_text(str(iteration))
     return root
 
@@ -158,9 +161,13 @@ def mm_model_json(llm=(1, 10, 10, 7), vit=(32, 0, 0, 0), llm_layers=28, vit_laye
 
 
 def llm_script(*, tp=8, pp=1, load="/models/ckpt", tokenizer="/models/Qwen2.5-7B", data="/data/alpaca_text_document",
-               kv=4, num_layers=28, layer_list=None) -> str:
-    """A MindSpeed-LLM pretrain script (examples/mcore/qwen25/pretrain_qwen25_7b_32k_ptd.sh style)."""
+               kv=4, num_layers=28, layer_list=None, ep=None) -> str:
+    """A MindSpeed-LLM pretrain script (examples/mcore/qwen25/pretrain_qwen25_7b_32k_ptd.sh style;
+    with ``ep``, the MoE flags of examples/mcore/mixtral)."""
     extra = f"    --num-layer-list {layer_list} \\\n" if layer_list else ""
+    if ep is not None:
+        extra += (f"    --num-experts 8 \\\n    --moe-router-topk 2 \\\n"
+                  f"    --expert-model-parallel-size {ep} \\\n")
     return f"""#!/bin/bash
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 NPUS_PER_NODE=8

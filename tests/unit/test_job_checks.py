@@ -262,3 +262,139 @@ def test_checks_of_other_frameworks_are_skipped(tmp_path):
     roll = load_job(write(tmp_path, "r.yaml", roll_yaml()))
     for func in (jc.test_pp_layers, jc.test_weight_bucket, jc.test_weights_parallel, jc.test_distributed_timeout):
         assert outcomes(run(func, roll)) == ["skipped"], func.__name__
+
+
+# -- expert parallel: mp_rank_TT[_PPP][_EEE] ------------------------------------------------------
+
+def test_expert_parallel_checkpoint_is_not_read_as_pipeline(tmp_path):
+    moe = megatron_ckpt(tmp_path / "moe", tp=1, pp=1, ep=8)  # release/mp_rank_00_000 .. mp_rank_00_007
+    [r] = run(jc.test_weights_parallel, load_job(write(tmp_path, "ep8.sh", llm_script(tp=1, load=str(moe), ep=8))))
+    assert r.outcome == "passed", r.message
+    assert r.message == (f"--load {moe} is split TP 1, PP 1, EP 8 (release/mp_rank_00_000 .. mp_rank_00_007: one rank "
+                         f"suffix, taken as EP as in the job): matches the job")
+    # The same names, read for a PP 8 job, are a pipeline split.
+    [r] = run(jc.test_weights_parallel, load_job(write(tmp_path, "pp8.sh", llm_script(tp=1, pp=8, load=str(moe)))))
+    assert r.outcome == "passed" and "is split TP 1, PP 8 (release/" in r.message, r.message
+    [r] = run(jc.test_weights_parallel, load_job(write(tmp_path, "ep4.sh", llm_script(tp=1, load=str(moe), ep=4))))
+    assert r.outcome == "failed"
+    explained(r, "is split TP 1, PP 1, EP 8", "but the job sets --expert-model-parallel-size 4", "ep4.sh:26")
+    assert r.expected == "a checkpoint converted with EP 4"
+
+
+def test_pipeline_and_expert_suffixes_are_both_compared(tmp_path):
+    ck = megatron_ckpt(tmp_path / "ck", tp=2, pp=2, ep=4, iteration=500)  # mp_rank_TT_PPP_EEE
+    [r] = run(jc.test_weights_parallel, load_job(write(tmp_path, "ok.sh", llm_script(tp=2, pp=2, load=str(ck), ep=4))))
+    assert r.outcome == "passed", r.message
+    assert "is split TP 2, PP 2, EP 4 (iter_0000500/mp_rank_00_000_000 .. mp_rank_01_001_003)" in r.message
+    [r] = run(jc.test_weights_parallel, load_job(write(tmp_path, "e2.sh", llm_script(tp=2, pp=2, load=str(ck), ep=2))))
+    assert r.outcome == "failed"
+    explained(r, "is split TP 2, PP 2, EP 4", "but the job sets --expert-model-parallel-size 2", "e2.sh:26")
+    [r] = run(jc.test_weights_parallel, load_job(write(tmp_path, "no.sh", llm_script(tp=2, pp=2, load=str(ck)))))
+    explained(r, "but the job sets EP 1 (no --expert-model-parallel-size)")
+
+
+def test_a_suffix_the_job_cannot_place_is_not_a_failure(tmp_path):
+    moe = megatron_ckpt(tmp_path / "moe", tp=1, ep=8)
+    [r] = run(jc.test_weights_parallel, load_job(write(tmp_path, "p.sh", llm_script(tp=1, load=str(moe)))))
+    assert r.outcome == "skipped", r.message
+    assert "PP 8 or EP 8" in r.message and "which one the suffix counts cannot be told; not checked" in r.message
+    # PP 2 and EP 4 would be saved with two suffixes: one suffix cannot be this job's.
+    [r] = run(jc.test_weights_parallel, load_job(write(tmp_path, "q.sh", llm_script(tp=1, pp=2, load=str(moe), ep=4))))
+    assert r.outcome == "failed"
+    explained(r, "--pipeline-model-parallel-size 2 and --expert-model-parallel-size 4", "q.sh:26")
+    assert "mp_rank_TT_PPP_EEE" in r.expected
+
+
+# -- arguments the script sets only when it runs ----------------------------------------------------
+
+OUTSIDE = [("source ./par.env\n", "${TP}", "", "is set from outside the script"),
+           ("TP=$1\n", "$1", ", value set at line 14", "is set from outside the script"),
+           ("TP=$(<conf/tp)\n", "$(<conf/tp)", ", value set at line 14", "is the output of a command the script runs")]
+
+
+@pytest.mark.parametrize("setup, shown, extra, reason", OUTSIDE)
+def test_unresolved_tp_is_not_taken_for_the_default(tmp_path, setup, shown, extra, reason):
+    ck = megatron_ckpt(tmp_path / "tp8", tp=8)
+    p = write(tmp_path, "p.sh", llm_script(load=str(ck)).replace("TP=8\n", setup))
+    job = load_job(p)
+    said = f"--tensor-model-parallel-size {shown} ({p}:21{extra}) {reason}; not checked"
+    [r] = run(jc.test_weights_parallel, job)  # was: failed, "the job sets TP 1"
+    assert r.outcome == "skipped" and said in r.message, r.message
+    [r] = run(jc.test_parallel_fits, job)  # was: passed with TP unknown
+    assert r.outcome == "skipped" and r.message == said
+    [r] = run(jc.test_tp_kv_heads, job)  # was: skipped as "TP 1"
+    assert r.outcome == "skipped" and r.message == said
+
+
+def test_unresolved_nnodes_is_not_replaced_by_the_inventory(tmp_path):
+    p = write(tmp_path, "p.sh", llm_script(tp=4, pp=2).replace("NNODES=1\n", "NNODES=$1\n"))
+    hosts = [make_host("node-01", npus_per_node=8), make_host("node-02", npus_per_node=8)]
+    [r] = run(jc.test_parallel_fits, load_job(p), hosts=hosts)  # was: passed on the inventory's 16 NPUs
+    assert r.outcome == "skipped"
+    assert r.message == f"--nnodes $1 ({p}:17, value set at line 6) is set from outside the script; not checked"
+
+
+def test_unresolved_pipeline_size_skips_the_stage_count(tmp_path):
+    [r] = run(jc.test_pp_layers, mm_job(tmp_path, pp="${PP_SIZE}"))  # was: passed, 4 stages never compared
+    assert r.outcome == "skipped"
+    assert r.message.startswith("--pipeline-model-parallel-size ${PP_SIZE} (")
+    assert r.message.endswith("finetune_qwen2vl_7b.sh:41, value set at line 23) is set from outside the script; "
+                              "not checked")
+    [r] = run(jc.test_pp_layers, mm_job(tmp_path, pp="${PP_SIZE}", llm=(0, 8, 10, 10)))
+    assert r.outcome == "failed"  # what does not need PP is still checked
+
+
+def test_unresolved_bucket_is_not_verls_default(tmp_path):
+    hf = hf_model(tmp_path / "Qwen2-7B")
+    p = write(tmp_path, "a.sh", verl_script(model=str(hf), bucket="$BUCKET_MB"))
+    [r] = run(jc.test_weight_bucket, load_job(p))  # was: failed against the default 2048
+    assert r.outcome == "skipped"
+    explained_skip = (f"2374.0 MB needs a bucket of at least 2374.0 MB; actor_rollout_ref.rollout.checkpoint_engine."
+                      f"update_weights_bucket_megabytes=$BUCKET_MB ({p}:14) is set from outside the script; "
+                      f"not checked")
+    assert r.message.endswith(explained_skip), r.message
+
+
+def test_unresolved_timeout_is_not_the_default(tmp_path):
+    data = tmp_path / "big_text_document.bin"
+    with open(data, "wb") as fh:
+        fh.truncate(11 << 30)
+    p = write(tmp_path, "p.sh", llm_script(data=str(tmp_path / "big_text_document")).replace(
+        "--split 100,0,0", "--split 100,0,0 --distributed-timeout-minutes ${TIMEOUT}"))
+    [r] = run(jc.test_distributed_timeout, load_job(p))  # was: warning, "not set (default 10)"
+    assert r.outcome == "skipped"
+    assert r.message == (f"dataset 11.0 GiB; --distributed-timeout-minutes ${{TIMEOUT}} ({p}:35) is set from outside "
+                         f"the script; not checked")
+
+
+def test_unresolved_paths_are_named_as_not_checked(tmp_path):
+    hf = hf_model(tmp_path / "tok")
+    p = write(tmp_path, "p.sh", llm_script(tokenizer=str(hf), load=str(megatron_ckpt(tmp_path / "ck")),
+                                           data="${DATA_ROOT}/alpaca_text_document"))
+    [r] = run(jc.test_data_paths, load_job(p))
+    assert r.outcome == "passed"
+    assert r.message == (f"this machine: 2 path(s) present; not checked: --data-path "
+                         f"${{DATA_ROOT}}/alpaca_text_document ({p}:34, is set from outside the script)")
+
+
+# -- assignments in branches ------------------------------------------------------------------------
+
+BRANCHES = [
+    ('if [ "$MODEL_SIZE" = "70b" ]; then\n    TP=8\nelse\n    TP=4\nfi\n', "TP=8 at {p}:15; TP=4 at {p}:17"),
+    ('case "$MODEL_SIZE" in\n    70b) TP=8 ;;\n    7b) TP=1 ;;\nesac\n', "TP=8 at {p}:15; TP=1 at {p}:16"),
+    ('TP=4; if [ "$NNODES" -gt 1 ]; then TP=8; fi\n', "TP=8 at {p}:14"),
+]
+
+
+@pytest.mark.parametrize("branch, sets", BRANCHES)
+def test_tp_set_in_a_branch_is_not_one_answer(tmp_path, branch, sets):
+    ck = megatron_ckpt(tmp_path / "tp8", tp=8)
+    p = write(tmp_path, "p.sh", llm_script(load=str(ck)).replace("TP=8\n", branch))
+    job = load_job(p)
+    line = 21 + branch.count("\n") - 1
+    said = f"--tensor-model-parallel-size ${{TP}} ({p}:{line}) is set in a branch ({sets.format(p=p)}); not checked"
+    [r] = run(jc.test_weights_parallel, job)  # was: the last assignment, and a failure against TP 8
+    assert r.outcome == "skipped" and r.message.endswith(said), r.message
+    [r] = run(jc.test_parallel_fits, job)
+    assert r.outcome == "skipped" and r.message == said
+

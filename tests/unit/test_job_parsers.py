@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from preflight.job import JobError, load_job
-from preflight.job.model import (MODEL_COMMAND, PATHS_COMMAND, parse_model_bundle, parse_paths,
+from preflight.job.model import (MODEL_COMMAND, PATHS_COMMAND, MegatronSplit, parse_model_bundle, parse_paths,
                                  parse_safetensors_header, read_model_dirs_local, read_paths_local,
                                  safetensors_header_of)
 from preflight.job.roll import parse_device_mapping
@@ -188,7 +188,7 @@ def test_node_command_and_local_reader_agree(tmp_path):
         assert (remote[d].problem, remote[d].entries, remote[d].texts, remote[d].headers) == \
                (local[d].problem, local[d].entries, local[d].texts, local[d].headers)
     assert remote[str(hf)].layout() == "hf" and remote[str(hf)].largest_tensor().name == "model.embed_tokens.weight"
-    assert remote[str(mg)].layout() == "megatron" and remote[str(mg)].megatron_parallel() == (2, 2)
+    assert remote[str(mg)].layout() == "megatron" and remote[str(mg)].megatron_split() == MegatronSplit(2, (2,))
     assert remote[dirs[2]].problem == "missing" and remote[dirs[3]].problem == "notdir"
     paths = subprocess.run(["bash", "-c", PATHS_COMMAND], env=env, capture_output=True, text=True, check=True)
     assert parse_paths(paths.stdout) == parse_paths(read_paths_local(env["PF_JOB_PATHS"].split("\n")))
@@ -202,3 +202,94 @@ def test_truncated_bundle_keeps_what_arrived():
     blob = base64.b64encode(gzip.compress(text.encode())).decode()
     dirs = parse_model_bundle(blob[: len(blob) // 2])
     assert dirs["/m"].truncated and "config.json" in dirs["/m"].entries
+
+
+# -- values only the run knows: set outside the script, or in a branch ------------------------
+
+IF_ELSE = """MODEL_SIZE=${1:-7b}
+if [ "$MODEL_SIZE" = "70b" ]; then
+    TP=8
+else
+    TP=4
+fi
+run --tensor-model-parallel-size ${TP}
+"""
+CASE = """case "$MODEL_SIZE" in
+    70b) TP=8 ;;
+    7b) TP=1 ;;
+esac
+run --tensor-model-parallel-size $TP
+"""
+ONE_LINE = 'TP=4; if [ "$NNODES" -gt 1 ]; then TP=8; fi\nrun --tensor-model-parallel-size $TP\n'
+AND_OR = '[ "$BIG" = 1 ] && TP=8 || TP=2\nrun --tensor-model-parallel-size ${TP:-1}\n'
+BRACES = 'TP=4\n[ -n "$BIG" ] && {\n    TP=8\n}\nrun --tensor-model-parallel-size $TP\n'
+FUNCTION = 'arr=()\nset_tp() {\n    TP=8\n}\nrun --tensor-model-parallel-size $TP\n'  # runs only if called
+
+
+@pytest.mark.parametrize("text, sets, shown", [
+    (IF_ELSE, [(3, "8"), (5, "4")], "${TP}"),
+    (CASE, [(2, "8"), (3, "1")], "$TP"),
+    (ONE_LINE, [(1, "8")], "$TP"),
+    (AND_OR, [(1, "8"), (1, "2")], "${TP:-1}"),  # nor does the default stand in for it
+    (BRACES, [(3, "8")], "$TP"),
+    (FUNCTION, [(3, "8")], "$TP"),
+])
+def test_shell_branch_assignments_stay_unresolved(text, sets, shown):
+    s = read_script(text)
+    assert s.conditional == {"TP": sets}
+    assert "TP" not in s.variables
+    assert [w.text for w in s.commands[-1].words] == ["run", "--tensor-model-parallel-size", shown]
+
+
+def test_shell_straight_line_and_same_branch_values_are_known():
+    s = read_script("TP=4\nTP=8\na $TP\n"
+                    "if [ -n \"$X\" ]; then\n  PP=2\n  b $PP\nelse\n  c $PP\nfi\n"
+                    "PP=4\nd $PP\n")
+    assert [[w.text for w in c.words] for c in s.commands if c.words[0].text in "abcd"] == [
+        ["a", "8"], ["b", "2"], ["c", "$PP"], ["d", "4"]]  # the else branch does not see PP=2
+    assert s.conditional == {} and s.variables["PP"].text == "4"
+
+
+@pytest.mark.parametrize("setup, shown, reason", [
+    ("source ./par.env\n", "${TP}", "is set from outside the script"),
+    ("TP=$1\n", "$1", "is set from outside the script"),
+    ("TP=$(<conf/tp)\n", "$(<conf/tp)", "is the output of a command the script runs"),
+    ('if [ "$M" = 70b ]; then\n  TP=8\nelse\n  TP=4\nfi\n', "${TP}",
+     "is set in a branch (TP=8 at {p}:2; TP=4 at {p}:4)"),
+])
+def test_mindspeed_keeps_an_unresolved_argument_as_given(tmp_path, setup, shown, reason):
+    p = write(tmp_path, "p.sh", setup + 'ARGS="--tensor-model-parallel-size ${TP} --pipeline-model-parallel-size 2"\n'
+                                          "torchrun pretrain_gpt.py $ARGS\n")
+    job = load_job(str(p))
+    tp = job.arg("tp")
+    line = setup.count("\n") + 1
+    assert (tp.name, tp.value, tp.line, tp.unresolved) == ("--tensor-model-parallel-size", shown, line,
+                                                           reason.format(p=p))
+    assert "tp" not in job.args and job.args["pp"].value == "2"  # only resolved values are in args
+    assert f"--tensor-model-parallel-size {shown} ({p}:{line}) {reason.format(p=p)}; not checked" in job.notes
+    with pytest.raises(JobError, match="its value is not known"):  # never read as a number, nor as 1
+        tp.int_value(job.path)
+
+
+def test_expert_parallel_size_is_read_by_both_parsers(tmp_path):
+    job = load_job(str(write(tmp_path, "moe.sh", llm_script(tp=1, ep=8))))
+    assert job.arg("ep").value == "8" and job.arg("ep").line == 26
+    p = write(tmp_path, "v.sh", "python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=/m \\\n"
+                                "  actor_rollout_ref.actor.megatron.expert_model_parallel_size=4 \\\n"
+                                "  actor_rollout_ref.actor.megatron.tensor_model_parallel_size=$TP\n")
+    job = load_job(str(p))
+    assert job.arg("ep").shown() == "actor_rollout_ref.actor.megatron.expert_model_parallel_size=4"
+    assert job.arg("tp").unresolved == "is set from outside the script" and job.arg("tp").line == 3
+
+
+@pytest.mark.parametrize("tp, pp, ep, split, pp_ep", [
+    (1, 1, 8, MegatronSplit(1, (8,)), None),  # mp_rank_00_000..007: the suffix is the expert rank
+    (1, 8, 1, MegatronSplit(1, (8,)), None),  # the very same names for PP 8
+    (2, 2, 4, MegatronSplit(2, (2, 4)), (2, 4)),  # mp_rank_TT_PPP_EEE
+    (4, 1, 1, MegatronSplit(4, ()), (1, 1)),
+])
+def test_megatron_rank_folders_tp_pp_ep(tmp_path, tp, pp, ep, split, pp_ep):
+    ck = megatron_ckpt(tmp_path / "ck", tp=tp, pp=pp, ep=ep)
+    d = parse_model_bundle(read_model_dirs_local([str(ck)]))[str(ck)]
+    assert len(d.megatron_ranks()) == tp * pp * ep and d.layout() == "megatron"
+    assert d.megatron_split() == split and split.pp_ep() == pp_ep
