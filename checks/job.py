@@ -233,7 +233,7 @@ def test_pp_layers(job, job_facts, verdict):
         split_unknown = _unknown(job, "num_layer_list", "mm_model")
         if split_unknown or (unknown and job.model_json_problem):
             verdict.skipped(job.name, message=_not_checked(job, split_unknown or unknown))
-        elif pp > 1 and job.model_json_problem:
+        elif pp is not None and pp > 1 and job.model_json_problem:
             verdict.error(job.name, message=f"{job.name}: {pp_arg.shown()}, but the layer split is unknown: "
                                             f"{job.model_json_problem}")
         else:
@@ -347,7 +347,6 @@ def test_weights_parallel(job, job_facts, verdict):
     ranks = d.megatron_ranks()
     folders = f"{d.megatron_iteration()}/{ranks[0]} .. {ranks[-1]}"
     unknown = _unknown(job, "tp", "pp", "ep")
-    cannot_tell = None  # why the checkpoint's PP/EP are unknown, when the job cannot settle it
     have = {"tp": split.tp}
     if split.pp_ep() is not None:
         have["pp"], have["ep"] = split.pp_ep()
@@ -375,8 +374,16 @@ def test_weights_parallel(job, job_facts, verdict):
                   expected=f"a checkpoint converted with PP {pp} and EP {ep} (mp_rank_TT_PPP_EEE folders)")
             return
         else:
-            cannot_tell = (f"the job sets neither --pipeline-model-parallel-size nor --expert-model-parallel-size "
-                           f"above 1, so which one the suffix counts cannot be told; not checked")
+            # PP 1 and EP 1: Megatron reads mp_rank_TT folders without a suffix, whichever size the
+            # suffix counts.
+            pp_a, ep_a = job.arg("pp"), job.arg("ep")
+            sizes = " and ".join(a.shown() if a is not None else f"{k} 1 (no {PARALLEL_FLAGS[k.lower()]})"
+                                 for k, a in (("PP", pp_a), ("EP", ep_a)))
+            _fail(verdict, job, pp_a or ep_a or load,
+                  observed=f"{shown}{_read_on(where, job_facts)}, but the job sets {sizes}",
+                  expected=f"a checkpoint converted with PP 1 and EP 1 (mp_rank_TT folders without a suffix), "
+                           f"or the job's --pipeline-model-parallel-size (or --expert-model-parallel-size) {n}")
+            return
     bad = False
     for key, flag in PARALLEL_FLAGS.items():
         a, want = job.arg(key), _job_size(job, key)
@@ -389,9 +396,8 @@ def test_weights_parallel(job, job_facts, verdict):
                   expected=f"a checkpoint converted with {key.upper()} {want}")
     if bad:
         return
-    if unknown or cannot_tell:
-        reasons = ([_not_checked(job, unknown)] if unknown else []) + ([cannot_tell] if cannot_tell else [])
-        verdict.skipped(job.name, message=f"{shown}; " + "; ".join(reasons))
+    if unknown:
+        verdict.skipped(job.name, message=f"{shown}; {_not_checked(job, unknown)}")
     else:
         verdict.passed(job.name, message=f"{shown}: matches the job")
 

@@ -69,6 +69,9 @@ class Job:
     kind: str  # mindspeed, verl, roll
     args: dict[str, Arg] = field(default_factory=dict)  # canonical name -> Arg, values the script sets
     unresolved: dict[str, Arg] = field(default_factory=dict)  # given, but known only when it runs
+    # Words of the launch command that expand to flags only a branch knows ($GPT_ARGS set in an
+    # if/else): any flag the job does not give otherwise may be in there.
+    hidden: list[Arg] = field(default_factory=list)
     is_script: bool = False
     crlf_lines: tuple[int, ...] = ()
     pp_layers: dict[str, LayerList] = field(default_factory=dict)
@@ -84,8 +87,9 @@ class Job:
         return os.path.basename(self.path)
 
     def arg(self, key: str) -> Arg | None:
-        """The argument as given, resolved or not (see :attr:`Arg.unresolved`); None when not given."""
-        return self.args.get(key) or self.unresolved.get(key)
+        """The argument as given, resolved or not (see :attr:`Arg.unresolved`); None when not given.
+        Not given but maybe in a :attr:`hidden` word: that word, as unresolved."""
+        return self.args.get(key) or self.unresolved.get(key) or (self.hidden[0] if self.hidden else None)
 
     def set_arg(self, key: str, arg: Arg) -> None:
         """The last one wins, as with argparse, whether or not the script sets its value."""
@@ -158,6 +162,26 @@ def unresolved_reason(value: str, path: str, conditional: dict) -> str | None:
     if re.search(r"\$\((?!\()|`", value):
         return "is the output of a command the script runs"
     return "is set from outside the script"
+
+
+def branch_reason(lines, path: str, branch_lines: dict) -> str | None:
+    """Why a flag written on one of ``lines`` is given only when a branch runs (the script appends
+    it to a variable in an if/case: :attr:`preflight.job.shell.Script.branch_lines`); None if not."""
+    for line in lines:
+        if line in branch_lines:
+            return f"is added to {branch_lines[line]} in a branch ({path}:{line}), so only when that branch runs"
+    return None
+
+
+def hidden_word(text: str, line: int, path: str, conditional: dict) -> Arg | None:
+    """A launch-command word like ``$GPT_ARGS`` whose variable a branch sets: the flags it expands
+    to are not known, so an argument the job does not give otherwise may be among them."""
+    if not re.search(r"\$\{?[A-Za-z_]", text) or text.startswith("--"):
+        return None
+    reason = unresolved_reason(text, path, conditional)
+    if reason is None or not reason.startswith("is set in a branch"):
+        return None
+    return Arg(text, "", line, sep="", unresolved=f"{reason}, and the launch command takes flags from it")
 
 
 def usable_path(value: str) -> bool:

@@ -8,7 +8,7 @@ import json
 import os
 import re
 
-from . import Arg, Job, JobError, LayerList, unresolved_reason
+from . import Arg, Job, JobError, LayerList, branch_reason, hidden_word, unresolved_reason
 from .shell import ShellError, read_script
 
 # flag -> canonical name; the ones whose value must be an integer are marked.
@@ -71,6 +71,9 @@ def parse_mindspeed(path: str, text: str) -> Job:
     while i < len(words):
         w = words[i]
         if not w.text.startswith("--"):
+            if (hidden := hidden_word(w.text, w.line, path, script.conditional)) is not None:
+                job.hidden.append(hidden)
+                job.notes.append(f"{w.text} ({path}:{w.line}) {hidden.unresolved}; the flags in it are not checked")
             i += 1
             continue
         flag, eq, value = w.text.partition("=")
@@ -88,7 +91,8 @@ def parse_mindspeed(path: str, text: str) -> Job:
         key, numeric = FLAGS[flag]
         if value is None:
             raise JobError(path, w.line, f"{flag} has no value")
-        reason = unresolved_reason(value, path, script.conditional)
+        reason = (unresolved_reason(value, path, script.conditional)
+                  or branch_reason((w.line, vline), path, script.branch_lines))
         if reason is not None:
             # Given, so not its default: the checks that read it say they cannot tell.
             arg = Arg(flag, value, w.line, vline if vline != w.line else None, unresolved=reason)

@@ -83,6 +83,9 @@ class Script:
     # Variables whose value depends on a branch the script takes when it runs: name ->
     # [(line, value)] of each assignment in a branch (the value as written there).
     conditional: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    # Lines whose text a variable holds only when a branch runs (it was appended there, the rest
+    # of the variable is known): line -> the variable.
+    branch_lines: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -95,6 +98,10 @@ class _Frame:
     before: dict[str, tuple] = field(default_factory=dict)  # name -> (value, unknown) when it opened
     branch: set[str] = field(default_factory=set)  # names the current branch assigned
     fresh: bool = True  # an && chain with no word read since its last && / ||
+    # GPT_ARGS="$GPT_ARGS --use-flash-attn" in a branch adds to what the variable held: name -> what
+    # each such assignment appended; a name any branch set to a new value is in ``replaced``.
+    appended: dict[str, list[LStr]] = field(default_factory=dict)
+    replaced: set[str] = field(default_factory=set)
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -149,6 +156,7 @@ class _Reader:
         self.line = 1
         self.vars: dict[str, LStr] = {}
         self.unknown: dict[str, list[tuple[int, str]]] = {}  # set in a branch: see Script.conditional
+        self.branch_lines: dict[int, str] = {}  # see Script.branch_lines
         self.frames: list[_Frame] = []
         self.function_body = False  # "name()" or "function" seen: the next { } is a function body
         self.commands: list[Command] = []
@@ -435,6 +443,7 @@ class _Reader:
             frame.before.setdefault(name, (self.vars.get(name), self.unknown.get(name)))
             frame.branch.add(name)
             frame.assigned.setdefault(name, []).append((line, rhs.text))
+            self._note_change(frame, name, None if name in self.unknown else self.vars.get(name), rhs)
         self.vars[name] = rhs
         self.unknown.pop(name, None)  # straight-line reassignment: the last value holds
 
@@ -501,19 +510,40 @@ class _Reader:
                 self.unknown[name] = unknown
         frame.branch = set()
 
+    @staticmethod
+    def _note_change(frame: "_Frame", name: str, old: "LStr | None", new: "LStr | None") -> None:
+        """Record in ``frame`` whether ``name`` went from ``old`` to ``new`` by appending to it."""
+        if old is not None and new is not None and old.text and len(new.text) > len(old.text) \
+                and new.text.startswith(old.text):
+            frame.appended.setdefault(name, []).append(LStr(new.text[len(old.text):], new.lines[len(old.text):]))
+        else:
+            frame.replaced.add(name)
+
     def _close(self) -> None:
         frame = self.frames.pop()
         if frame.conditional:
             self._end_branch(frame)
             for name, sets in frame.assigned.items():
-                self.vars.pop(name, None)
-                self.unknown[name] = self.unknown.get(name, []) + sets
+                value, unknown = frame.before[name]
+                if name in frame.appended and name not in frame.replaced and value is not None and unknown is None:
+                    # Every branch only appended to what the variable held (GPT_ARGS="$GPT_ARGS
+                    # --use-flash-attn"): that stays known, and each appended part is marked as
+                    # there only when its branch runs.
+                    for part in frame.appended[name]:
+                        value = value + part
+                        self.branch_lines.update((ln, name) for ln in set(part.lines))
+                    self.vars[name] = value
+                else:
+                    self.vars.pop(name, None)
+                    self.unknown[name] = self.unknown.get(name, []) + sets
         if self.frames:  # the enclosing construct assigned them too
             parent = self.frames[-1]
             for name, before in frame.before.items():
                 parent.before.setdefault(name, before)
                 parent.branch.add(name)
                 parent.assigned.setdefault(name, []).extend(frame.assigned[name])
+                self._note_change(parent, name, None if before[1] is not None else before[0],
+                                  None if name in self.unknown else self.vars.get(name))
 
     def _skip_heredocs(self) -> None:
         for delim, _ in self.heredocs:
@@ -561,4 +591,4 @@ def read_script(text: str) -> Script:
     crlf = tuple(i + 1 for i, ln in enumerate(raw_lines) if ln.endswith("\r"))
     reader = _Reader(text.replace("\r\n", "\n"))
     reader.run()
-    return Script(reader.commands, reader.vars, crlf, dict(reader.unknown))
+    return Script(reader.commands, reader.vars, crlf, dict(reader.unknown), dict(reader.branch_lines))

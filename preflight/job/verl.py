@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from . import Arg, Job, JobError, unresolved_reason
+from . import Arg, Job, JobError, branch_reason, hidden_word, unresolved_reason
 from .shell import ShellError, read_script
 
 KEYS = {
@@ -43,12 +43,17 @@ def parse_verl(path: str, text: str) -> Job:
               crlf_lines=script.crlf_lines, data_args=("train_files", "val_files"))
     for w in best.words:
         m = _OVERRIDE.match(w.text)
+        if not m and (hidden := hidden_word(w.text, w.line, path, script.conditional)) is not None:
+            job.hidden.append(hidden)
+            job.notes.append(f"{w.text} ({path}:{w.line}) {hidden.unresolved}; the overrides in it are not checked")
+            continue
         if not m or m.group(1) not in KEYS:
             continue
         key, value = m.group(1), m.group(2)
         canon, numeric = KEYS[key]
         vline = w.line_at(len(w.text) - len(value))
-        reason = unresolved_reason(value, path, script.conditional)
+        reason = (unresolved_reason(value, path, script.conditional)
+                  or branch_reason((w.line, vline), path, script.branch_lines))
         if reason is not None:
             # Given, so not its default: the checks that read it say they cannot tell.
             job.notes.append(f"{key}={value} ({path}:{w.line}) {reason}; not checked")

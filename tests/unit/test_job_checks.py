@@ -293,12 +293,17 @@ def test_pipeline_and_expert_suffixes_are_both_compared(tmp_path):
     explained(r, "but the job sets EP 1 (no --expert-model-parallel-size)")
 
 
-def test_a_suffix_the_job_cannot_place_is_not_a_failure(tmp_path):
-    moe = megatron_ckpt(tmp_path / "moe", tp=1, ep=8)
-    [r] = run(jc.test_weights_parallel, load_job(write(tmp_path, "p.sh", llm_script(tp=1, load=str(moe)))))
-    assert r.outcome == "skipped", r.message
-    assert "PP 8 or EP 8" in r.message and "which one the suffix counts cannot be told; not checked" in r.message
+def test_a_suffix_on_a_job_with_pp_1_and_ep_1_is_a_mismatch_whichever_it_counts(tmp_path):
+    # Megatron reads mp_rank_TT (no suffix) when PP and EP are 1: PP-4 weights under a PP-1 script (FAQ #6).
+    for ck in (megatron_ckpt(tmp_path / "pp4", tp=1, pp=4), megatron_ckpt(tmp_path / "moe", tp=1, ep=8)):
+        [r] = run(jc.test_weights_parallel, load_job(write(tmp_path, "p.sh", llm_script(tp=1, load=str(ck)))))
+        assert r.outcome == "failed", r.message
+        n = 4 if ck.name == "pp4" else 8
+        explained(r, f"PP {n} or EP {n}", "but the job sets --pipeline-model-parallel-size 1 and EP 1 "
+                                          "(no --expert-model-parallel-size)")
+        assert "mp_rank_TT folders without a suffix" in r.expected
     # PP 2 and EP 4 would be saved with two suffixes: one suffix cannot be this job's.
+    moe = tmp_path / "moe"
     [r] = run(jc.test_weights_parallel, load_job(write(tmp_path, "q.sh", llm_script(tp=1, pp=2, load=str(moe), ep=4))))
     assert r.outcome == "failed"
     explained(r, "--pipeline-model-parallel-size 2 and --expert-model-parallel-size 4", "q.sh:26")
@@ -398,3 +403,48 @@ def test_tp_set_in_a_branch_is_not_one_answer(tmp_path, branch, sets):
     [r] = run(jc.test_parallel_fits, job)
     assert r.outcome == "skipped" and r.message == said
 
+
+
+# -- flag strings a branch adds to or replaces ------------------------------------------------------
+
+def _with_branch(script: str, branch: str) -> str:
+    """``branch`` inserted before the launch command."""
+    return script.replace("torchrun $DISTRIBUTED_ARGS", branch + "torchrun $DISTRIBUTED_ARGS", 1)
+
+
+def test_a_flag_string_a_branch_appends_to_keeps_its_flags(tmp_path):
+    # MindSpeed-MM scripts: if [ "$PP" != "1" ]; then GPT_ARGS="$GPT_ARGS --variable-seq-lengths"; fi
+    ck = megatron_ckpt(tmp_path / "tp8", tp=8)
+    p = write(tmp_path, "p.sh", _with_branch(llm_script(load=str(ck)),
+                                             'if [ "$USE_FA" = "1" ]; then GPT_ARGS="$GPT_ARGS --use-flash-attn"; fi\n'))
+    [r] = run(jc.test_weights_parallel, load_job(p))
+    assert r.outcome == "passed", r.message  # TP 8 and --load still read (they vanished with the branch)
+    # A parallel size appended in a branch is there only when the branch runs: not known.
+    p = write(tmp_path, "q.sh", _with_branch(llm_script(load=str(ck)),
+                                             'if [ "$BIG" = 1 ]; then\n  GPT_ARGS="$GPT_ARGS '
+                                             '--tensor-model-parallel-size 16"\nfi\n'))
+    job = load_job(p)
+    assert job.arg("tp").unresolved == f"is added to GPT_ARGS in a branch ({p}:38), so only when that branch runs"
+    [r] = run(jc.test_weights_parallel, job)
+    assert r.outcome == "skipped" and f"--tensor-model-parallel-size 16 ({p}:38)" in r.message, r.message
+
+
+def test_a_flag_string_a_branch_replaces_hides_its_flags(tmp_path):
+    ck = megatron_ckpt(tmp_path / "tp8", tp=8)
+    script = llm_script(load=str(ck)).replace(
+        'GPT_ARGS="\n', 'if [ "$SIZE" = 7b ]; then\nGPT_ARGS="--tensor-model-parallel-size 2"\nelse\nGPT_ARGS="\n', 1)
+    script = script.replace('DATA_ARGS="', 'fi\nDATA_ARGS="', 1)
+    p = write(tmp_path, "p.sh", script)
+    job = load_job(p)
+    assert any("$GPT_ARGS" in n and "the flags in it are not checked" in n for n in job.notes), job.notes
+    [r] = run(jc.test_weights_parallel, job)  # was: failed, "the job sets TP 1 (no --tensor-model-parallel-size)"
+    assert r.outcome == "skipped", r.message
+    assert "$GPT_ARGS" in r.message and "is set in a branch" in r.message
+    [r] = run(jc.test_tp_kv_heads, job)
+    assert r.outcome == "skipped" and "$GPT_ARGS" in r.message, r.message
+
+
+def test_pp_layers_with_an_unknown_pp_and_no_layer_split_is_skipped(tmp_path):
+    p = write(tmp_path, "p.sh", llm_script().replace("PP=1\n", "PP=$1\n"))
+    [r] = run(jc.test_pp_layers, load_job(p))  # was: TypeError comparing None with 1
+    assert r.outcome == "skipped", r.message
