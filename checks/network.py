@@ -180,7 +180,7 @@ def test_rendezvous(cluster, verdict):
 
 @check("cluster.hccl_ports", title="HCCL host ports (HCCL_IF_BASE_PORT block) reachable between nodes",
        reference=faq.R_CROSS_NODE_PORT,
-       needs=("tcp.hccl", "session.env?", "net.listening?", "tools.python3?", "ascend.files?"),
+       needs=("tcp.hccl", "session.env?", "net.interfaces?", "net.listening?", "tools.python3?", "ascend.files?"),
        remedy=FIREWALL_REMEDY + " HCCL uses a block of 16 ports from HCCL_IF_BASE_PORT (default 60000-60015; "
                                 "32 on CANN 8.5 and later), or the ranges in HCCL_HOST_SOCKET_PORT_RANGE when "
                                 "that is set; reserve them (from HCCL_IF_BASE_PORT when it is set) in addition "
@@ -275,7 +275,7 @@ def test_launcher_ssh(host, facts, cluster, verdict):
 
 
 @check("cluster.hostnames", title="Every node resolves every inventory name to the same address", scope="cluster",
-       reference=faq.X_HOSTNAMES, needs=("net.resolve",),
+       reference=faq.X_HOSTNAMES, needs=("net.resolve", "net.interfaces?"),
        remedy=("Make name resolution identical on every node: the same /etc/hosts entries (or DNS) for every "
                "cluster node, with each name pointing at the address the other nodes use to reach it."))
 def test_hostnames(cluster, verdict):

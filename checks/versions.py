@@ -4,6 +4,7 @@ node runs the same one."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 
@@ -91,7 +92,7 @@ def _judge_by_npu_smi(verdict, host, card, missing):
     """A container without the version files: npu-smi's card-level board info still names the
     driver and firmware and says whether they pair (what the files' ranges would tell)."""
     versions = f"driver {card.driver_version or '?'}, firmware {card.firmware_version or '?'}"
-    where = f"npu-smi info -t board -i {card.npu_id}"
+    where = f"npu-smi info -t board -i {card.card.get('npu id', '<first NPU>')}"
     if card.compatibility.upper() == "NOK":
         verdict.failed("driver/firmware", observed=f"{where} on {host.name} reports Compatibility NOK ({versions})",
                        expected="a driver and firmware of the same HDK release (Compatibility OK)")
@@ -108,7 +109,9 @@ def _judge_by_npu_smi(verdict, host, card, missing):
 def _cann_driver_unlisted(verdict, compat, facts, cann, driver):
     """A CANN release the table does not list: a driver's minimum never goes down from one CANN
     release to the next, so the listed releases around it bound its minimum."""
-    rows = sorted(compat.rows("cann_driver"), key=lambda r: C.version_key(C.norm_cann(str(r["cann"]))))
+    rows = sorted(compat.rows("cann_driver"),
+                  key=functools.cmp_to_key(lambda a, b: C.cmp_versions(C.norm_cann(str(a["cann"])),
+                                                                       C.norm_cann(str(b["cann"])))))
     below = [r for r in rows if C.cmp_versions(C.norm_cann(str(r["cann"])), C.norm_cann(cann)) < 0]
     above = [r for r in rows if C.cmp_versions(C.norm_cann(str(r["cann"])), C.norm_cann(cann)) > 0]
     low = (below[-1], _driver_min(below[-1], facts)) if below else None
@@ -191,7 +194,8 @@ def test_stack(host, facts, verdict, compat):
             problems.append(f"driver {drv.version} is not among the drivers firmware {fw.version} accepts "
                             f"(compatible_version_drv: {', '.join(fw.driver_prefixes)})")
         if card is not None and card.compatibility.upper() == "NOK":
-            problems.append(f"npu-smi info -t board -i {card.npu_id} reports Compatibility NOK")
+            problems.append(f"npu-smi info -t board -i {card.card.get('npu id', '<first NPU>')} reports "
+                            f"Compatibility NOK")
         if problems:
             verdict.failed("driver/firmware", observed="; ".join(problems),
                            expected="a driver and firmware of the same HDK release")
@@ -337,7 +341,20 @@ def test_mindspeed_megatron(host, facts, verdict, compat):
         elif row is None:
             verdict.failed("mindspeed-mm", severity="warning", observed=f"MindSpeed-MM {mm} is not in the table",
                            expected="a MindSpeed-MM release listed in the compatibility table")
-        elif C.base_release(row["mindspeed"]) != C.base_release(ms) and not ms.startswith("0."):
+        elif ms.startswith("0."):
+            # A 0.x MindSpeed is numbered after its Megatron core: it can only be told to follow
+            # the core of the release MindSpeed-MM wants.
+            cores, _ = _mindspeed_mcore(compat, str(row["mindspeed"]))
+            if cores and C.base_release(ms) not in {C.base_release(c) for c in cores}:
+                verdict.failed("mindspeed-mm", observed=f"MindSpeed-MM {mm} ({mm_how}) with MindSpeed {ms} ({ms_how}, "
+                                                        f"which follows Megatron core {C.base_release(ms)})",
+                               expected=f"MindSpeed {row['mindspeed']} (Megatron core {' or '.join(cores)}; "
+                                        f"{compat.source(row)})")
+            else:
+                verdict.passed("mindspeed-mm", message=f"MindSpeed-MM {mm} with MindSpeed {ms} ({ms_how}): the Megatron "
+                                                       f"core of MindSpeed {row['mindspeed']}; the release itself is "
+                                                       f"not named")
+        elif C.base_release(row["mindspeed"]) != C.base_release(ms):
             verdict.failed("mindspeed-mm", observed=f"MindSpeed-MM {mm} ({mm_how}) with MindSpeed {ms} ({ms_how})",
                            expected=f"MindSpeed {row['mindspeed']} ({compat.source(row)})")
         else:

@@ -496,6 +496,18 @@ def test_mindspeed_mm_as_installed_by_its_guide():
     assert r.outcome == "failed" and "branch 2.1.0_core_r0.12.1 of /opt/MindSpeed" in r.message
 
 
+@pytest.mark.parametrize("ms, outcome", [("0.8.0", "failed"), ("0.12.1", "passed")])
+def test_mindspeed_mm_with_a_mindspeed_only_its_core_names(ms, outcome):
+    # MindSpeed-MM 2.3.0 wants MindSpeed 2.3.0, which follows Megatron core 0.12.1.
+    stack = mindspeed_mm_stack(ms_head="3f2c9a1d").replace('"mindspeed": "0.12.1"', f'"mindspeed": "{ms}"')
+    results = run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack)))
+    [r] = [r for r in results if r.subject == "mindspeed-mm"]
+    assert r.outcome == outcome, r.message
+    if outcome == "failed":
+        explained(r, "with MindSpeed 0.8.0 (package version 0.8.0, which follows Megatron core 0.8.0)",
+                  "MindSpeed 2.3.0 (Megatron core 0.12.1")
+
+
 def test_mindspeed_mm_without_a_readable_release_or_megatron():
     stack = mindspeed_mm_stack(mm_head="3f2c9a1d0b7e", copied=None)  # detached, nothing copied in
     results = run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack)))
