@@ -168,6 +168,8 @@ class _Reader:
         return self.s[j] if j < len(self.s) else ""
 
     def take(self) -> str:
+        if self.i >= len(self.s):  # a quote, escape or expansion the file ends inside of
+            raise ShellError(self.line, "the script ends inside a quote, escape or expansion")
         c = self.s[self.i]
         self.i += 1
         if c == "\n":
@@ -382,7 +384,7 @@ class _Reader:
                 continue
             if c in ";&|()":
                 sep = self.take()
-                while self.peek() in "&|;":
+                while self.peek() and self.peek() in "&|;":
                     sep += self.take()
                 # "name()" defines a function (not "arr=()", an empty array)
                 defines = sep == "(" and self.peek() == ")" and len(words) == 1 and _NAME.fullmatch(words[0].text)
@@ -396,9 +398,9 @@ class _Reader:
                 if words and re.fullmatch(r"\d+", words[-1].text):
                     words.pop()
                 heredoc = c == "<" and self.peek(1) == "<" and self.peek(2) != "<"
-                while self.peek() in "<>&-":
+                while self.peek() and self.peek() in "<>&-":
                     self.take()
-                while self.peek() in " \t":
+                while self.peek() and self.peek() in " \t":
                     self.take()
                 segs, _, _ = self.word(False)
                 if heredoc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 
 import pytest
@@ -12,7 +13,7 @@ from preflight.job.model import (MODEL_COMMAND, PATHS_COMMAND, MegatronSplit, pa
                                  parse_safetensors_header, read_model_dirs_local, read_paths_local,
                                  safetensors_header_of)
 from preflight.job.roll import parse_device_mapping
-from preflight.job.shell import read_script
+from preflight.job.shell import ShellError, read_script
 from tests.unit.job_files import (hf_model, llm_script, megatron_ckpt, mm_model_json, mm_script, roll_yaml,
                                   verl_script, write_safetensors)
 
@@ -293,3 +294,23 @@ def test_megatron_rank_folders_tp_pp_ep(tmp_path, tp, pp, ep, split, pp_ep):
     d = parse_model_bundle(read_model_dirs_local([str(ck)]))[str(ck)]
     assert len(d.megatron_ranks()) == tp * pp * ep and d.layout() == "megatron"
     assert d.megatron_split() == split and split.pp_ep() == pp_ep
+
+
+@pytest.mark.parametrize("text", ["echo a;", "echo a &&", "f()", "echo a |", "x=(", "echo a 2>&", '"\\', '"$x\\'])
+def test_a_script_ending_mid_construct_reads_or_is_a_shell_error_never_a_crash(text):
+    # A launch script cut off after a separator, a redirection or inside a quote (it used to raise IndexError).
+    try:
+        read_script(text)
+    except ShellError as exc:
+        assert exc.line >= 1 and "ends inside" in exc.message
+
+
+def test_random_shell_text_never_crashes_the_reader():
+    rng = random.Random(7)
+    pieces = ["echo", " ", ";", "&", "|", "(", ")", "{", "}", "if", "then", "fi", "$", '"', "'", "\\", "\n", "x=",
+              "$(", "`", "<", ">", "<<", "EOF", "#", "a", "${", ":-", "$((", "))", "case", "esac", ";;", "else", "+="]
+    for _ in range(5000):
+        try:
+            read_script("".join(rng.choice(pieces) for _ in range(rng.randint(1, 14))))
+        except ShellError:
+            pass
