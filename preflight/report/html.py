@@ -30,7 +30,7 @@ class HtmlHooks:
             cells.insert(2 + offset, f'<th class="sortable" data-column-type="{key}">{label}</th>')
 
     def pytest_html_results_table_row(self, report, cells):
-        props = dict(report.user_properties)
+        props = dict(getattr(report, "user_properties", ()))  # a CollectReport (a file that failed to import) has none
         if self.brief and report.when == "call" and props.get("preflight_outcome") in ("passed", "skipped"):
             self.left_out += 1
             del cells[:]  # pytest-html 4 drops a row whose cells were all removed

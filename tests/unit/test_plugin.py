@@ -659,3 +659,14 @@ def test_a_bad_compat_file_is_a_usage_error_before_gathering(pytester, inv, cont
         path.write_text(content)
     result = run(pytester, "--inventory", str(inv), "--compat", str(path))
     assert result.ret == 4 and words in output(result) and str(path) in output(result), output(result)
+
+
+def test_a_check_file_that_does_not_import_is_a_collection_error_not_an_internal_error(pytester, inv):
+    # pytest-html hands the collection error's report to the row hook too; it has no user_properties.
+    pytester.makepyfile(test_mine="def test_x(:\n    pass\n")
+    result = run(pytester, "--inventory", "inv.yaml", "test_mine.py")
+    text = output(result)
+    assert result.ret == 2 and "INTERNALERROR" not in text, text
+    assert "SyntaxError" in text and "Interrupted: 1 error during collection" in text
+    doc = load(pytester.path / "reports" / "preflight.json")
+    assert doc["interrupted"] is True and doc["ready"] is False and doc["exit_code"] == 2
