@@ -123,6 +123,8 @@ pf_one() {
   local name=${1%%=*} rest=${1#*=} addr port err rc
   addr=${rest%:*}; port=${rest##*:}
   err=$(timeout $((t + 2)) ssh @OPTIONS@ -o ConnectTimeout="$t" -p "$port" "$addr" true 2>&1 </dev/null); rc=$?
+  # timeout's 124 with ssh silent: the login did not finish in time (pdsh's own would not either).
+  [ $rc = 124 ] && [ -z "$err" ] && err="no login within $((t + 2))s (ConnectTimeout=$t, then timeout)"
   if [ $rc = 0 ]; then echo "ok $name $addr:$port"
   else err=${err//$'\n'/ }; echo "fail $name $addr:$port rc=$rc ${err:0:240}"; fi
 }

@@ -912,3 +912,21 @@ def test_sub_second_limits_round_up_never_to_zero():
 
     assert [whole_seconds(s) for s in (0.2, 1, 1.5, 10)] == [1, 1, 2, 10]
     assert "pf_run x x 1 " in build_script([ProbeCommand("x", "true")], new_nonce(), 0.5, runner="bash")
+
+
+def test_a_launcher_login_that_does_not_finish_says_so(tmp_path):
+    """ssh silent until timeout kills it (rc 124): the record says the login did not finish in
+    time, where it read "rc=124" and nothing else."""
+    import subprocess
+
+    from preflight.activeprobe import _LAUNCHER_SSH
+    from preflight.probe import packed
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "ssh").write_text("#!/bin/sh\nexec sleep 30\n")
+    (bindir / "ssh").chmod(0o755)
+    done = subprocess.run(["bash", "-c", _LAUNCHER_SSH, "preflight", "1", "4", packed("node-02=root@10.0.0.2:22")],
+                          capture_output=True, text=True, timeout=60, env={"PATH": f"{bindir}:/usr/bin:/bin"})
+    [attempt] = parse_launcher_ssh(done.stdout)
+    assert not attempt.ok and attempt.detail == "rc=124 no login within 3s (ConnectTimeout=1, then timeout)"
