@@ -6,7 +6,10 @@ arithmetic ``$((...))`` is evaluated only over integers, and a variable the scri
 not set stays as it is written (``$CKPT``), so a message can say it was not resolved.
 A variable assigned inside ``if``/``case``/loop bodies, after ``&&``/``||`` or in a function
 body has one value per branch: past the construct it stays as written too, and
-:attr:`Script.conditional` says where each branch set it.
+:attr:`Script.conditional` says where each branch set it.  Two exceptions: a branch that only
+appends to a value (``ARGS="$ARGS --x"``) keeps it, the appended part marked
+(:attr:`Script.branch_lines`); a ``[ -z "$X" ]`` guard is decided by a value the script knows, and
+on an X it does not set reads as ``X=${X:-v}`` does.
 Every character of a value keeps the line it was written on, so an argument taken
 from ``GPT_ARGS="..."`` points at its own line, not at the ``torchrun`` line.
 """
@@ -102,6 +105,10 @@ class _Frame:
     # each such assignment appended; a name any branch set to a new value is in ``replaced``.
     appended: dict[str, list[LStr]] = field(default_factory=dict)
     replaced: set[str] = field(default_factory=set)
+    # An `if` with one branch, or an `a && b` / `a || b` chain of two: the test that guards the
+    # body (`[ -z "$X" ]`), read as its words; None once it cannot be such a guard.
+    guard: list[str] | None = None
+    guard_pending: bool = False  # an `if` whose condition is the next command
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -359,6 +366,9 @@ class _Reader:
             if words:
                 self.commands.append(Command(words, cmd_line))
                 self.function_body = False  # a command came between "name()" and any {
+                if self.frames and self.frames[-1].guard_pending:
+                    self.frames[-1].guard = [w.text for w in words]
+                    self.frames[-1].guard_pending = False
             words = []
 
         while self.i < len(self.s):
@@ -452,7 +462,7 @@ class _Reader:
     def _keyword(self, text: str) -> bool:
         """Follow a reserved word at the start of a command; False when it is not one."""
         if text in _OPENERS:
-            self.frames.append(_Frame(_OPENERS[text], conditional=True))
+            self.frames.append(_Frame(_OPENERS[text], conditional=True, guard_pending=text == "if"))
         elif text == "{":
             # A function body runs only when (and if) the function is called.
             self.frames.append(_Frame("}", conditional=self.function_body))
@@ -461,6 +471,7 @@ class _Reader:
             frame = self._unwind_to("fi")
             if frame is not None:
                 self._end_branch(frame)
+                frame.guard = frame.guard_pending = None  # two branches: not a default's guard
         elif text in ("fi", "esac", "done", "}"):
             if self._unwind_to(text) is not None:
                 self._close()
@@ -475,8 +486,10 @@ class _Reader:
             top = self.frames[-1] if self.frames else None
             if top is not None and top.closer == "":
                 top.fresh = True
+                top.guard = None  # a && b && c: not a plain guard
             else:
-                self.frames.append(_Frame("", conditional=True))
+                last = self.commands[-1].words if self.commands else []
+                self.frames.append(_Frame("", conditional=True, guard=[sep] + [w.text for w in last]))
             return
         if sep in ("|", "|&", "("):
             return  # a pipeline or subshell continues the && chain
@@ -523,6 +536,20 @@ class _Reader:
 
     def _close(self) -> None:
         frame = self.frames.pop()
+        runs, default = self._guarded(frame)
+        if runs is not None:
+            # `[ -z "$X" ]` guards: decided by a value the script knows (the body always or never
+            # runs), or `if [ -z "$X" ]; then X=v; fi` on an X the script does not set, which
+            # reads as X=${X:-v} does: v.
+            if runs is False:
+                self._end_branch(frame)
+            frame.conditional = False
+        elif default is not None and default in frame.assigned and default in self.vars:
+            value = self.vars[default]
+            self._end_branch(frame)
+            frame.assigned.pop(default)
+            frame.before.pop(default, None)
+            self.vars[default] = value
         if frame.conditional:
             self._end_branch(frame)
             for name, sets in frame.assigned.items():
@@ -546,6 +573,33 @@ class _Reader:
                 parent.assigned.setdefault(name, []).extend(frame.assigned[name])
                 self._note_change(parent, name, None if before[1] is not None else before[0],
                                   None if name in self.unknown else self.vars.get(name))
+
+    def _guarded(self, frame: "_Frame") -> tuple[bool | None, str | None]:
+        """For a one-branch ``if`` or a two-command chain guarded by ``[ -z V ]`` / ``[ -n V ]``:
+        (whether the body runs, when V is a value the script knows; else None) and (X, when V is
+        ``$X`` of an X the script does not set and the body runs when it is empty; else None)."""
+        words = frame.guard
+        if not words:
+            return None, None
+        sep = words[0] if words[0] in ("&&", "||") else None
+        if sep:
+            words = words[1:]
+        if len(words) == 4 and (words[0], words[3]) in (("[", "]"), ("[[", "]]")):
+            op, value = words[1], words[2]
+        elif len(words) == 3 and words[0] == "test":
+            op, value = words[1], words[2]
+        else:
+            return None, None
+        if op not in ("-z", "-n"):
+            return None, None
+        body_when_empty = (op == "-z") != (sep == "||")  # if [ -z V ], [ -z V ] &&, [ -n V ] ||
+        if "$" not in value and "`" not in value:
+            return (value == "") == body_when_empty, None
+        m = re.fullmatch(r"\$\{?([A-Za-z_]\w*)\}?", value)
+        if m and body_when_empty and m.group(1) not in self.unknown \
+                and frame.before.get(m.group(1), (None, None)) == (None, None):
+            return None, m.group(1)
+        return None, None
 
     def _skip_heredocs(self) -> None:
         for delim, _ in self.heredocs:

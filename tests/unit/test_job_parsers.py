@@ -314,3 +314,25 @@ def test_random_shell_text_never_crashes_the_reader():
             read_script("".join(rng.choice(pieces) for _ in range(rng.randint(1, 14))))
         except ShellError:
             pass
+
+
+@pytest.mark.parametrize("text, seen", [
+    # A value the script knows decides the guard: the body never (or always) runs.
+    ('TP=8\nif [ -z "$TP" ]; then TP=4; fi\necho $TP\n', "8"),
+    ('X=\nif [ -z "$X" ]; then X=5; fi\necho $X\n', "5"),
+    # On a variable the script does not set, a -z guard is a default, read as ${X:-v} is.
+    ('if [ -z "$MASTER_ADDR" ]; then\n  MASTER_ADDR=localhost\nfi\necho $MASTER_ADDR\n', "localhost"),
+    ('[ -z "$NNODES" ] && NNODES=2\necho $NNODES\n', "2"),
+    ('[ -n "$NNODES" ] || NNODES=3\necho $NNODES\n', "3"),
+    ('test -z "$NNODES" && NNODES=4\necho $NNODES\n', "4"),
+    # Anything else a branch sets stays unknown.
+    ('if [ -z "$A" ]; then A=1; else A=2; fi\necho $A\n', "$A"),
+    ('if [ "$B" = 1 ]; then A=8; fi\necho $A\n', "$A"),
+    ('if [ -n "$C" ]; then C=9; fi\necho $C\n', "$C"),
+    ('[ -z "$D" ] && D=1 && E=2\necho $D\n', "$D"),
+    ('if [ -z "$F" ]; then G=1; fi\necho $G\n', "$G"),
+])
+def test_a_z_guard_reads_as_the_default_or_the_known_value(text, seen):
+    script = read_script(text)
+    assert script.commands[-1].words[1].text == seen
+    assert (seen.startswith("$")) == bool(script.conditional)
