@@ -286,7 +286,10 @@ def test_nnal_atb(host, facts, verdict):
     if not files.libatb:
         verdict.failed(observed="nnal/atb is not installed: no libatb.so under "
                                 "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_*/lib",
-                       expected="the nnal package of the CANN release installed")
+                       expected="the nnal package of the CANN release installed",
+                       remedy=(f"Install the nnal package of the CANN release after sourcing {set_env_script(files)} "
+                               f"(the installer needs it), then add `source {ATB_SET_ENV}` to ~/.bashrc above its "
+                               f"interactive guard."))
         return
     atb_home = env.get("ATB_HOME_PATH")
     if not atb_home:

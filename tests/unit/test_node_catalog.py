@@ -629,6 +629,11 @@ def test_nnal_atb():
     assert r.outcome == "failed" and "ATB_HOME_PATH" in r.message
     [r] = run(env.test_nnal_atb, H, facts_of(ascend_dot_files=out(files_output(libatb=False, atb=None))))
     explained(r, "nnal/atb is not installed")
+    assert "after sourcing /usr/local/Ascend/ascend-toolkit/set_env.sh" in r.remedy
+    cann85 = files_output(toolkit="toolkit-install-info/8.5.0-aarch64-cann-root.txt", root="/usr/local/Ascend/cann-8.5.0",
+                          real="/usr/local/Ascend/cann-8.5.0", kernels=None, libatb=False, atb=None)
+    [r] = run(env.test_nnal_atb, H, facts_of(ascend_dot_files=out(cann85)))
+    assert "after sourcing /usr/local/Ascend/cann-8.5.0/set_env.sh" in r.remedy
 
 
 def test_single_cann():
