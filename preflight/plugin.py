@@ -266,6 +266,21 @@ def pytest_generate_tests(metafunc):
 # --------------------------------------------------------------------- gathering
 
 
+def pytest_collection_finish(session):
+    """Nothing to check (--collect-only, or -k / -m selecting no check): no report is written, so
+    pytest-html's page, which would only be removed after it said "Generated html report", is
+    not made at all."""
+    run = _run(session.config)
+    if run is None or run.is_xdist_worker or (session.items and not session.config.option.collectonly):
+        return
+    ours = os.path.abspath(os.path.join(run.run_dir, "preflight.html"))
+    pm = session.config.pluginmanager
+    for plugin in pm.get_plugins():
+        path = getattr(plugin, "_report_path", None)
+        if type(plugin).__module__.startswith("pytest_html") and path and os.path.abspath(path) == ours:
+            pm.unregister(plugin)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session):
     """Gather every host once, before the first check runs (after -k/-m selection)."""

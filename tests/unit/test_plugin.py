@@ -609,11 +609,12 @@ def test_a_run_that_judged_nothing_writes_no_report_and_keeps_the_latest(pyteste
     """--collect-only, or -k selecting no check: nothing was checked, so no report says "NOT READY"
     (nor READY), and reports/ still points at the last real run."""
     first = run(pytester, "--inventory", str(inv), "-k", "reachable")
-    assert first.ret == 0
+    assert first.ret == 0 and "Generated html report" in output(first)
     latest = (pytester.path / "reports" / "latest").resolve()
     for extra in (["--collect-only"], ["-k", "no_such_check"]):
         result = run(pytester, "--inventory", str(inv), *extra)
         assert "no report written" in output(result) and "verdict" not in output(result)
+        assert "Generated html report" not in output(result)  # pytest-html said so of a page then removed
         assert (pytester.path / "reports" / "latest").resolve() == latest
         assert len(list((pytester.path / "reports" / "runs").iterdir())) == 1
 
