@@ -164,6 +164,7 @@ class _Reader:
         self.vars: dict[str, LStr] = {}
         self.unknown: dict[str, list[tuple[int, str]]] = {}  # set in a branch: see Script.conditional
         self.branch_lines: dict[int, str] = {}  # see Script.branch_lines
+        self.arrays: dict[str, list[LStr]] = {}  # NAME=( a b c ): its elements, as words
         self.frames: list[_Frame] = []
         self.function_body = False  # "name()" or "function" seen: the next { } is a function body
         self.commands: list[Command] = []
@@ -210,6 +211,45 @@ class _Reader:
             out.append(c)
         raise ShellError(start_line, f"unterminated {what}")
 
+    def _array_literal(self) -> list[LStr]:
+        """After ``NAME=``: the words of ``( ... )`` (newlines and comments inside are blanks)."""
+        open_line = self.line
+        self.take()
+        elements: list[LStr] = []
+        while True:
+            c = self.peek()
+            if not c:
+                raise ShellError(open_line, "the script ends inside an array ( ... ) opened here")
+            if c in " \t\n":
+                self.take()
+            elif c == "#":
+                while self.peek() and self.peek() != "\n":
+                    self.take()
+            elif c == ")":
+                self.take()
+                return elements
+            else:
+                start = self.i
+                segs, line, _ = self.word(False)
+                if self.i == start:  # an operator character inside: taken as text
+                    segs = [(LStr(self.take(), line=self.line), False)]
+                elements += [LStr(text, lines) for text, lines in _split(segs)]
+
+    def _default_word(self, text: str, line: int) -> LStr:
+        """The word of a ``${X:-word}`` default, read as bash reads it: quotes removed, its own
+        expansions done (``${X:-"${HOME}/models"}``)."""
+        sub = _Reader(text)
+        sub.line, sub.vars, sub.unknown, sub.arrays = line, self.vars, self.unknown, self.arrays
+        out = LStr()
+        while sub.i < len(sub.s):
+            start = sub.i
+            segs, _, _ = sub.word(False)
+            for seg, _ in segs:
+                out = out + seg
+            if sub.i == start:  # blanks and operator characters are text here
+                out = out + LStr(sub.take(), line=sub.line)
+        return out
+
     def dollar(self) -> LStr:
         """After a ``$``: the expansion (or the literal text when it cannot be known)."""
         line = self.line
@@ -228,6 +268,13 @@ class _Reader:
         if c == "{":
             self.take()
             inner = self._matching("{", "}", "${...}")
+            a = re.fullmatch(r"([A-Za-z_]\w*)\[([@*]|\d+)\]", inner)
+            if a and a.group(1) in self.arrays and a.group(1) not in self.unknown:
+                elements = self.arrays[a.group(1)]
+                if a.group(2).isdigit():
+                    index = int(a.group(2))
+                    return elements[index] if index < len(elements) else LStr()
+                return _joined(elements, _ELEMENT if a.group(2) == "@" else " ")
             m = re.fullmatch(r"([A-Za-z_]\w*|\d+)(?:(:?[-=+?])(.*))?", inner, re.S)
             if not m:
                 return LStr("${" + inner + "}", line=line)
@@ -237,11 +284,11 @@ class _Reader:
             value = self.vars.get(name)
             empty = value is None or (op and op.startswith(":") and not value.text)
             if op in ("-", ":-", "=", ":=") and empty:
-                value = LStr(arg or "", line=line)
+                value = self._default_word(arg or "", line)
                 if op.endswith("="):
                     self.vars[name] = value
             elif op in ("+", ":+"):
-                value = LStr(arg or "", line=line) if not empty else LStr()
+                value = self._default_word(arg or "", line) if not empty else LStr()
             if value is None:
                 return LStr("${" + inner + "}", line=line)
             return value
@@ -434,6 +481,16 @@ class _Reader:
                     value = value + s
                 m = _ASSIGN.match(value.text)
                 rhs = LStr(value.text[m.end():], value.lines[m.end():])
+                if not rhs.text and self.peek() == "(":  # NAME=( ... ): an array
+                    elements = self._array_literal()
+                    if m.group(2) and m.group(1) in self.arrays:  # NAME+=( ... )
+                        elements = self.arrays[m.group(1)] + elements
+                    self.arrays[m.group(1)] = elements
+                    rhs = _joined(elements)
+                    self._assign(m.group(1), rhs, False, line)
+                    words.append(Word(value.text + "(...)", line, value.lines))
+                    continue
+                rhs = LStr(rhs.text.replace(_ELEMENT, " "), rhs.lines)  # X="${A[@]}" joins them
                 self._assign(m.group(1), rhs, bool(m.group(2)), line)
                 words.append(Word(value.text, line, value.lines))
                 continue
@@ -615,6 +672,16 @@ class _Reader:
         self.heredocs = []
 
 
+_ELEMENT = "\x1f"  # between the elements of "${A[@]}": each becomes its own word
+
+
+def _joined(elements: list[LStr], sep: str = " ") -> LStr:
+    out = LStr()
+    for i, element in enumerate(elements):
+        out = out + (LStr(sep, line=element.line) if i else LStr()) + element
+    return out
+
+
 def _split(segs: list[tuple[LStr, bool]]):
     """Field splitting: unquoted expansions split on whitespace, quoted parts do not."""
     fields: list[tuple[str, list[int]]] = []
@@ -622,13 +689,24 @@ def _split(segs: list[tuple[LStr, bool]]):
     cur_l: list[int] = []
     have = False
     for s, splittable in segs:
-        if not splittable:
+        if not splittable and _ELEMENT not in s.text:
             cur_t.append(s.text)
             cur_l.extend(s.lines)
             have = True
             continue
+        if not splittable:  # "${A[@]}": one word per element, even quoted
+            for ch, ln in zip(s.text, s.lines):
+                if ch == _ELEMENT:
+                    fields.append(("".join(cur_t), cur_l))
+                    cur_t, cur_l, have = [], [], False
+                else:
+                    cur_t.append(ch)
+                    cur_l.append(ln)
+                    have = True
+            have = True
+            continue
         for ch, ln in zip(s.text, s.lines):
-            if ch in " \t\n":
+            if ch in " \t\n" + _ELEMENT:
                 if have:
                     fields.append(("".join(cur_t), cur_l))
                 cur_t, cur_l, have = [], [], False

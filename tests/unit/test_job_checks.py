@@ -448,3 +448,14 @@ def test_pp_layers_with_an_unknown_pp_and_no_layer_split_is_skipped(tmp_path):
     p = write(tmp_path, "p.sh", llm_script().replace("PP=1\n", "PP=$1\n"))
     [r] = run(jc.test_pp_layers, load_job(p))  # was: TypeError comparing None with 1
     assert r.outcome == "skipped", r.message
+
+
+def test_a_verl_job_written_with_bash_arrays_is_judged(tmp_path):
+    # examples/gspo_trainer/run_qwen3_32b_gspo_npu.sh style: its 4 x 16 NPUs were not read, and the
+    # job "fit" any inventory.
+    p = write(tmp_path, "run_npu.sh", "TRAINER=(\n    trainer.nnodes=4\n    trainer.n_gpus_per_node=16\n)\n"
+                                      "python3 -m verl.trainer.main_ppo data.train_batch_size=64 \"${TRAINER[@]}\"\n")
+    hosts = [make_host(f"node-0{i}", npus_per_node=16) for i in (1, 2)]
+    [r] = run(jc.test_parallel_fits, load_job(p, kind="verl"), hosts=hosts)
+    assert r.outcome == "failed", r.message
+    assert "trainer.nnodes=4" in r.message and f"{p}:2" in r.message

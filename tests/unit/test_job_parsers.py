@@ -336,3 +336,42 @@ def test_a_z_guard_reads_as_the_default_or_the_known_value(text, seen):
     script = read_script(text)
     assert script.commands[-1].words[1].text == seen
     assert (seen.startswith("$")) == bool(script.conditional)
+
+
+def test_verl_scripts_built_from_bash_arrays(tmp_path):
+    # volcengine/verl examples/gspo_trainer/run_qwen3_32b_gspo_npu.sh style: overrides grouped in
+    # arrays, expanded with "${NAME[@]}"; recipe/dapo/*_npu.sh: defaults written ${X:-"..."}.
+    text = """#!/usr/bin/env bash
+set -xeuo pipefail
+RAY_DATA_HOME=${RAY_DATA_HOME:-"${HOME}/verl"}
+MODEL_PATH=${MODEL_PATH:-"/data/models/Qwen3-32B"}
+TRAIN_FILE=${TRAIN_FILE:-"${RAY_DATA_HOME}/data/dapo-math-17k.parquet"}
+DATA_CONFIG=(
+    # data
+    data.train_files="${TRAIN_FILE}"
+    data.max_prompt_length=2048
+)
+MODEL_CONFIG=(
+    actor_rollout_ref.model.path="${MODEL_PATH}"
+)
+TRAINER_CONFIG=(
+    trainer.nnodes=4
+)
+TRAINER_CONFIG+=(trainer.n_gpus_per_node=16)
+python3 -m verl.trainer.main_ppo \\
+    "${DATA_CONFIG[@]}" \\
+    "${MODEL_CONFIG[@]}" \\
+    "${TRAINER_CONFIG[@]}" "$@"
+"""
+    p = tmp_path / "run_gspo_npu.sh"
+    p.write_text(text)
+    job = load_job(str(p), kind="verl")
+    assert job.arg("model_path").value == "/data/models/Qwen3-32B" and job.arg("model_path").line == 12
+    assert job.arg("train_files").value == "${HOME}/verl/data/dapo-math-17k.parquet"  # HOME: the node's
+    assert (job.arg("nnodes").value, job.arg("nproc_per_node").value) == ("4", "16")
+    assert job.arg("nproc_per_node").line == 17
+
+
+def test_array_elements_are_words_and_defaults_lose_their_quotes():
+    s = read_script('A=( "x y" z )\nB=${B:-"/m n"}\nrun "${A[@]}" ${A[*]} "${A[0]}" "$B" ${A[1]}\n')
+    assert [w.text for w in s.commands[-1].words] == ["run", "x y", "z", "x", "y", "z", "x y", "/m n", "z"]
