@@ -35,6 +35,9 @@ class FactSpec:
     tool: str = ""
     per_device: bool = False
     ok_rc: tuple[int, ...] = (0,)  # exit codes whose stdout is meaningful
+    # For a non-zero ok_rc: what the tool says on stderr when that exit is its answer (hccn_tool's
+    # "no ip was preset"); other words with that exit code are a failure.  None: any stderr.
+    ok_stderr: str | None = None
     display: str = ""  # the command as an operator would type it, for messages
     phase: int = 1  # 2: gathered by the cross-node phase (preflight.activeprobe), not by the probe script
     keep_locale: bool = False  # the session's own locale (facts reporting the session's environment)
@@ -74,9 +77,11 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              per_device=True, display="hccn_tool -i {dev} -link -g"),
     FactSpec("hccn.tls", '"$PF_HCCN" -i "$PF_DEV" -tls -g', hccn.parse_tls, tool="hccn_tool",
              per_device=True, display="hccn_tool -i {dev} -tls -g"),
-    # An unconfigured port prints nothing (rc 1 on some drivers): parsed as None, not an error.
+    # An unconfigured port prints nothing on stdout and "Get ipconf failed, because no ip was preset
+    # there!" on stderr, exit 13 (the driver's 0x400D; 1 where a driver says nothing more): parsed
+    # as None, not an error.  Exit 1 with other words ("Command execute failed!") is a failure.
     FactSpec("hccn.ip", '"$PF_HCCN" -i "$PF_DEV" -ip -g', hccn.parse_ip, tool="hccn_tool", per_device=True,
-             ok_rc=(0, 1), display="hccn_tool -i {dev} -ip -g"),
+             ok_rc=(0, 1, 13), ok_stderr=r"no ip was preset", display="hccn_tool -i {dev} -ip -g"),
     FactSpec("net.resolve",
              # One getent for every name (not one per name: that is N processes on each of N nodes).
              # Without a name, getent would list the whole hosts database instead.
@@ -153,6 +158,8 @@ def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: 
         return f"`{shown}`: {tool} not found on the host (not installed, or not on PATH in a non-interactive session)"
     if out.rc == 126:
         return f"`{shown}`: permission denied"
+    if out.rc != 0 and re.search(r"permission denied", out.stderr, re.I):  # hccn_tool's own: exit 12
+        return f"`{shown}`: permission denied ({visible(_first_line(out.stderr))})"
     if out.rc != 0 and ("a password is required" in out.stderr or "a terminal is required" in out.stderr):
         return (f"`{shown}`: sudo -n needs a password on this host (inventory sudo: true); allow the preflight "
                 f"user to run npu-smi and hccn_tool without one (NOPASSWD in sudoers)")
@@ -161,7 +168,9 @@ def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: 
         # sudo's own failures exit 1, which some tools' facts accept (hccn_tool -ip -g on an NPU
         # without an address): read as the tool's answer, every NPU would have "no device IP".
         return f"`{shown}`: sudo -n refused to run it (inventory sudo: true): {visible(refusal.group(0).strip())}"
-    if out.rc not in spec.ok_rc:
+    odd_words = (out.rc != 0 and spec.ok_stderr is not None and out.stderr.strip()
+                 and not re.search(spec.ok_stderr, out.stderr))
+    if out.rc not in spec.ok_rc or odd_words:
         # quoted as it is (not repr'd): a node's control characters written out, not sent to the terminal
         detail = visible(_first_line(out.stderr) or _first_line(out.stdout) or "no output")
         return f"`{shown}` failed with exit code {out.rc}: {detail}"

@@ -175,11 +175,13 @@ def parse_net_health(text: str) -> str:
 
 
 def parse_netdetect(text: str) -> str | None:
-    """The netdetect address; None when nothing is configured (empty output or empty value)."""
+    """The netdetect address; None when nothing is configured (empty output or value, or the
+    0.0.0.0 the driver prints for an unset address)."""
     if not text.strip():
         return None
     address = _single(_find_all(_NETDETECT, text), "'netdetect address'", text).group(1)
-    return _ip(address, "netdetect address") if address else None
+    address = _ip(address, "netdetect address") if address else None
+    return None if address == "0.0.0.0" else address
 
 
 # ---------------------------------------------------------------------------------------------

@@ -737,6 +737,29 @@ def test_device_ip_missing_and_duplicate():
     assert {r.subject for r in results} == {"npu2", "npu0", "npu5"}
 
 
+@pytest.mark.parametrize("rc, stderr, outcome, says", [
+    # The driver exits with 0x400D & 0xFF = 13 and says so when no IP was preset; some say nothing.
+    (13, "hccn_tool/ip/unconfigured-stderr.txt", "failed", "no device IP configured"),
+    (1, "hccn_tool/ip/unconfigured-stderr.txt", "failed", "no device IP configured"),
+    (1, None, "failed", "no device IP configured"),
+    # Any other failure (UDA_DSMI_EXE_ERR, exit 1) is not an answer: the port may well have an IP.
+    (1, "Command execute failed!\n", "error", "failed with exit code 1: Command execute failed!"),
+    (12, "permission denied: pls check this cmd run permission.\n", "error", "permission denied"),
+])
+def test_device_ip_unconfigured_is_told_from_a_failure(rc, stderr, outcome, says):
+    text = fixture(stderr) if stderr and stderr.endswith(".txt") else (stderr or "")
+    raw = node_raw(hccn_dot_ip__2=out("", rc=rc, stderr=text))
+    [r] = [r for r in run(hccl.test_device_ip, H, make_facts(raw=raw)) if r.subject == "npu2"]
+    assert r.outcome == outcome and says in r.message, r.message
+    if outcome == "error" and rc == 12:
+        assert "sudo: true" in r.remedy
+
+
+def test_netdetect_unset_address_reads_as_none():
+    assert hccn.parse_netdetect("netdetect address: 0.0.0.0\n") is None
+    assert hccn.parse_netdetect("netdetect address: 10.1.1.1\n") == "10.1.1.1"
+
+
 def test_net_health():
     ok(run(hccl.test_net_health, H, facts_of()))
     raw = node_raw(hccn_dot_net_health__1=out(fixture("hccn_tool/net_health/init.txt")),
