@@ -7,6 +7,7 @@ from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
 from preflight.ifname import effective_env
+from preflight.parsers.versions import npu_smi_chip_family
 
 TLS_REMEDY = ("Make the TLS switch the same on every NPU of every node, preferably off: on each NPU whose "
               "switch differs, an operator runs hccn_tool -i <N> -tls -s enable 0 (or 1 everywhere if the "
@@ -15,6 +16,34 @@ TLS_REMEDY = ("Make the TLS switch the same on every NPU of every node, preferab
 
 def _no_devices(host, verdict):
     verdict.error(message=f"{host.name}: no /dev/davinciN device nodes, so there is no NPU to ask hccn_tool about")
+
+
+HCCN_NEEDS = ("npu_smi.info?", "ascend.files?")  # what not_applicable reads
+
+
+def not_applicable(facts, fact: str) -> str | None:
+    """Why hccn_tool's RoCE facts do not apply to this node, or None:
+    310P cards have no RoCE port (hccn_tool's network commands are not supported on them), and the
+    Ascend docker runtime does not mount hccn_tool into a container, whose NPU ports belong to the host."""
+    info = facts.optional("npu_smi.info")
+    names = {c.name for c in info.chips} if info is not None else set()
+    if names and all(npu_smi_chip_family(n) == "310P" for n in names):
+        return (f"{'/'.join(sorted(names))} cards have no RoCE port (hccn_tool's network commands are not "
+                f"supported on them): HCCL between these nodes uses the host network")
+    files = facts.optional("ascend.files")
+    values = facts.per_device(fact).values()
+    if files is not None and files.container and values and all(
+            isinstance(v, FactUnavailable) and "not found on the host" in str(v) for v in values):
+        return ("hccn_tool is not in this container (the Ascend docker runtime does not mount it): the NPUs' "
+                "RoCE ports belong to the host, and the preflight run against the host judges them")
+    return None
+
+
+def _skip_if_not_applicable(host, facts, fact, verdict) -> bool:
+    why = not_applicable(facts, fact)
+    if why:
+        verdict.skipped(message=f"{host.name}: {why}")
+    return bool(why)
 
 
 LINK_REMEDY = ("Check the NPU's cable, optical module and switch port (hccn_tool -i {dev} -optical -g, "
@@ -38,12 +67,14 @@ def _link_remedy(facts, dev):
 
 
 @check("hccl.link_up", title="Every NPU's RoCE link is UP (and not flapping)", reference=faq.R_HCCL_LINK,
-       needs=("hccn.link", "hccn.link_stat?", "npu_smi.info?"),
+       needs=("hccn.link", "hccn.link_stat?", *HCCN_NEEDS),
        remedy=LINK_REMEDY.format(dev="<N>", reset="npu-smi set -t reset -i <NPU id> -c <chip id> -m 1"))
 def test_link_up(host, facts, verdict):
     links = facts.per_device("hccn.link")
     if not links:
         return _no_devices(host, verdict)
+    if _skip_if_not_applicable(host, facts, "hccn.link", verdict):
+        return
     for dev, state in links.items():
         subject = f"npu{dev}"
         if isinstance(state, FactUnavailable):
@@ -84,11 +115,13 @@ def on_off(enabled: bool) -> str:
 
 
 @check("hccl.tls_node", title="TLS switch identical on every NPU of a node", reference=faq.R_HCCL_TLS,
-       needs=("hccn.tls",), remedy=TLS_REMEDY)
+       needs=("hccn.tls", *HCCN_NEEDS), remedy=TLS_REMEDY)
 def test_tls_node(host, facts, verdict):
     known, unknown = tls_states(facts)
     if not known and not unknown:
         return _no_devices(host, verdict)
+    if _skip_if_not_applicable(host, facts, "hccn.tls", verdict):
+        return
     for dev, why in unknown.items():
         verdict.error(f"npu{dev}", message=f"{host.name} npu{dev}: {why}")
     if not known:
@@ -101,29 +134,38 @@ def test_tls_node(host, facts, verdict):
     majority = max(counts, key=lambda v: (counts[v], not v))
     odd = sorted(d for d, v in known.items() if v != majority)
     same = sorted(d for d, v in known.items() if v == majority)
+    dies = "; ".join(_where(host, facts, d).split(" ", 1)[1] for d in odd if "(" in _where(host, facts, d))
     verdict.failed(fold(f"npu{d}" for d in odd),
                    observed=f"{fold(f'npu{d}' for d in odd)} {on_off(not majority)} while "
-                            f"{fold(f'npu{d}' for d in same)} {on_off(majority)}",
+                            f"{fold(f'npu{d}' for d in same)} {on_off(majority)}" + (f" ({dies})" if dies else ""),
                    expected="the same TLS switch on every NPU of the node")
 
 
 @check("cluster.tls_agree", title="TLS switch identical across all NPUs of all nodes", scope="cluster",
-       reference=faq.R_HCCL_TLS, needs=("hccn.tls",), remedy=TLS_REMEDY)
+       reference=faq.R_HCCL_TLS, needs=("hccn.tls", *HCCN_NEEDS), remedy=TLS_REMEDY)
 def test_tls_agree(cluster, verdict):
     per_host: dict[str, dict[int, bool]] = {}
-    unreadable = []
+    unreadable, outside = [], []
     for host, facts in cluster.reachable():
+        if not_applicable(facts, "hccn.tls"):
+            outside.append(host.name)
+            continue
         known, unknown = tls_states(facts)
         if unknown:
             unreadable.append(host.name)
         if known:
             per_host[host.name] = known
+    if not per_host and not unreadable and outside:
+        verdict.skipped(message=f"no node with RoCE ports hccn_tool can read ({fold(outside)}: "
+                                f"{not_applicable(cluster.facts[outside[0]], 'hccn.tls')})")
+        return
     if not per_host:
         verdict.error(message="no node's TLS switch could be read"
                               + (f" (unreadable on {fold(unreadable)})" if unreadable else ""))
         return
     counts = Counter(v for states in per_host.values() for v in states.values())
     note = f"; not evaluated on {fold(unreadable)}" if unreadable else ""
+    note += f"; not applicable on {fold(outside)}" if outside else ""
     down = [h.name for h in cluster.unreachable()]
     note += f"; {fold(down)} unreachable" if down else ""
     if len(counts) == 1:
@@ -169,13 +211,15 @@ def _downs(stat) -> int:
 
 
 @check("hccl.device_ip", title="Every NPU has a device IP (-ip -g), unique on the node", reference=faq.R_HCCL_IP,
-       needs=("hccn.ip",),
+       needs=("hccn.ip", *HCCN_NEEDS),
        remedy=("Give every NPU its own RoCE address, as /etc/hccn.conf records them: an operator runs "
                "hccn_tool -i <N> -ip -s address <IP> netmask <MASK> for the NPU (and fixes the duplicate)."))
 def test_device_ip(host, facts, verdict):
     ips = facts.per_device("hccn.ip")
     if not ips:
         return _no_devices(host, verdict)
+    if _skip_if_not_applicable(host, facts, "hccn.ip", verdict):
+        return
     owners: dict[str, list[int]] = {}
     for dev, ip in ips.items():
         if ip is not None and not isinstance(ip, FactUnavailable):
@@ -186,17 +230,17 @@ def test_device_ip(host, facts, verdict):
             verdict.error(subject, message=f"{host.name} {subject}: {ip}")
         elif ip is None:
             verdict.failed(subject, observed=f"hccn_tool -i {dev} -ip -g: no device IP configured",
-                           expected="an ipaddr/netmask for the NPU's RoCE port")
+                           expected="an ipaddr/netmask for the NPU's RoCE port", where=_where(host, facts, dev))
         elif len(owners[ip.address]) > 1:
             others = fold(f"npu{d}" for d in owners[ip.address] if d != dev)
             verdict.failed(subject, observed=f"device IP {ip.address} also on {others}",
-                           expected="a device IP unique on the node")
+                           expected="a device IP unique on the node", where=_where(host, facts, dev))
         else:
             verdict.passed(subject, message=f"device IP {ip.address}/{ip.netmask}")
 
 
 @check("hccl.net_health", title="hccn_tool -net_health -g is Success on every NPU", reference=faq.R_NET_HEALTH,
-       needs=("hccn.net_health", "hccn.netdetect?"),
+       needs=("hccn.net_health", "hccn.netdetect?", *HCCN_NEEDS),
        remedy=("Success means the NPU reaches its detect IP. Init: no detect IP set (an operator sets one with "
                "hccn_tool -i <N> -netdetect -s address <gateway IP>); other values: check the device IP, gateway, "
                "cabling and switch port of that NPU (hccn_tool -i <N> -ip -g / -gateway -g / -link -g)."))
@@ -204,6 +248,8 @@ def test_net_health(host, facts, verdict):
     health = facts.per_device("hccn.net_health")
     if not health:
         return _no_devices(host, verdict)
+    if _skip_if_not_applicable(host, facts, "hccn.net_health", verdict):
+        return
     detect = facts.per_device("hccn.netdetect") if any(k.startswith("hccn.netdetect/") for k in facts.raw) else {}
     for dev, status in health.items():
         subject = f"npu{dev}"
@@ -219,19 +265,23 @@ def test_net_health(host, facts, verdict):
             verdict.failed(subject, severity="warning",
                            observed=shown + (" - no detect IP configured, so RoCE health is not being checked"
                                              if addr is None else " - detection not started"),
-                           expected="net health status: Success")
+                           expected="net health status: Success", where=_where(host, facts, dev))
         else:
-            verdict.failed(subject, observed=shown, expected="net health status: Success")
+            verdict.failed(subject, observed=shown, expected="net health status: Success",
+                           where=_where(host, facts, dev))
 
 
 @check("cluster.device_ip_unique", title="No NPU device IP appears twice in the cluster", scope="cluster",
-       reference=faq.R_HCCL_IP, needs=("hccn.ip",),
+       reference=faq.R_HCCL_IP, needs=("hccn.ip", *HCCN_NEEDS),
        remedy=("Give every NPU in the cluster its own device IP (hccn_tool -i <N> -ip -s address ... on the "
                "duplicate, by an operator); copied /etc/hccn.conf files are the usual cause."))
 def test_device_ip_unique(cluster, verdict):
     owners: dict[str, list[str]] = {}
-    unreadable = []
+    unreadable, outside = [], []
     for host, facts in cluster.reachable():
+        if not_applicable(facts, "hccn.ip"):
+            outside.append(host.name)
+            continue
         for dev, ip in facts.per_device("hccn.ip").items():
             if isinstance(ip, FactUnavailable):
                 unreadable.append(f"{host.name} npu{dev}")
@@ -254,6 +304,9 @@ def test_device_ip_unique(cluster, verdict):
     if unreadable:
         verdict.error(message=f"device IP unreadable on {', '.join(unreadable[:10])}"
                               + (f" and {len(unreadable) - 10} more" if len(unreadable) > 10 else ""))
+    elif not owners and not dupes and outside:
+        verdict.skipped(message=f"no node with RoCE ports hccn_tool can read ({fold(outside)}: "
+                                f"{not_applicable(cluster.facts[outside[0]], 'hccn.ip')})")
     elif not owners and not dupes:
         verdict.error(message="no device IP could be read on any node")
 

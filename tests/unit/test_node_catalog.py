@@ -1116,3 +1116,48 @@ def test_the_firewall_probe_finds_the_tools_off_a_non_root_path():
     text = subprocess.run(["bash", "-c", FIREWALL], env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
                           capture_output=True, text=True, timeout=60).stdout
     assert "none=" not in text and ("iptables=" in text or "iptables_unreadable=" in text), text
+
+
+HCCN_CHECKS = ((hccl.test_link_up, "hccn.link"), (hccl.test_tls_node, "hccn.tls"), (hccl.test_device_ip, "hccn.ip"),
+               (hccl.test_net_health, "hccn.net_health"))
+
+
+def _without_hccn(raw, out_):
+    for key in [k for k in raw if k.split("/")[0] in ("hccn.link", "hccn.tls", "hccn.ip", "hccn.net_health",
+                                                        "hccn.netdetect", "hccn.link_stat")]:
+        raw[key] = out_
+    return raw
+
+
+@pytest.mark.parametrize("case", ["310P", "container"])
+def test_hccl_checks_do_not_apply_to_310p_cards_or_a_container_without_hccn_tool(case):
+    if case == "310P":  # no RoCE port: hccn_tool answers "not supported"
+        raw = _without_hccn(node_raw(npu_smi_dot_info=out(fixture("npu-smi/info/310p3-25.2.0-duo-npu2-3.txt"))),
+                            out("The command is not supported on this product.\n", rc=13))
+        says = "310P3 cards have no RoCE port"
+    else:  # the Ascend docker runtime mounts no hccn_tool
+        raw = _without_hccn(node_raw(ascend_dot_files=out(files_output(container=True))), out("", rc=127))
+        says = "hccn_tool is not in this container"
+    facts = make_facts(raw=raw)
+    for check, _ in HCCN_CHECKS:
+        [r] = run(check, H, facts)
+        assert r.outcome == "skipped" and says in r.message, (check.__name__, r.message)
+    cl = cluster_of((H, facts), (make_host("node-02"), make_facts("node-02", raw=dict(raw))))
+    for check in (hccl.test_tls_agree, hccl.test_device_ip_unique):
+        [r] = run(check, cluster=cl)
+        assert r.outcome == "skipped" and says in r.message, (check.__name__, r.message)
+    # On a host (not a container) a missing hccn_tool is still an error per NPU.
+    if case == "container":
+        host_raw = _without_hccn(node_raw(), out("", rc=127))
+        assert {r.outcome for r in run(hccl.test_link_up, H, make_facts(raw=host_raw))} == {"error"}
+
+
+def test_hccl_failures_name_the_a3_die_as_npu_smi_does():
+    a3 = fixture("npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt")
+    raw = node_raw(npus=16, npu_smi_dot_info=out(a3),
+                   hccn_dot_net_health__6=out(fixture("hccn_tool/net_health/socket-fail.txt")),
+                   hccn_dot_ip__13=out(""))
+    [r] = bad(run(hccl.test_net_health, H, make_facts(raw=raw)))
+    assert r.message.startswith("node-01 npu6 (npu-smi NPU 3 chip 0):"), r.message
+    [r] = bad(run(hccl.test_device_ip, H, make_facts(raw=raw)))
+    assert r.message.startswith("node-01 npu13 (npu-smi NPU 6 chip 1):"), r.message
