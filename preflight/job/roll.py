@@ -102,7 +102,11 @@ def parse_roll(path: str, text: str) -> Job:
         raise JobError(path, None, "no actor_train/actor_infer section: not a ROLL pipeline config")
     for key, canon in (("pretrain", "model_path"), ("num_gpus_per_node", "nproc_per_node"),
                        ("actor_train.data_args.file_name", "train_data")):
-        value = _scalar(index, key)
+        if key in index and isinstance(index[key][0], yaml.SequenceNode):  # file_name: [- a.jsonl, - b.jsonl]
+            items = [str(n.value) for n in index[key][0].value if isinstance(n, yaml.ScalarNode)]
+            value = "[" + ", ".join(items) + "]" if items else None
+        else:
+            value = _scalar(index, key)
         if value is not None and value not in ("null", "None"):
             job.args[canon] = Arg(key, value, index[key][1], sep=": ")
     if "model_path" not in job.args:
@@ -115,6 +119,7 @@ def parse_roll(path: str, text: str) -> Job:
         if key in index:
             node, line = index[key]
             if isinstance(node, yaml.SequenceNode):
+                # Newer ROLL takes a list as it is; older ones eval() a string only.
                 raw = "[" + ", ".join(str(n.value) for n in node.value) + "]"
             else:
                 raw = _scalar(index, key) or ""

@@ -375,3 +375,16 @@ python3 -m verl.trainer.main_ppo \\
 def test_array_elements_are_words_and_defaults_lose_their_quotes():
     s = read_script('A=( "x y" z )\nB=${B:-"/m n"}\nrun "${A[@]}" ${A[*]} "${A[0]}" "$B" ${A[1]}\n')
     assert [w.text for w in s.commands[-1].words] == ["run", "x y", "z", "x", "y", "z", "x y", "/m n", "z"]
+
+
+def test_roll_data_files_as_a_yaml_list(tmp_path):
+    # Every ROLL example lists its data (examples/ascend_examples/qwen3_8b_rlvr_deepspeed.yaml).
+    text = roll_yaml().replace("  device_mapping: list(range(0, 4))\n", "  device_mapping: list(range(0, 4))\n"
+                               "  data_args:\n    file_name:\n      - data/math_deepmath_deal.jsonl\n"
+                               "      - /data/code.jsonl\n", 1)
+    p = tmp_path / "rlvr.yaml"
+    p.write_text(text)
+    job = load_job(str(p))
+    assert [a.value for a in job.path_args() if a.name == "actor_train.data_args.file_name"] == \
+        ["data/math_deepmath_deal.jsonl", "/data/code.jsonl"]
+
