@@ -4,6 +4,7 @@ node for paths); every failure names the argument, its value and where it is wri
 from __future__ import annotations
 
 import math
+import re
 
 from preflight import faq
 from preflight.check import check
@@ -478,6 +479,11 @@ def test_weight_bucket(job, job_facts, verdict):
         verdict.skipped(job.name, message=_not_checked(job, [mp]))
         return
     d, where, why = job_facts.model(mp.value)
+    if d is None and _hub_id(mp.value):
+        # verl downloads a Hub id (copy_to_local) when the job starts: nothing on disk to read yet.
+        verdict.skipped(job.name, message=f"{job.cite(mp)} is a Hub model id, not a directory on the nodes: its "
+                                          f"tensors cannot be read before the job downloads it; not checked")
+        return
     if d is None:
         verdict.error(job.name, message=f"{job.cite(mp)}: not evaluated: {why}")
         return
@@ -550,8 +556,11 @@ def test_roll_strategy(job, verdict):
         verdict.skipped(job.name, message=f"{job.name}: no strategy_args.strategy_name")
         return
     for actor, a in bad:
-        _fail(verdict, job, a, observed=f"{a.shown()}: Megatron-LM training is not supported by ROLL on NPU",
-              expected="strategy_name: deepspeed_train")
+        infer = "infer" in a.value.lower() or actor.endswith("infer")
+        _fail(verdict, job, a, observed=f"{a.shown()}: the Megatron-LM backend is not supported by ROLL on NPU",
+              expected=f"strategy_name: {'vllm (or hf_infer)' if infer else 'deepspeed_train'}",
+              **({"remedy": "Use an inference backend that runs on NPU for this role: strategy_args: "
+                            "{strategy_name: vllm} (vllm-ascend), or hf_infer."} if infer else {}))
     if not bad:
         verdict.passed(job.name, message=", ".join(a.shown() for a in job.strategies.values()))
 
@@ -559,7 +568,6 @@ def test_roll_strategy(job, verdict):
 # -- M17 / M11 ----------------------------------------------------------------------------
 
 def _hub_id(value: str) -> bool:
-    import re
     return bool(re.fullmatch(r"[\w.-]+/[\w.-]+", value))
 
 
@@ -601,7 +609,10 @@ def test_data_paths(job, job_facts, verdict):
         for a in missing:
             verdict.failed(job.name, host=host, where=f"{place}",
                            observed=f"{job.cite(a)} does not exist", expected="the path present")
-        if not missing:
+        if not missing and not ok:
+            verdict.skipped(job.name, host=host, message=f"{place}: no path to look up"
+                                                         + (f" ({', '.join(notes)})" if notes else ""))
+        elif not missing:
             extra = f"; not checked: {', '.join(notes)}" if notes else ""
             verdict.passed(job.name, host=host, message=f"{place}: {ok} path(s) present{extra}")
 

@@ -228,6 +228,10 @@ def test_roll_megatron_strategy(tmp_path):
     assert r.outcome == "failed"
     explained(r, "actor_train.strategy_args.strategy_name: megatron_train", "m.yaml:")
     assert outcomes(run(jc.test_roll_strategy, load_job(write(tmp_path, "d.yaml", roll_yaml())))) == ["passed"]
+    # An inference role is not told to use a training backend.
+    infer = roll_yaml().replace("    strategy_name: vllm\n", "    strategy_name: megatron_infer\n")
+    [r] = run(jc.test_roll_strategy, load_job(write(tmp_path, "i.yaml", infer)))
+    assert r.outcome == "failed" and "strategy_name: vllm (or hf_infer)" in r.expected and "vllm" in r.remedy
 
 
 # -- job.data_paths / job.distributed_timeout ---------------------------------------------------
@@ -459,3 +463,17 @@ def test_a_verl_job_written_with_bash_arrays_is_judged(tmp_path):
     [r] = run(jc.test_parallel_fits, load_job(p, kind="verl"), hosts=hosts)
     assert r.outcome == "failed", r.message
     assert "trainer.nnodes=4" in r.message and f"{p}:2" in r.message
+
+
+def test_weight_bucket_on_a_hub_model_id_is_not_checked(tmp_path):
+    # examples/grpo_trainer/run_qwen3_32b_npu.sh: actor_rollout_ref.model.path=Qwen/Qwen3-32B (verl downloads it).
+    job = load_job(write(tmp_path, "run_npu.sh", verl_script(model="Qwen/Qwen3-32B")))
+    [r] = run(jc.test_weight_bucket, job)
+    assert r.outcome == "skipped" and "is a Hub model id" in r.message, r.message
+
+
+def test_data_paths_with_nothing_to_look_up_is_skipped(tmp_path):
+    # A Hub model id and no data files: nothing was looked up, so nothing "present".
+    job = load_job(write(tmp_path, "run_npu.sh", verl_script(model="Qwen/Qwen3-32B", train="$DATA")))
+    results = run(jc.test_data_paths, job)
+    assert results and {r.outcome for r in results} == {"skipped"}, [r.message for r in results]
