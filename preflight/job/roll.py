@@ -108,8 +108,10 @@ def parse_roll(path: str, text: str) -> Job:
         else:
             value = _scalar(index, key)
         if value is not None and value not in ("null", "None"):
-            job.args[canon] = Arg(key, value, index[key][1], sep=": ")
-    if "model_path" not in job.args:
+            # ${oc.env:NPUS,8} and other resolvers: OmegaConf fills them in when ROLL starts.
+            unresolved = "is interpolated when ROLL starts" if "${" in value else None
+            job.set_arg(canon, Arg(key, value, index[key][1], sep=": ", unresolved=unresolved))
+    if job.arg("model_path") is None:
         value = _scalar(index, "actor_train.model_args.model_name_or_path")
         if value:
             job.args["model_path"] = Arg("actor_train.model_args.model_name_or_path", value,

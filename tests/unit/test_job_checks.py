@@ -477,3 +477,11 @@ def test_data_paths_with_nothing_to_look_up_is_skipped(tmp_path):
     job = load_job(write(tmp_path, "run_npu.sh", verl_script(model="Qwen/Qwen3-32B", train="$DATA")))
     results = run(jc.test_data_paths, job)
     assert results and {r.outcome for r in results} == {"skipped"}, [r.message for r in results]
+
+
+def test_roll_values_omegaconf_fills_in_are_not_checked(tmp_path):
+    text = roll_yaml().replace("num_gpus_per_node: 8", "num_gpus_per_node: ${oc.env:NPUS_PER_NODE,8}")
+    job = load_job(write(tmp_path, "r.yaml", text))
+    assert job.arg("nproc_per_node").unresolved == "is interpolated when ROLL starts"
+    results = run(jc.test_parallel_fits, job, hosts=[make_host("node-01", npus_per_node=8)])  # raised JobError
+    assert results and all(r.outcome in ("passed", "skipped") for r in results), [r.message for r in results]
