@@ -137,10 +137,21 @@ def _world(job):
     if ws is not None:
         return (None, None) if ws.unresolved else (ws.int_value(job.path), ws.shown())
     nn, npn = job.arg("nnodes"), job.arg("nproc_per_node")
+    if job.kind == "verl" and (nn is not None or npn is not None) and not any(
+            a is not None and a.unresolved for a in (nn, npn)):
+        # verl's ppo_trainer.yaml: trainer.nnodes 1 and trainer.n_gpus_per_node 8 when not overridden.
+        sizes = [(a.int_value(job.path), a.shown()) if a is not None else (default, f"{default} (verl's default {key})")
+                 for a, key, default in ((nn, "trainer.nnodes", VERL_NNODES), (npn, "trainer.n_gpus_per_node",
+                                                                              VERL_GPUS_PER_NODE))]
+        n = sizes[0][0] * sizes[1][0]
+        return n, f"{sizes[0][1]} × {sizes[1][1]} = {n}"
     if nn is not None and npn is not None and not (nn.unresolved or npn.unresolved):
         n = nn.int_value(job.path) * npn.int_value(job.path)
         return n, f"{nn.shown()} × {npn.shown()} = {n}"
     return None, None
+
+
+VERL_NNODES, VERL_GPUS_PER_NODE = 1, 8  # verl/trainer/config/ppo_trainer.yaml
 
 
 def _world_unknown(job) -> list:

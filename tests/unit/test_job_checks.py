@@ -502,3 +502,14 @@ def test_roll_places_workers_by_num_gpus_per_node(tmp_path):
     assert r.outcome == "failed" and "uses NPU 15" in r.message and "device indexes below 8" in r.message
     [r] = run(jc.test_parallel_fits, job, hosts=[make_host(f"node-0{i}", npus_per_node=8) for i in (1, 2)])
     assert r.outcome == "passed", r.message
+
+
+def test_verl_world_size_takes_verls_defaults_for_what_the_job_leaves_out(tmp_path):
+    # trainer.nnodes=2 without trainer.n_gpus_per_node: verl runs 2 x 8, whatever the inventory has.
+    p = write(tmp_path, "v.sh", "python3 -m verl.trainer.main_ppo trainer.nnodes=2 "
+                                "actor_rollout_ref.rollout.tensor_model_parallel_size=32 data.train_batch_size=8\n")
+    hosts = [make_host(f"node-0{i}", npus_per_node=16) for i in (1, 2)]
+    [r] = run(jc.test_parallel_fits, load_job(p, kind="verl"), hosts=hosts)  # passed on the inventory's 32
+    assert r.outcome == "failed", r.message
+    assert "does not divide the world size trainer.nnodes=2 × 8 (verl's default trainer.n_gpus_per_node) = 16" \
+        in r.message
