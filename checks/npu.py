@@ -135,7 +135,9 @@ def test_idle(host, facts, verdict):
             limit, how = None, ""
         problems = []
         if procs:
-            problems.append(", ".join(f"process {p.pid} ({p.name}) holds {p.memory_mb} MB" for p in procs))
+            # Some drivers leave the process name column empty.
+            problems.append(", ".join(f"process {p.pid}{f' ({p.name})' if p.name else ''} holds {p.memory_mb} MB"
+                                      for p in procs))
         if used is not None and limit is not None and used > limit:
             problems.append(f"{used} MB of {total} MB in use")
         if problems:

@@ -838,8 +838,13 @@ def test_idle():
     busy = facts_of(npu_smi_dot_info=out(fixture("npu-smi/info/a2-910b1-23.0.rc3.3-busy-2npu-docstring.txt")))
     results = bad(run(npu.test_idle, H, busy))
     assert {r.subject for r in results} == {"npu0", "npu1"} and all(r.outcome == "warning" for r in results)
-    explained(results[0], "process 576489")
+    explained(results[0], "process 576489 (python) holds 60703 MB")
     assert len(bad(run(npu.test_idle, make_host(hbm_idle_mb=1000), facts_of()))) == 8
+    # A driver that leaves the name column empty (a real A3 capture): no "()" in the message.
+    unnamed = fixture("npu-smi/info/a2-910b1-23.0.rc3.3-busy-2npu-docstring.txt").replace(
+        "| python                   |", "|                          |")
+    results = bad(run(npu.test_idle, H, facts_of(npu_smi_dot_info=out(unnamed))))
+    assert "process 576489 holds 60703 MB" in results[0].message, results[0].message
 
 
 def test_driver_install_complete():
