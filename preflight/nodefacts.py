@@ -200,6 +200,12 @@ elif command -v systemctl >/dev/null 2>&1; then s=$(timeout 5 systemctl is-activ
 command -v ufw >/dev/null 2>&1 && { any=1; printf 'ufw=%s\n' "$(timeout 5 ufw status 2>&1 | head -n1)"; }
 if command -v iptables >/dev/null 2>&1; then
   if r=$(timeout 5 iptables -S INPUT 2>&1); then [ -n "$r" ] && { any=1; printf '%s\n' "$r" | sed 's/^/iptables=/'; }
+    # Chains INPUT jumps to whatever the packet (-A INPUT -j HARDEN): a drop there is INPUT's.
+    # ufw's and firewalld's own chains are judged by their status lines above.
+    for c in $(printf '%s\n' "$r" | awk '$1 == "-A" && $2 == "INPUT" && NF == 4 && $3 == "-j" &&
+        $4 !~ /^(ACCEPT|DROP|REJECT|RETURN|LOG|ufw-.*|INPUT_.*|IN_.*)$/ { print $4 }' | head -n 20); do
+      timeout 5 iptables -S "$c" 2>/dev/null | sed 's/^/iptables_chain=/'
+    done
   else any=1; printf 'iptables_unreadable=%s\n' "$(printf '%s\n' "$r" | head -n1)"; fi
 fi
 # nftables-native rules (nftables.service, the nftables backend of firewalld) are not in iptables -S:

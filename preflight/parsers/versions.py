@@ -459,7 +459,8 @@ class FirewallState:
         if self.input_policy in ("DROP", "REJECT"):
             found.append(f"iptables INPUT policy is {self.input_policy}")
         for rule in self.blanket_rules:
-            found.append(f"iptables rule `{rule}`")
+            body, _, via = rule.partition(" (INPUT jumps to ")
+            found.append(f"iptables rule `{body}`" + (f" (INPUT jumps to {via}" if via else ""))
         found.extend(self.nft_findings)
         return found
 
@@ -468,6 +469,7 @@ def parse_firewall(text: str) -> FirewallState:
     """``firewalld=<state>``, ``ufw=<Status: ...>``, ``iptables=<iptables -S INPUT line>`` lines."""
     firewalld = ufw = policy = None
     rules, unreadable, nft = [], [], []
+    ended: set[str] = set()  # chains an unconditional ACCEPT or RETURN leaves
     seen = False
     for line in text.splitlines():
         key, sep, value = line.partition("=")
@@ -488,14 +490,20 @@ def parse_firewall(text: str) -> FirewallState:
         elif key == "iptables_unreadable":
             seen = True
             unreadable.append(f"iptables -S INPUT: {value or 'failed'}")
-        elif key == "iptables":
+        elif key in ("iptables", "iptables_chain"):
             seen = True
             m = re.match(r"^-P INPUT (\w+)", value)
-            if m:
+            chain = re.match(r"^-A (\S+)", value)
+            if m and key == "iptables":
                 policy = m.group(1)
-            elif re.match(r"^-A INPUT\b", value) and re.search(r"-j (DROP|REJECT)\b", value):
-                if not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp", value):
-                    rules.append(value)
+            elif chain and chain.group(1) not in ended:
+                name = chain.group(1)
+                if re.fullmatch(r"-A \S+ -j (ACCEPT|RETURN)", value):
+                    ended.add(name)  # every packet leaves the chain here: what follows is not reached
+                elif re.search(r"-j (DROP|REJECT)\b", value) and (name == "INPUT") == (key == "iptables") \
+                        and not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp",
+                                          value):
+                    rules.append(value if name == "INPUT" else f"{value} (INPUT jumps to {name})")
         elif key == "nft_unreadable":
             seen = True
             unreadable.append(f"nft list ruleset: {value or 'failed'}")

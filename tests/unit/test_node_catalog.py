@@ -1166,3 +1166,37 @@ def test_hccl_failures_name_the_a3_die_as_npu_smi_does():
     assert r.message.startswith("node-01 npu6 (npu-smi NPU 3 chip 0):"), r.message
     [r] = bad(run(hccl.test_device_ip, H, make_facts(raw=raw)))
     assert r.message.startswith("node-01 npu13 (npu-smi NPU 6 chip 1):"), r.message
+
+
+def test_firewall_follows_input_into_a_chain_it_jumps_to():
+    # -A INPUT -j HARDEN, and the drop is in HARDEN (a common hardening layout): it passed.
+    text = ("iptables=-P INPUT ACCEPT\niptables=-A INPUT -j HARDEN\n"
+            "iptables_chain=-N HARDEN\niptables_chain=-A HARDEN -i lo -j ACCEPT\n"
+            "iptables_chain=-A HARDEN -p tcp -m tcp --dport 22 -j ACCEPT\niptables_chain=-A HARDEN -j DROP\n")
+    assert pv.parse_firewall(text).active == ["iptables rule `-A HARDEN -j DROP` (INPUT jumps to HARDEN)"]
+    # Past an unconditional RETURN or ACCEPT nothing is reached.
+    assert pv.parse_firewall(text.replace("iptables_chain=-A HARDEN -j DROP\n",
+                                          "iptables_chain=-A HARDEN -j RETURN\niptables_chain=-A HARDEN -j DROP\n")
+                             ).active == []
+    assert pv.parse_firewall("iptables=-P INPUT ACCEPT\niptables=-A INPUT -j ACCEPT\niptables=-A INPUT -j DROP\n"
+                             ).active == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not os.path.exists("/usr/sbin/iptables"),
+                    reason="needs root, iproute2 and iptables for a netns with rules")
+def test_the_firewall_probe_reads_a_chain_input_jumps_to_in_a_real_netns():
+    import subprocess
+    import uuid
+
+    from preflight.nodefacts import FIREWALL
+
+    ns = f"pf-fw-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        for rule in ("-N HARDEN", "-A INPUT -j HARDEN", "-A HARDEN -p tcp --dport 22 -j ACCEPT", "-A HARDEN -j DROP"):
+            subprocess.run(["ip", "netns", "exec", ns, "iptables", *rule.split()], check=True, capture_output=True)
+        text = subprocess.run(["ip", "netns", "exec", ns, "bash", "-c", FIREWALL], capture_output=True, text=True,
+                              timeout=60, env={"PATH": "/usr/local/bin:/usr/bin:/bin"}).stdout
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+    assert "iptables rule `-A HARDEN -j DROP` (INPUT jumps to HARDEN)" in pv.parse_firewall(text).active, text
