@@ -694,26 +694,19 @@ def _split(segs: list[tuple[LStr, bool]]):
             cur_l.extend(s.lines)
             have = True
             continue
-        if not splittable:  # "${A[@]}": one word per element, even quoted
-            for ch, ln in zip(s.text, s.lines):
-                if ch == _ELEMENT:
-                    fields.append(("".join(cur_t), cur_l))
-                    cur_t, cur_l, have = [], [], False
-                else:
-                    cur_t.append(ch)
-                    cur_l.append(ln)
-                    have = True
-            have = True
-            continue
+        # Unquoted expansions split on blanks; a quoted "${A[@]}" only between its elements, each
+        # a word even when empty.
+        breaks = " \t\n" + _ELEMENT if splittable else _ELEMENT
         for ch, ln in zip(s.text, s.lines):
-            if ch in " \t\n" + _ELEMENT:
-                if have:
+            if ch in breaks:
+                if have or not splittable:
                     fields.append(("".join(cur_t), cur_l))
                 cur_t, cur_l, have = [], [], False
             else:
                 cur_t.append(ch)
                 cur_l.append(ln)
                 have = True
+        have = have or not splittable
     if have:
         fields.append(("".join(cur_t), cur_l))
     return fields
