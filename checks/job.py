@@ -171,33 +171,21 @@ def test_parallel_fits(job, job_facts, verdict):
     problems = []  # (arg, observed, expected)
     world, world_text = _world(job)
     if job.kind == "roll":
+        # ROLL sizes its nodes by the NPUs each has (current_platform.device_count() replaces the
+        # YAML's num_gpus_per_node in BaseConfig.__post_init__), device d on node d // that count.
         npn = job.arg("nproc_per_node")
-        per_node = npn.int_value(job.path) if npn is not None and not npn.unresolved else None
-        known = bool(npus) and all(npus.values())
-        total = None
-        if known and per_node:
-            # ROLL places workers only on nodes with at least num_gpus_per_node NPUs, device d on
-            # node d // num_gpus_per_node.
-            usable = [h for h, n in npus.items() if n >= per_node]
-            fewer = [h for h in npus if h not in usable]
-            total = per_node * len(usable)
-            world_text = (f"{npn.shown()} × {len(usable)} inventory host(s) with that many NPUs"
-                          + (f"; {fold(fewer)} with {min(npus[h] for h in fewer)} NPUs not used" if fewer else ""))
-            if not usable:
-                problems.append((npn, f"{npn.shown()} but no inventory host has that many NPUs (at most "
-                                      f"{max(npus.values())})", f"num_gpus_per_node at most {max(npus.values())}"))
-        elif known and npn is None:
-            total = sum(npus.values())
+        total = sum(npus.values()) if npus and all(npus.values()) else None
+        if total is not None:
             world_text = f"{total} NPUs on {len(npus)} inventory host(s)"
-        elif per_node:
-            total = per_node
+        elif npn is not None and not npn.unresolved:
+            total = npn.int_value(job.path)
             world_text = f"{npn.shown()} (one node)"
-        if total is None and not problems:
-            verdict.skipped(job.name, message=_not_checked(job, [npn]) if npn is not None and npn.unresolved else
+        else:
+            verdict.skipped(job.name, message=_not_checked(job, [npn]) if npn is not None else
                             f"{job.name}: the number of NPUs is unknown (no inventory, no num_gpus_per_node)")
             return
         for actor, (arg, devices) in job.device_mappings.items():
-            if devices and total and max(devices) >= total:
+            if devices and max(devices) >= total:
                 problems.append((arg, f"{arg.shown()} uses NPU {max(devices)}",
                                  f"device indexes below {total} ({world_text})"))
     else:

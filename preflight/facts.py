@@ -168,8 +168,10 @@ def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: 
         # sudo's own failures exit 1, which some tools' facts accept (hccn_tool -ip -g on an NPU
         # without an address): read as the tool's answer, every NPU would have "no device IP".
         return f"`{shown}`: sudo -n refused to run it (inventory sudo: true): {visible(refusal.group(0).strip())}"
-    odd_words = (out.rc != 0 and spec.ok_stderr is not None and out.stderr.strip()
-                 and not re.search(spec.ok_stderr, out.stderr))
+    # sudo's own harmless words ("sudo: unable to resolve host ...") are not the tool's.
+    tool_words = "\n".join(line for line in out.stderr.splitlines() if not line.startswith("sudo: "))
+    odd_words = (out.rc != 0 and spec.ok_stderr is not None and tool_words.strip()
+                 and not re.search(spec.ok_stderr, tool_words))
     if out.rc not in spec.ok_rc or odd_words:
         # quoted as it is (not repr'd): a node's control characters written out, not sent to the terminal
         detail = visible(_first_line(out.stderr) or _first_line(out.stdout) or "no output")
