@@ -494,8 +494,10 @@ def test_weight_bucket(job, job_facts, verdict):
     d, where, why = job_facts.model(mp.value)
     if d is None and _hub_id(mp.value):
         # verl downloads a Hub id (copy_to_local) when the job starts: nothing on disk to read yet.
-        verdict.skipped(job.name, message=f"{job.cite(mp)} is a Hub model id, not a directory on the nodes: its "
-                                          f"tensors cannot be read before the job downloads it; not checked")
+        verdict.skipped(job.name, message=f"{job.cite(mp)} is not a directory on the nodes, so verl takes it for a "
+                                          f"Hub model id and downloads it when the job starts: its tensors cannot "
+                                          f"be read before; not checked (if it is meant as a local path, it does "
+                                          f"not exist: see job.data_paths)")
         return
     if d is None:
         verdict.error(job.name, message=f"{job.cite(mp)}: not evaluated: {why}")

@@ -201,9 +201,11 @@ command -v ufw >/dev/null 2>&1 && { any=1; printf 'ufw=%s\n' "$(timeout 5 ufw st
 if command -v iptables >/dev/null 2>&1; then
   if r=$(timeout 5 iptables -S INPUT 2>&1); then [ -n "$r" ] && { any=1; printf '%s\n' "$r" | sed 's/^/iptables=/'; }
     # Chains INPUT jumps to whatever the packet (-A INPUT -j HARDEN): a drop there is INPUT's.
-    # ufw's and firewalld's own chains are judged by their status lines above.
+    # ufw's and firewalld's own chains are judged by their status lines above; Kubernetes' and the
+    # CNIs' (KUBE-FIREWALL drops marked packets only) are not a host firewall.
     for c in $(printf '%s\n' "$r" | awk '$1 == "-A" && $2 == "INPUT" && NF == 4 && $3 == "-j" &&
-        $4 !~ /^(ACCEPT|DROP|REJECT|RETURN|LOG|ufw-.*|INPUT_.*|IN_.*)$/ { print $4 }' | head -n 20); do
+        $4 !~ /^(ACCEPT|DROP|REJECT|RETURN|LOG|ufw-.*|INPUT_.*|IN_.*|KUBE-.*|cali-.*|CILIUM_.*|FLANNEL.*)$/ {
+        print $4 }' | head -n 20); do
       timeout 5 iptables -S "$c" 2>/dev/null | sed 's/^/iptables_chain=/'
     done
   else any=1; printf 'iptables_unreadable=%s\n' "$(printf '%s\n' "$r" | head -n1)"; fi

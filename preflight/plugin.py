@@ -273,6 +273,8 @@ def pytest_collection_finish(session):
     run = _run(session.config)
     if run is None or run.is_xdist_worker or (session.items and not session.config.option.collectonly):
         return
+    if session.testsfailed:  # a collection error: the run is INTERRUPTED and writes its reports
+        return
     ours = os.path.abspath(os.path.join(run.run_dir, "preflight.html"))
     pm = session.config.pluginmanager
     for plugin in pm.get_plugins():

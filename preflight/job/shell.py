@@ -109,6 +109,9 @@ class _Frame:
     # body (`[ -z "$X" ]`), read as its words; None once it cannot be such a guard.
     guard: list[str] | None = None
     guard_pending: bool = False  # an `if` whose condition is the next command
+    in_body: bool = False  # an `if` past its `then`: commands are its body, not its condition
+    start_line: int = 0  # where it opens: text from earlier lines came in by expansion
+    arrays_before: dict[str, list | None] = field(default_factory=dict)  # arrays as they were when it opened
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -413,9 +416,12 @@ class _Reader:
             if words:
                 self.commands.append(Command(words, cmd_line))
                 self.function_body = False  # a command came between "name()" and any {
-                if self.frames and self.frames[-1].guard_pending:
-                    self.frames[-1].guard = [w.text for w in words]
-                    self.frames[-1].guard_pending = False
+                top = self.frames[-1] if self.frames else None
+                if top is not None and top.guard_pending:
+                    top.guard = [w.text for w in words]
+                    top.guard_pending = False
+                elif top is not None and top.closer == "fi" and not top.in_body:
+                    top.guard = None  # a condition of several commands: not a plain guard
             words = []
 
         while self.i < len(self.s):
@@ -485,8 +491,10 @@ class _Reader:
                     elements = self._array_literal()
                     if m.group(2) and m.group(1) in self.arrays:  # NAME+=( ... )
                         elements = self.arrays[m.group(1)] + elements
+                    for frame in self.frames:
+                        frame.arrays_before.setdefault(m.group(1), self.arrays.get(m.group(1)))
                     self.arrays[m.group(1)] = elements
-                    rhs = _joined(elements)
+                    rhs = elements[0] if elements else LStr()  # $A is its first element
                     self._assign(m.group(1), rhs, False, line)
                     words.append(Word(value.text + "(...)", line, value.lines))
                     continue
@@ -519,10 +527,11 @@ class _Reader:
     def _keyword(self, text: str) -> bool:
         """Follow a reserved word at the start of a command; False when it is not one."""
         if text in _OPENERS:
-            self.frames.append(_Frame(_OPENERS[text], conditional=True, guard_pending=text == "if"))
+            self.frames.append(_Frame(_OPENERS[text], conditional=True, guard_pending=text == "if",
+                                      start_line=self.line))
         elif text == "{":
             # A function body runs only when (and if) the function is called.
-            self.frames.append(_Frame("}", conditional=self.function_body))
+            self.frames.append(_Frame("}", conditional=self.function_body, start_line=self.line))
             self.function_body = False
         elif text in _BRANCH_WORDS:
             frame = self._unwind_to("fi")
@@ -536,6 +545,12 @@ class _Reader:
             self.function_body = True
         elif text not in _PLAIN_KEYWORDS:
             return False
+        top = self.frames[-1] if self.frames else None
+        if top is not None and top.closer == "fi" and not top.in_body:
+            if text == "then":
+                top.in_body = True
+            elif text == "!":  # if ! [ -z ... ]: not the guard it looks like
+                top.guard, top.guard_pending = None, False
         return True
 
     def _separator(self, sep: str) -> None:
@@ -545,8 +560,11 @@ class _Reader:
                 top.fresh = True
                 top.guard = None  # a && b && c: not a plain guard
             else:
+                if top is not None and top.closer == "fi" and not top.in_body:
+                    top.guard, top.guard_pending = None, False  # if a && b; then: not a plain guard
                 last = self.commands[-1].words if self.commands else []
-                self.frames.append(_Frame("", conditional=True, guard=[sep] + [w.text for w in last]))
+                self.frames.append(_Frame("", conditional=True, guard=[sep] + [w.text for w in last],
+                                          start_line=last[0].line if last else self.line))
             return
         if sep in ("|", "|&", "("):
             return  # a pipeline or subshell continues the && chain
@@ -570,6 +588,11 @@ class _Reader:
 
     def _end_branch(self, frame: "_Frame") -> None:
         """The next branch starts from the values before the construct, not this branch's."""
+        for name, elements in frame.arrays_before.items():
+            if elements is None:
+                self.arrays.pop(name, None)
+            else:
+                self.arrays[name] = elements
         for name in frame.branch:
             value, unknown = frame.before[name]
             if value is None:
@@ -601,7 +624,7 @@ class _Reader:
             if runs is False:
                 self._end_branch(frame)
             frame.conditional = False
-        elif default is not None and default in frame.assigned and default in self.vars:
+        elif default is not None and default in frame.assigned and default in self.vars and not self.frames:
             value = self.vars[default]
             self._end_branch(frame)
             frame.assigned.pop(default)
@@ -617,7 +640,7 @@ class _Reader:
                     # there only when its branch runs.
                     for part in frame.appended[name]:
                         value = value + part
-                        self.branch_lines.update((ln, name) for ln in set(part.lines))
+                        self.branch_lines.update((ln, name) for ln in set(part.lines) if ln >= frame.start_line)
                     self.vars[name] = value
                 else:
                     self.vars.pop(name, None)
@@ -717,5 +740,8 @@ def read_script(text: str) -> Script:
     raw_lines = text.split("\n")
     crlf = tuple(i + 1 for i, ln in enumerate(raw_lines) if ln.endswith("\r"))
     reader = _Reader(text.replace("\r\n", "\n"))
-    reader.run()
+    try:
+        reader.run()
+    except RecursionError:  # ${X:-${X:-...}} nested past Python's stack
+        raise ShellError(reader.line, "expansions nested too deeply to read") from None
     return Script(reader.commands, reader.vars, crlf, dict(reader.unknown), dict(reader.branch_lines))

@@ -501,8 +501,8 @@ def parse_firewall(text: str) -> FirewallState:
                 if re.fullmatch(r"-A \S+ -j (ACCEPT|RETURN)", value):
                     ended.add(name)  # every packet leaves the chain here: what follows is not reached
                 elif re.search(r"-j (DROP|REJECT)\b", value) and (name == "INPUT") == (key == "iptables") \
-                        and not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp",
-                                          value):
+                        and not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp|"
+                                          r"-m mark\b", value):
                     rules.append(value if name == "INPUT" else f"{value} (INPUT jumps to {name})")
         elif key == "nft_unreadable":
             seen = True

@@ -469,7 +469,7 @@ def test_weight_bucket_on_a_hub_model_id_is_not_checked(tmp_path):
     # examples/grpo_trainer/run_qwen3_32b_npu.sh: actor_rollout_ref.model.path=Qwen/Qwen3-32B (verl downloads it).
     job = load_job(write(tmp_path, "run_npu.sh", verl_script(model="Qwen/Qwen3-32B")))
     [r] = run(jc.test_weight_bucket, job)
-    assert r.outcome == "skipped" and "is a Hub model id" in r.message, r.message
+    assert r.outcome == "skipped" and "takes it for a Hub model id" in r.message, r.message
 
 
 def test_data_paths_with_nothing_to_look_up_is_skipped(tmp_path):

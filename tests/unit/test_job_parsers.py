@@ -331,6 +331,12 @@ def test_random_shell_text_never_crashes_the_reader():
     ('if [ -n "$C" ]; then C=9; fi\necho $C\n', "$C"),
     ('[ -z "$D" ] && D=1 && E=2\necho $D\n', "$D"),
     ('if [ -z "$F" ]; then G=1; fi\necho $G\n', "$G"),
+    # Only a plain one-command condition is such a guard (bash gives 4 for both).
+    ('TP=8\nif [ -z "$TP" ] || [ 1 = 1 ]; then TP=4; fi\necho $TP\n', "$TP"),
+    ('TP=8\nif ! [ -z "$TP" ]; then TP=4; fi\necho $TP\n', "$TP"),
+    # Inside another construct (or a function never called) it decides nothing past it.
+    ('if [ "$MODE" = multi ]; then if [ -z "$NNODES" ]; then NNODES=4; fi; fi\necho $NNODES\n', "$NNODES"),
+    ('f() { [ -z "$TP" ] && TP=8; }\necho $TP\n', "$TP"),
 ])
 def test_a_z_guard_reads_as_the_default_or_the_known_value(text, seen):
     script = read_script(text)
@@ -388,3 +394,24 @@ def test_roll_data_files_as_a_yaml_list(tmp_path):
     assert [a.value for a in job.path_args() if a.name == "actor_train.data_args.file_name"] == \
         ["data/math_deepmath_deal.jsonl", "/data/code.jsonl"]
 
+
+
+def test_a_two_command_condition_keeps_what_its_body_appends_conditional():
+    # if [ -n "$CKPT" ] && [ -d "$CKPT" ]; then GPT_ARGS="$GPT_ARGS --load ..."; fi: --load is not a given.
+    s = read_script('CKPT=/ckpt\nARGS="--a 1"\nif [ -n "$CKPT" ] && [ -d "$CKPT" ]; then ARGS="$ARGS --load $CKPT"; '
+                    'fi\nrun $ARGS\n')
+    assert [w.text for w in s.commands[-1].words] == ["run", "--a", "1", "--load", "/ckpt"]
+    assert s.branch_lines == {3: "ARGS"}
+
+
+def test_an_array_a_branch_that_never_runs_set_keeps_its_value():
+    # if [ -n "${DEBUG:-}" ]; then TRAINER=(... 1 x 2); fi never runs: bash passes 4 x 16.
+    s = read_script('T=(trainer.nnodes=4 trainer.n_gpus_per_node=16)\nif [ -n "${DEBUG:-}" ]; then '
+                    'T=(trainer.nnodes=1 trainer.n_gpus_per_node=2); fi\nrun "${T[@]}" $T\n')
+    assert [w.text for w in s.commands[-1].words] == ["run", "trainer.nnodes=4", "trainer.n_gpus_per_node=16",
+                                                      "trainer.nnodes=4"]
+
+
+def test_expansions_nested_past_the_stack_are_a_shell_error():
+    with pytest.raises(ShellError, match="nested too deeply"):
+        read_script("X=" + "${X:-" * 3000 + "}" * 3000 + "\n")

@@ -1200,3 +1200,11 @@ def test_the_firewall_probe_reads_a_chain_input_jumps_to_in_a_real_netns():
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)
     assert "iptables rule `-A HARDEN -j DROP` (INPUT jumps to HARDEN)" in pv.parse_firewall(text).active, text
+
+
+def test_firewall_leaves_kubernetes_mark_drops_alone():
+    # kubelet: -A INPUT -j KUBE-FIREWALL, whose DROP matches marked packets only (never listed by
+    # the probe, and a marked drop in a chain it does list is not a blanket one either).
+    text = ("iptables=-P INPUT ACCEPT\niptables=-A INPUT -j KUBE-FIREWALL\niptables=-A INPUT -j HARDEN\n"
+            "iptables_chain=-A HARDEN -m mark --mark 0x8000/0x8000 -j DROP\n")
+    assert pv.parse_firewall(text).active == []

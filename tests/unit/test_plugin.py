@@ -671,3 +671,7 @@ def test_a_check_file_that_does_not_import_is_a_collection_error_not_an_internal
     assert "SyntaxError" in text and "Interrupted: 1 error during collection" in text
     doc = load(pytester.path / "reports" / "preflight.json")
     assert doc["interrupted"] is True and doc["ready"] is False and doc["exit_code"] == 2
+    # With no check selected as well, the reports it names are still written.
+    result = run(pytester, "--inventory", "inv.yaml", "test_mine.py", "-k", "no_such_check")
+    assert result.ret == 2 and "report: reports/preflight.html" in output(result)
+    assert (pytester.path / "reports" / "latest" / "preflight.html").is_file()
