@@ -1208,3 +1208,42 @@ def test_firewall_leaves_kubernetes_mark_drops_alone():
     text = ("iptables=-P INPUT ACCEPT\niptables=-A INPUT -j KUBE-FIREWALL\niptables=-A INPUT -j HARDEN\n"
             "iptables_chain=-A HARDEN -m mark --mark 0x8000/0x8000 -j DROP\n")
     assert pv.parse_firewall(text).active == []
+
+
+def _fake_npu_smi(tmp_path, chip_ok=True, card_ok=True):
+    """npu-smi whose chip-level board read waits (up to 5 s) to see the card-level read started, and
+    says whether it did: read one after the other, it never would."""
+    started = tmp_path / "card-started"
+    chip = ("for i in $(seq 50); do [ -e %s ] && break; sleep 0.1; done; "
+            "printf '\\tNPU ID : 4\\n\\tChip Type : Ascend\\n\\tChip Name : 910B4\\n'; "
+            "[ -e %s ] && printf '\\tCard Seen : yes\\n'" % (started, started)) if chip_ok else \
+        "echo 'Invalid card id.'; exit 1"
+    card = ("touch %s; printf '\\tNPU ID : 4\\n\\tSoftware Version : 25.0.rc1.1\\n\\tFirmware Version : "
+            "7.7.0.1.231\\n\\tCompatibility : NOK\\n'" % started) if card_ok else \
+        "touch %s; echo 'Invalid card id.'; exit 1" % started
+    fake = tmp_path / "npu-smi"
+    fake.write_text("#!/bin/bash\ncase \"$*\" in\n"
+                    " \"info -m\") printf 'NPU ID  Chip ID  Chip Logic ID  Chip Name\\n4  0  0  Ascend 910B4\\n' ;;\n"
+                    f" \"info -t board -i 4 -c 0\") {chip} ;;\n"
+                    f" \"info -t board -i 4\") {card} ;;\n"
+                    " *) exit 2 ;;\nesac\n")
+    fake.chmod(0o755)
+    return str(fake)
+
+
+@pytest.mark.parametrize("chip_ok, card_ok, rc", [(True, True, 0), (False, True, 0), (True, False, 0),
+                                                   (False, False, 1)])
+def test_the_board_probe_reads_chip_and_card_side_by_side(tmp_path, chip_ok, card_ok, rc):
+    import subprocess
+
+    from preflight.nodefacts import BOARD
+
+    done = subprocess.run(["bash", "-c", BOARD], capture_output=True, text=True, timeout=30,
+                          env={"PF_NPUSMI": _fake_npu_smi(tmp_path, chip_ok, card_ok), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == rc, done.stdout + done.stderr
+    if rc == 0:
+        board = pv.parse_board(done.stdout)
+        assert board.npu_id == 4
+        assert (board.soc == "ascend910b4") == chip_ok and (board.compatibility == "NOK") == card_ok
+        if chip_ok and card_ok:
+            assert board.fields.get("card seen") == "yes"  # the card read ran while the chip read did
