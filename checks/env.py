@@ -9,7 +9,7 @@ from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
 from preflight.outliers import split
 from preflight.ifname import VARIABLES, describe, effective_env, hccl_own_choice, route_to, select
-from preflight.parsers.versions import inventory_chip_family, npu_smi_chip_family
+from preflight.parsers.versions import inventory_chip_family, npu_smi_node_family
 
 IFNAME_REMEDY = ("List the node's interfaces (ip -br addr) and set the variable to the NIC that carries "
                  "the cluster network, with the same name on every node: export HCCL_SOCKET_IFNAME=<nic> "
@@ -427,10 +427,7 @@ def _exec_timeout_family(host, facts):
     family = inventory_chip_family(host.vars.get("chip"))
     if family is None:
         info = facts.optional("npu_smi.info")
-        names = {c.name for c in info.chips} if info is not None else set()
-        # npu-smi names an A3 die "Ascend910" too, so that name says nothing; 910A, 910ProB, 310P3 do.
-        families = {npu_smi_chip_family(n) if inventory_chip_family(n) else None for n in names}
-        family = families.pop() if len(families) == 1 else None
+        family = npu_smi_node_family(c.name for c in info.chips) if info is not None else None
     return family if family in ("A1", "310P") else None
 
 

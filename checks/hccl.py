@@ -7,7 +7,7 @@ from preflight.check import check
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
 from preflight.ifname import effective_env
-from preflight.parsers.versions import npu_smi_chip_family
+from preflight.parsers.versions import npu_smi_node_family
 
 TLS_REMEDY = ("Make the TLS switch the same on every NPU of every node, preferably off: on each NPU whose "
               "switch differs, an operator runs hccn_tool -i <N> -tls -s enable 0 (or 1 everywhere if the "
@@ -27,7 +27,7 @@ def not_applicable(facts, fact: str) -> str | None:
     Ascend docker runtime does not mount hccn_tool into a container, whose NPU ports belong to the host."""
     info = facts.optional("npu_smi.info")
     names = {c.name for c in info.chips} if info is not None else set()
-    if names and all(npu_smi_chip_family(n) == "310P" for n in names):
+    if npu_smi_node_family(names) == "310P":
         return (f"{'/'.join(sorted(names))} cards have no RoCE port (hccn_tool's network commands are not "
                 f"supported on them): HCCL between these nodes uses the host network")
     files = facts.optional("ascend.files")
@@ -93,11 +93,15 @@ def test_link_up(host, facts, verdict):
                            remedy=_link_remedy(facts, dev))
 
 
-def _where(host, facts, dev):
-    """"node-01 npu13 (npu-smi NPU 6 chip 1)" where npu-smi numbers the chip otherwise."""
+def _npu_smi_aside(facts, dev) -> str:
+    """" (npu-smi NPU 6 chip 1)" where npu-smi numbers hccn_tool's device otherwise, else ""."""
     where = npu_smi_chip(facts, dev)
-    shown = f" (npu-smi NPU {where[0]} chip {where[1]})" if where and where != (dev, 0) else ""
-    return f"{host.name} npu{dev}{shown}"
+    return f" (npu-smi NPU {where[0]} chip {where[1]})" if where and where != (dev, 0) else ""
+
+
+def _where(host, facts, dev):
+    """"node-01 npu13 (npu-smi NPU 6 chip 1)"."""
+    return f"{host.name} npu{dev}{_npu_smi_aside(facts, dev)}"
 
 
 def tls_states(facts) -> tuple[dict[int, bool], dict[int, FactUnavailable]]:
@@ -134,7 +138,7 @@ def test_tls_node(host, facts, verdict):
     majority = max(counts, key=lambda v: (counts[v], not v))
     odd = sorted(d for d, v in known.items() if v != majority)
     same = sorted(d for d, v in known.items() if v == majority)
-    dies = "; ".join(_where(host, facts, d).split(" ", 1)[1] for d in odd if "(" in _where(host, facts, d))
+    dies = "; ".join(f"npu{d}{aside}" for d in odd if (aside := _npu_smi_aside(facts, d)))
     verdict.failed(fold(f"npu{d}" for d in odd),
                    observed=f"{fold(f'npu{d}' for d in odd)} {on_off(not majority)} while "
                             f"{fold(f'npu{d}' for d in same)} {on_off(majority)}" + (f" ({dies})" if dies else ""),

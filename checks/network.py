@@ -208,7 +208,7 @@ def test_hccl_ports(host, facts, cluster, verdict):
     address, why = hccl_endpoint(peer, peer_facts)
     why = "" if address == peer.address else f" ({why})"
     interfaces = facts.optional("net.interfaces", {})
-    own = {a.split("/")[0] for iface in interfaces.values() for a in iface.addresses}
+    own = {ip for iface in interfaces.values() for ip in iface.ips()}
     for probe in probes:
         path = f"{host.name} -> {peer.name} HCCL port {probe.port} at {probe.address}{why}"
         if probe.address in own:
@@ -323,7 +323,7 @@ def _same_everywhere(verdict, cluster, host, address, count):
     to every node): the address must be the host's, by the inventory or by its own interfaces."""
     facts = cluster.facts.get(host.name)
     interfaces = facts.optional("net.interfaces") if facts is not None and facts.reachable else None
-    own = {a.split("/")[0] for i in (interfaces or {}).values() for a in i.addresses + i.link_local}
+    own = {ip for iface in (interfaces or {}).values() for ip in iface.ips(link_local=True)}
     if address == host.address or interfaces is None or address in own:
         verdict.passed(host.name, message=f"{host.name} -> {address} on all {count} nodes")
         return

@@ -92,7 +92,7 @@ def _judge_by_npu_smi(verdict, host, card, missing):
     """A container without the version files: npu-smi's card-level board info still names the
     driver and firmware and says whether they pair (what the files' ranges would tell)."""
     versions = f"driver {card.driver_version or '?'}, firmware {card.firmware_version or '?'}"
-    where = f"npu-smi info -t board -i {card.card.get('npu id', '<first NPU>')}"
+    where = card.card_command
     if card.compatibility.upper() == "NOK":
         verdict.failed("driver/firmware", observed=f"{where} on {host.name} reports Compatibility NOK ({versions})",
                        expected="a driver and firmware of the same HDK release (Compatibility OK)")
@@ -194,8 +194,7 @@ def test_stack(host, facts, verdict, compat):
             problems.append(f"driver {drv.version} is not among the drivers firmware {fw.version} accepts "
                             f"(compatible_version_drv: {', '.join(fw.driver_prefixes)})")
         if card is not None and card.compatibility.upper() == "NOK":
-            problems.append(f"npu-smi info -t board -i {card.card.get('npu id', '<first NPU>')} reports "
-                            f"Compatibility NOK")
+            problems.append(f"{card.card_command} reports Compatibility NOK")
         if problems:
             verdict.failed("driver/firmware", observed="; ".join(problems),
                            expected="a driver and firmware of the same HDK release")

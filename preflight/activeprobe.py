@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from .facts import SUDO_REFUSAL, FactUnavailable
 from .pingplan import ping_rounds
 from .pool import run_bounded
-from .probe import C_LOCALE, CommandOutput, packed, whole_seconds
+from .probe import C_LOCALE, CommandOutput, expand_home, packed, whole_seconds
 from .transport import TransportError
 
 CONNECT_TIMEOUT = 3  # seconds for one TCP connect between nodes
@@ -144,19 +144,19 @@ made=()
 cleanup() { for f in "${made[@]}"; do rm -f -- "$f"; done; }
 trap cleanup EXIT HUP INT TERM
 for d in "$@"; do
-  p=$d; case $p in "~") p=~ ;; "~/"*) p=~/${p#"~/"} ;; esac  # as the job's shell would (HOME, or the account's home when unset)
+  p=$d; @HOME_P@
   if [ ! -d "$p" ]; then echo "absent $d"
   elif : > "$p/$m" 2>/dev/null; then made+=("$p/$m"); echo "written $d"
   else echo "unwritable $d"; fi
 done
 echo READY
 read -r _ || true
-"""
+""".replace("@HOME_P@", expand_home("p"))
 
 _MARKER_READER = r"""
 m=$1; shift
 for d in "$@"; do
-  p=$d; case $p in "~") p=~ ;; "~/"*) p=~/${p#"~/"} ;; esac
+  p=$d; @HOME_P@
   if [ ! -d "$p" ]; then echo "absent $d"
   elif [ -e "$p/$m" ]; then echo "seen $d"
   else
@@ -164,7 +164,7 @@ for d in "$@"; do
     echo "missing $d ${meta:--}"
   fi
 done
-"""
+""".replace("@HOME_P@", expand_home("p"))
 
 
 PING_TIMEOUT = 10
@@ -698,10 +698,7 @@ def hccl_endpoint(host, facts) -> tuple[str, str]:
     from .ifname import effective_env, hccl_own_choice, select
 
     def ipv4_of(name):
-        for address in interfaces[name].addresses if name else ():
-            if _is_ipv4(address.split("/")[0]):
-                return address.split("/")[0]
-        return None
+        return next((ip for ip in interfaces[name].ips() if _is_ipv4(ip)), None) if name else None
 
     fallback = (host.address, "the inventory address")
     try:

@@ -9,6 +9,7 @@ per host, never per NPU, each under its own inner ``timeout``.
 from __future__ import annotations
 
 from .facts import FactSpec, register
+from .probe import expand_home
 from .parsers import hccn_tool as hccn
 from .parsers import versions as v
 
@@ -236,13 +237,13 @@ CHECKPOINT = r"""
 d=$PF_CHECKPOINT_DIR
 if [ -z "$d" ]; then echo unset; exit 0; fi
 printf 'path=%s\n' "$d"
-case $d in "~") d=~ ;; "~/"*) d=~/${d#"~/"} ;; esac  # as the job's shell would (HOME, or the account's home when unset)
+@HOME_D@
 [ -e "$d" ] && echo exists=1 || echo exists=0
 [ -d "$d" ] && echo dir=1 || echo dir=0
 [ -w "$d" ] && echo writable=1 || echo writable=0
 [ -e "$d" ] && timeout 5 df -Pk -- "$d" 2>/dev/null | awk 'NR==2 {print "avail_kb=" $4; print "fs=" $1; print "mount=" $6}'
 true
-"""
+""".replace("@HOME_D@", expand_home("d"))
 
 register(
     FactSpec("ascend.files", ASCEND_FILES, v.parse_ascend_files,

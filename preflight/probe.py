@@ -117,6 +117,12 @@ def packed(text: str) -> str:
     return base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode() if text else ""
 
 
+def expand_home(var: str) -> str:
+    """A shell line that expands a leading ``~`` in ``$var`` as the job's shell would (HOME, or the
+    account's home when unset): the probe quotes paths, so no shell did it."""
+    return f'case ${var} in "~") {var}=~ ;; "~/"*) {var}=~/${{{var}#"~/"}} ;; esac'
+
+
 def whole_seconds(seconds: float) -> int:
     """A limit for `timeout` or ConnectTimeout: whole seconds, never 0 (which means none)."""
     return max(1, math.ceil(seconds))

@@ -57,6 +57,10 @@ class NetInterface:
     # it says nothing about whether the NIC was configured, and no other node reaches it by it.
     link_local: tuple[str, ...] = ()
 
+    def ips(self, link_local: bool = False) -> list[str]:
+        """Its addresses without the prefix length (10.0.0.1), the link-local ones too if asked."""
+        return [a.split("/")[0] for a in self.addresses + (self.link_local if link_local else ())]
+
 
 def parse_ip_addr_json(text: str) -> dict[str, NetInterface]:
     """``ip -j addr show`` (iproute2 JSON)."""

@@ -273,6 +273,11 @@ class BoardInfo:
         return self.card.get("software version") or None
 
     @property
+    def card_command(self) -> str:
+        """The command that printed the card level, for messages."""
+        return f"npu-smi info -t board -i {self.card.get('npu id', '<first NPU>')}"
+
+    @property
     def firmware_version(self) -> str | None:
         return self.card.get("firmware version") or self.fields.get("firmware version") or None
 
@@ -355,6 +360,13 @@ def npu_smi_chip_family(name: str | None) -> str | None:
     if name and name.strip().lower().replace(" ", "").removeprefix("ascend") == "910b":
         return "A1"
     return soc_family(name)
+
+
+def npu_smi_node_family(names) -> str | None:
+    """The family all the chip names npu-smi lists on a node tell, or None: no names, mixed ones,
+    or "Ascend910", which an A3 die and an A1 chip share."""
+    families = {npu_smi_chip_family(n) if inventory_chip_family(n) else None for n in names}
+    return families.pop() if len(families) == 1 else None
 
 
 def inventory_chip_family(chip) -> str | None:
