@@ -14,6 +14,16 @@ TLS_REMEDY = ("Make the TLS switch the same on every NPU of every node, preferab
               "cluster uses TLS), then re-run the preflight.")
 
 
+def _tls_remedy(odd: dict, majority: bool) -> str:
+    """The TLS remedy with the commands for the NPUs that differ (host -> hccn_tool device numbers)."""
+    runs = [f"on {host}: " + "; ".join(f"hccn_tool -i {d} -tls -s enable {int(majority)}" for d in devs[:8])
+            + ("; ..." if len(devs) > 8 else "") for host, devs in list(odd.items())[:5]]
+    more = f"; and on {len(odd) - 5} more nodes alike" if len(odd) > 5 else ""
+    return (f"Make the TLS switch the same everywhere ({on_off(majority)}, as on the rest): an operator runs "
+            + " | ".join(runs) + more + " (or the opposite everywhere else, if the cluster uses TLS), then "
+            "re-run the preflight.")
+
+
 def _no_devices(host, verdict):
     verdict.error(message=f"{host.name}: no /dev/davinciN device nodes, so there is no NPU to ask hccn_tool about")
 
@@ -142,7 +152,7 @@ def test_tls_node(host, facts, verdict):
     verdict.failed(fold(f"npu{d}" for d in odd),
                    observed=f"{fold(f'npu{d}' for d in odd)} {on_off(not majority)} while "
                             f"{fold(f'npu{d}' for d in same)} {on_off(majority)}" + (f" ({dies})" if dies else ""),
-                   expected="the same TLS switch on every NPU of the node")
+                   expected="the same TLS switch on every NPU of the node", remedy=_tls_remedy({host.name: odd}, majority))
 
 
 @check("cluster.tls_agree", title="TLS switch identical across all NPUs of all nodes", scope="cluster",
@@ -184,7 +194,7 @@ def test_tls_agree(cluster, verdict):
     verdict.failed(fold(odd), outliers=tuple(odd),
                    observed=f"{on_off(not majority)} on {described}, while the rest "
                             f"({fold(agreeing) or 'none'}) has {on_off(majority)}{note}",
-                   expected="one TLS setting on every NPU of every node")
+                   expected="one TLS setting on every NPU of every node", remedy=_tls_remedy(odd, majority))
 
 
 # -- device IPs, net health, port range (issue 3) ------------------------------------------------

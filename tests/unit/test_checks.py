@@ -252,6 +252,7 @@ def test_tls_node_uniform_and_mixed():
     [bad] = run_check(hccl.test_tls_node, host=make_host(), facts=make_facts(raw=raw))
     assert bad.outcome == "failed" and bad.subject == "npu5"
     assert_explained(bad, "npu5 tls switch[1] (on)", "npu[0-4,6-7] tls switch[0] (off)")
+    assert "on node-01: hccn_tool -i 5 -tls -s enable 0" in bad.remedy  # the command for the NPU named
 
 
 def test_tls_missing_switch_line_is_unknown_not_off():
@@ -272,6 +273,7 @@ def test_tls_agree_across_nodes():
     [bad] = run_check(hccl.test_tls_agree, cluster=mixed)
     assert bad.outcome == "failed" and bad.host is None and bad.outliers == ("node-02",)
     assert_explained(bad, "node-02 npu[0-7]")
+    assert "on node-02: hccn_tool -i 0 -tls -s enable 0; hccn_tool -i 1 -tls -s enable 0;" in bad.remedy
 
 
 # -- env -------------------------------------------------------------------------------
