@@ -277,7 +277,9 @@ class _Reader:
                 if a.group(2).isdigit():
                     index = int(a.group(2))
                     return elements[index] if index < len(elements) else LStr()
-                return _joined(elements, _ELEMENT if a.group(2) == "@" else " ")
+                if a.group(2) == "@":  # "${A[@]}" of no element is no word at all, not an empty one
+                    return _joined(elements, _ELEMENT) if elements else LStr(_NO_WORD, line=line)
+                return _joined(elements, " ")
             m = re.fullmatch(r"([A-Za-z_]\w*|\d+)(?:(:?[-=+?])(.*))?", inner, re.S)
             if not m:
                 return LStr("${" + inner + "}", line=line)
@@ -289,7 +291,7 @@ class _Reader:
             if op in ("-", ":-", "=", ":=") and empty:
                 value = self._default_word(arg or "", line)
                 if op.endswith("="):
-                    self.vars[name] = value
+                    self.vars[name] = _plain(value)
             elif op in ("+", ":+"):
                 value = self._default_word(arg or "", line) if not empty else LStr()
             if value is None:
@@ -498,8 +500,9 @@ class _Reader:
                     self._assign(m.group(1), rhs, False, line)
                     words.append(Word(value.text + "(...)", line, value.lines))
                     continue
-                rhs = LStr(rhs.text.replace(_ELEMENT, " "), rhs.lines)  # X="${A[@]}" joins them
+                rhs = _plain(rhs)  # X="${A[@]}" joins them
                 self._assign(m.group(1), rhs, bool(m.group(2)), line)
+                value = _plain(value)
                 words.append(Word(value.text, line, value.lines))
                 continue
             for text, lines in _split(segs):
@@ -696,6 +699,15 @@ class _Reader:
 
 
 _ELEMENT = "\x1f"  # between the elements of "${A[@]}": each becomes its own word
+_NO_WORD = "\x1e"  # "${A[@]}" of an empty array: quoted, still no word
+
+
+def _plain(value: LStr) -> LStr:
+    """An expansion's text where it is not split into words (an assignment, a default)."""
+    if _NO_WORD in value.text:
+        kept = [(c, ln) for c, ln in zip(value.text, value.lines) if c != _NO_WORD]
+        value = LStr("".join(c for c, _ in kept), [ln for _, ln in kept])
+    return LStr(value.text.replace(_ELEMENT, " "), value.lines)
 
 
 def _joined(elements: list[LStr], sep: str = " ") -> LStr:
@@ -712,6 +724,10 @@ def _split(segs: list[tuple[LStr, bool]]):
     cur_l: list[int] = []
     have = False
     for s, splittable in segs:
+        if _NO_WORD in s.text:
+            s = LStr(s.text.replace(_NO_WORD, ""), [ln for c, ln in zip(s.text, s.lines) if c != _NO_WORD])
+            if not s.text:
+                continue
         if not splittable and _ELEMENT not in s.text:
             cur_t.append(s.text)
             cur_l.extend(s.lines)

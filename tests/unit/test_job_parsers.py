@@ -383,6 +383,16 @@ def test_array_elements_are_words_and_defaults_lose_their_quotes():
     assert [w.text for w in s.commands[-1].words] == ["run", "x y", "z", "x", "y", "z", "x y", "/m n", "z"]
 
 
+def test_an_empty_array_quoted_is_no_word_and_joins_to_nothing():
+    # EXTRA=(); torchrun ... "${EXTRA[@]}": bash passes no argument at all, not an empty one.
+    s = read_script('E=()\nF=(a "b c")\nrun "${E[@]}" x "--y=${E[@]}" "${F[@]}" ${E[@]}\nZ="${E[@]}"\n'
+                    ': ${W:="${E[@]}"}\nrun2 "$Z" "$W" "${E[@]}"\n')
+    assert [w.text for w in s.commands[2].words] == ["run", "x", "--y=", "a", "b c"]
+    assert [w.text for w in s.commands[3].words] == ["Z="]
+    assert [w.text for w in s.commands[-1].words] == ["run2", "", ""]
+    assert (s.variables["Z"].text, s.variables["W"].text) == ("", "")
+
+
 def test_roll_data_files_as_a_yaml_list(tmp_path):
     # Every ROLL example lists its data (examples/ascend_examples/qwen3_8b_rlvr_deepspeed.yaml).
     text = roll_yaml().replace("  device_mapping: list(range(0, 4))\n", "  device_mapping: list(range(0, 4))\n"
