@@ -43,7 +43,7 @@ def not_applicable(facts, fact: str) -> str | None:
     files = facts.optional("ascend.files")
     values = facts.per_device(fact).values()
     if files is not None and files.container and values and all(
-            isinstance(v, FactUnavailable) and "not found on the host" in str(v) for v in values):
+            isinstance(v, FactUnavailable) and v.tool_missing for v in values):
         return ("hccn_tool is not in this container (the Ascend docker runtime does not mount it): the NPUs' "
                 "RoCE ports belong to the host, and the preflight run against the host judges them")
     return None

@@ -24,7 +24,16 @@ from .results import visible
 
 
 class FactUnavailable(Exception):
-    """A fact could not be read; the message says why, in an operator's words."""
+    """A fact could not be read; the message says why, in an operator's words.
+    ``tool_missing``: the command's tool is not on the host (exit 127), which for some checks
+    means "does not apply here" rather than "could not be evaluated"."""
+
+    def __init__(self, message: str, tool_missing: bool = False):
+        super().__init__(message)
+        self.tool_missing = tool_missing
+
+    def __reduce__(self):  # kept across processes (sharded gathering) with its flag
+        return type(self), (str(self), self.tool_missing)
 
 
 @dataclass(frozen=True)
@@ -310,7 +319,7 @@ class HostFacts:
         hint = f" after {self.command_timeout:g}s" if self.command_timeout else ""
         why = _why_unusable(spec, out, shown, hint, lost)
         if why:
-            raise FactUnavailable(why)
+            raise FactUnavailable(why, tool_missing=out.rc == 127 and not out.skipped)
         try:
             return self.shared.parse(spec, out.stdout) if self.shared else spec.parse(out.stdout)
         except Exception as exc:  # noqa: BLE001 - garbage from a node must never stop the run

@@ -1155,6 +1155,10 @@ def test_hccl_checks_do_not_apply_to_310p_cards_or_a_container_without_hccn_tool
     if case == "container":
         host_raw = _without_hccn(node_raw(), out("", rc=127))
         assert {r.outcome for r in run(hccl.test_link_up, H, make_facts(raw=host_raw))} == {"error"}
+        # hccn_tool present in the container but failing, whatever its words: still an error per NPU.
+        failing = _without_hccn(node_raw(ascend_dot_files=out(files_output(container=True))),
+                                out("", rc=1, stderr="device not found on the host\n"))
+        assert {r.outcome for r in run(hccl.test_link_up, H, make_facts(raw=failing))} == {"error"}
 
 
 def test_hccl_failures_name_the_a3_die_as_npu_smi_does():
