@@ -702,11 +702,15 @@ _ELEMENT = "\x1f"  # between the elements of "${A[@]}": each becomes its own wor
 _NO_WORD = "\x1e"  # "${A[@]}" of an empty array: quoted, still no word
 
 
+def _without_no_word(value: LStr) -> LStr:
+    if _NO_WORD not in value.text:
+        return value
+    return LStr(value.text.replace(_NO_WORD, ""), [ln for c, ln in zip(value.text, value.lines) if c != _NO_WORD])
+
+
 def _plain(value: LStr) -> LStr:
     """An expansion's text where it is not split into words (an assignment, a default)."""
-    if _NO_WORD in value.text:
-        kept = [(c, ln) for c, ln in zip(value.text, value.lines) if c != _NO_WORD]
-        value = LStr("".join(c for c, _ in kept), [ln for _, ln in kept])
+    value = _without_no_word(value)
     return LStr(value.text.replace(_ELEMENT, " "), value.lines)
 
 
@@ -725,7 +729,7 @@ def _split(segs: list[tuple[LStr, bool]]):
     have = False
     for s, splittable in segs:
         if _NO_WORD in s.text:
-            s = LStr(s.text.replace(_NO_WORD, ""), [ln for c, ln in zip(s.text, s.lines) if c != _NO_WORD])
+            s = _without_no_word(s)
             if not s.text:
                 continue
         if not splittable and _ELEMENT not in s.text:
