@@ -19,13 +19,22 @@ _RANK = {"failed": 0, "error": 1, "warning": 2, "passed": 3, "skipped": 4}
 
 
 # Control characters (tab and newline aside) in text that came from a node: shown as \xNN, so a
-# tool's stderr cannot retitle, clear or recolour the operator's terminal, or hide lines.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# tool's stderr cannot retitle, clear or recolour the operator's terminal, or hide lines.  Lone
+# surrogates too: a byte that was not UTF-8 (decoded with surrogateescape, or read back from saved
+# facts) cannot be written to a UTF-8 report at all, and would abort it.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:
+        code -= 0xDC00  # surrogateescape's stand-in for the byte it could not decode
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def visible(text: str) -> str:
-    r"""``text`` with control characters written out as ``\xNN``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    r"""``text`` with control characters and undecodable bytes written out as ``\xNN``."""
+    return _CONTROL.sub(lambda m: _escape(m.group()), text)
 
 
 def worst(outcomes) -> str | None:

@@ -18,8 +18,9 @@ from .facts import HostFacts, SharedOutputs, is_secret_name, remedy_for_unevalua
 from .gather import Gatherer, GatherSettings, raise_open_files_limit
 from .inventory import Host, Inventory, check_host, load_inventory
 from .probe import packed
+from .reachable import unjudged_failures
 from .report.json_report import unwritable, write_atomically
-from .results import Result, ResultStore, worst
+from .results import Result, ResultStore, visible, worst
 from .shards import ShardedGatherer
 
 RUN_KEY = pytest.StashKey["PreflightRun"]()
@@ -433,7 +434,8 @@ class PreflightRun:
             f = self.facts.get(h.name)
             hosts.append({
                 "name": h.name, "address": h.address,
-                "reachable": bool(f and f.reachable), "error": f.error if f else "not gathered",
+                "reachable": bool(f and f.reachable), "error": (visible(f.error) if f.error else f.error) if f
+                else "not gathered",
                 "gather_s": round(f.gather_s, 3) if f else None,
                 "groups": list(h.groups),
             })
@@ -480,6 +482,11 @@ class PreflightRun:
                 self.facts.setdefault(h.name, HostFacts(host=h.name, address=h.address, reachable=False,
                                                         error_kind="interrupted",
                                                         error="not reached: the run was interrupted"))
+        if not self.interrupted:
+            self.store.extend(unjudged_failures(self.hosts, self.facts, self.store.all()))
+            if exitstatus == pytest.ExitCode.OK and not self.ready():
+                # A finding recorded by the run itself, not by a test: the exit code follows the verdict.
+                exitstatus = session.exitstatus = self.exitstatus = pytest.ExitCode.TESTS_FAILED
         os.makedirs(self.run_dir, exist_ok=True)
         doc = self.document(exitstatus)
         write_json(os.path.join(self.run_dir, "preflight.json"), doc)

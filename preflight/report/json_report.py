@@ -24,7 +24,10 @@ def write_atomically(path: str, write, mode: int) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".preflight-", suffix=".json", dir=directory)
     try:
         os.chmod(tmp, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        # backslashreplace: a lone surrogate (a byte that was not UTF-8, kept by surrogateescape or
+        # read back from saved facts) is written as the JSON escape \udcXX, which reads back as itself,
+        # instead of aborting the whole report.
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             write(fh)
         os.replace(tmp, path)
     except BaseException:

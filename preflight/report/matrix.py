@@ -238,6 +238,6 @@ def page(document: dict, body: str | None = None) -> str:
 def write_matrix(path: str, document: dict, body: str | None = None) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as fh:  # see write_atomically
         fh.write(page(document, body))
     os.replace(tmp, path)

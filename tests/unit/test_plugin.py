@@ -274,6 +274,25 @@ def test_facts_out_then_facts_in_gives_the_same_results(pytester, inv):
     assert [h["name"] for h in two["hosts"]] == ["localhost"]
 
 
+def test_a_byte_that_was_not_utf8_in_saved_facts_still_gives_every_report(pytester, inv):
+    """A surrogate in a saved stderr (\\udcff, how json keeps a byte that was not UTF-8) raised
+    UnicodeEncodeError while writing preflight.json: exit 1 with no report at all."""
+    run(pytester, "--inventory", "inv.yaml", "--facts-out", "f.json", "--report-dir", "r1")
+    facts = load(pytester.path / "f.json")
+    host = facts["hosts"][0]
+    host["error"] = "odd \udcfe"
+    host["raw"]["npu_smi.info"].update(rc=1, stderr="npu-smi: bad \udcff byte")
+    (pytester.path / "f.json").write_text(json.dumps(facts), encoding="utf-8")
+    result = run(pytester, "--facts-in", "f.json", "--report-dir", "r2")
+    text = output(result)
+    assert result.ret == 1 and "Traceback" not in text and "INTERNALERROR" not in text, text
+    doc = load(pytester.path / "r2" / "preflight.json")
+    assert any("bad \\xff byte" in r["message"] for r in doc["results"])
+    assert doc["hosts"][0]["error"] == "odd \\xfe"
+    for name in ("matrix.html", "preflight.html"):
+        assert (pytester.path / "r2" / name).read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("content", ["{not json", '{"schema": 2, "hosts": []}', "[]",
                                      '{"schema": 1, "hosts": [], "inventory": {"hosts": []}}'])
 def test_corrupt_facts_file_is_a_usage_error(pytester, content):
@@ -675,3 +694,38 @@ def test_a_check_file_that_does_not_import_is_a_collection_error_not_an_internal
     result = run(pytester, "--inventory", "inv.yaml", "test_mine.py", "-k", "no_such_check")
     assert result.ret == 2 and "report: reports/preflight.html" in output(result)
     assert (pytester.path / "reports" / "latest" / "preflight.html").is_file()
+
+
+def test_a_dead_host_fails_the_run_when_no_selected_check_looks_at_it(pytester):
+    """With cluster.reachable deselected, the cluster-wide checks leave a dead host out: the run
+    said READY (exit 0) without having looked at it, and matrix.html did not name it."""
+    (pytester.path / "inv.yaml").write_text(
+        "hosts:\n  - {name: localhost, connection: local}\n"
+        "  - {name: dead, address: 127.0.0.1, port: 1, user: nobody, known_hosts: known_hosts}\n")
+    (pytester.path / "known_hosts").write_text("")
+    result = run(pytester, "--inventory", "inv.yaml", "--connect-timeout", "3", "--host-timeout", "10",
+                 "-k", "versions_agree")
+    text = output(result)
+    assert result.ret == 1 and "verdict: NOT READY" in text, text
+    doc = load(pytester.path / "reports" / "preflight.json")
+    assert doc["ready"] is False
+    reach = [r for r in doc["results"] if r["check"] == "cluster.reachable"]
+    assert [(r["host"], r["outcome"]) for r in reach] == [("dead", "failed")]
+    assert "cannot log in" in reach[0]["message"] and "was not selected" in reach[0]["message"]
+    assert reach[0]["remedy"] and reach[0]["reference"]
+    assert_report_contract(doc)
+    matrix = (pytester.path / "reports" / "matrix.html").read_text(encoding="utf-8")
+    findings = matrix[matrix.index("What to fix"):]
+    assert "cluster.reachable</code> on <b>dead</b>" in findings
+
+
+def test_a_dead_host_is_judged_once_when_cluster_reachable_runs(pytester):
+    (pytester.path / "inv.yaml").write_text(
+        "hosts:\n  - {name: localhost, connection: local}\n"
+        "  - {name: dead, address: 127.0.0.1, port: 1, user: nobody, known_hosts: known_hosts}\n")
+    (pytester.path / "known_hosts").write_text("")
+    run(pytester, "--inventory", "inv.yaml", "--connect-timeout", "3", "-k", "reachable or versions_agree")
+    doc = load(pytester.path / "reports" / "preflight.json")
+    reach = [r for r in doc["results"] if r["check"] == "cluster.reachable"]
+    assert sorted((r["host"], r["outcome"]) for r in reach) == [("dead", "failed"), ("localhost", "passed")]
+    assert "was not selected" not in reach[0]["message"] + reach[1]["message"]

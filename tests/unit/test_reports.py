@@ -201,6 +201,8 @@ def test_untrusted_text_is_escaped_and_shown_literally(doc, parsed):
     ("<&>\"'", "&lt;&amp;&gt;&quot;&#x27;"),
     ("a\x1bb\x00c\x7fd\x9be", "a\\x1bb\\x00c\\x7fd\\x9be"),
     ("tab\tand\nnewline", "tab\tand\nnewline"),
+    # A byte that was not UTF-8, as surrogateescape keeps it; another lone surrogate as \uXXXX.
+    ("bad \udcff byte \ud800", "bad \\xff byte \\ud800"),
     (None, ""),
     (42, "42"),
 ])
@@ -492,3 +494,16 @@ def test_the_html_row_escapes_pytest_htmls_raw_test_id_cell():
     assert cells[1] == ('<td class="col-testId">checks/my&lt;b&gt;.py::test_x[&lt;img src=x onerror=alert(1)&gt;]'
                         '</td>')
     assert cells[0] == '<td class="col-result">Failed</td>' and '<td class="col-host">node-01</td>' in cells
+
+
+def test_a_lone_surrogate_anywhere_in_the_document_is_written_not_fatal(tmp_path):
+    """A surrogate in saved facts' stderr raised UnicodeEncodeError in write_json: no report at all."""
+    doc = {"schema": 1, "inventory": "inv\udcff.yaml", "ready": False,
+           "hosts": [{"name": "n1", "reachable": False, "error": "sshd said \udcfe"}],
+           "results": [{"check": "x.y", "host": "n1", "subject": None, "outcome": "error",
+                        "message": "stderr: \udcff\udc80", "remedy": "", "reference": ""}]}
+    write_json(str(tmp_path / "p.json"), doc)
+    assert json.loads((tmp_path / "p.json").read_text(encoding="utf-8")) == doc  # \udcXX escapes read back as themselves
+    write_matrix(str(tmp_path / "m.html"), doc)
+    shown = (tmp_path / "m.html").read_text(encoding="utf-8")
+    assert "inv\\xff.yaml" in shown and "stderr: \\xff\\x80" in shown
