@@ -104,7 +104,7 @@ def test_ifname_agree(cluster, verdict):
                                              f"{len(per_host)} nodes{skipped}")
             continue
         verdict.failed(variable, outliers=sides.outliers, where=variable,
-                       observed=f"{sides.describe()}, while {fold(sides.agreeing)} use {sides.majority}{skipped}",
+                       observed=f"{sides.describe()}{sides.versus(lambda hs, v: f'{fold(hs)} use {v}')}{skipped}",
                        expected="the same interface name on every node")
     evaluated = _device_routes_agree(cluster, verdict) or evaluated
     if not evaluated:
@@ -174,8 +174,8 @@ def _device_routes_agree(cluster, verdict) -> bool:
     else:
         verdict.failed(ROUTE_SUBJECT, outliers=sides.outliers, where=ROUTE_SUBJECT, remedy=ROUTE_REMEDY,
                        severity="warning",
-                       observed=f"ip route get <NPU device IP> finds {sides.describe()}, while "
-                                f"{fold(sides.agreeing)} {_how_routed(sides.majority)}",
+                       observed=f"ip route get <NPU device IP> finds {sides.describe()}"
+                                + sides.versus(lambda hs, v: f"{fold(hs)} {_how_routed(v)}"),
                        expected="the NPU device IPs routed alike, by same-named NICs, on every node")
     return True
 

@@ -135,7 +135,7 @@ def test_rendezvous(cluster, verdict):
         else:
             verdict.failed(name, outliers=sides.outliers, where=name,
                            observed=sides.describe(lambda v, hs: f"{fold(hs)}: {name}={v}")
-                           + f", while {fold(sides.agreeing)} have {name}={sides.majority}",
+                           + sides.versus(lambda hs, v: f"{fold(hs)} have {name}={v}"),
                            expected=f"the same {name} on every node")
     ranks = {h: env.get("RANK") for h, env in values.items()}
     if any(ranks.values()):
@@ -345,7 +345,7 @@ def _one_name_failing(verdict, name, sides, outliers):
         return
     verdict.failed(name, outliers=outliers, where=name,
                    observed=sides.describe(lambda v, ns: f"on {fold(ns)}: {name} -> {v}")
-                   + f", while {fold(sides.agreeing)} resolve it to {sides.majority}",
+                   + sides.versus(lambda ns, v: f"{fold(ns)} resolve it to {v}"),
                    expected=f"{name} resolving to the same address on every node")
 
 
@@ -358,7 +358,8 @@ def _names_failing_alike(verdict, how, failing, outliers):
                        observed=f"none of the {count} resolves on any node", expected="one address everywhere")
         return
     examples = "; ".join(sides.describe(lambda v, ns, n=name: f"{n} -> {v} on {fold(ns)}")
-                         + f" but {sides.majority} elsewhere" for name, sides in failing[:_EXAMPLES])
+                         + sides.versus(lambda ns, v: f"{v} elsewhere", lead=" but ")
+                         for name, sides in failing[:_EXAMPLES])
     more = f"; and {len(failing) - _EXAMPLES} more" if len(failing) > _EXAMPLES else ""
     if how == "unresolved":
         observed = f"none of the {count} resolves on {fold(outliers)}, while the other nodes resolve each of them"

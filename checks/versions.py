@@ -14,7 +14,7 @@ from preflight import compat as C
 from preflight import faq
 from preflight.check import check
 from preflight.facts import FactUnavailable
-from preflight.hostlist import fold
+from preflight.outliers import split
 from preflight.parsers.versions import driver_matches_prefix, npu_smi_chip_family, soc_family
 
 _CACHE: dict = {}
@@ -577,17 +577,12 @@ def test_versions_agree(cluster, verdict):
         per_host = values.get(item) or {}
         if not per_host or all(v == "not installed" for v in per_host.values()):
             continue
-        groups = defaultdict(list)
-        for name, val in per_host.items():
-            groups[val].append(name)
-        if len(groups) == 1:
-            verdict.passed(item, message=f"{item} {next(iter(groups))} on all {len(per_host)} nodes")
+        sides = split(per_host, missing="not installed")
+        if sides.unanimous:
+            verdict.passed(item, message=f"{item} {sides.majority} on all {len(per_host)} nodes")
             continue
-        majority = max(groups, key=lambda k: (len(groups[k]), k != "not installed"))
-        odd = sorted(n for k, names in groups.items() if k != majority for n in names)
-        described = "; ".join(f"{fold(names)}: {k}" for k, names in groups.items() if k != majority)
-        verdict.failed(item, outliers=tuple(odd), where=item,
-                       observed=f"{item} differs: {described}, while {fold(groups[majority])} have {majority}",
+        verdict.failed(item, outliers=sides.outliers, where=item,
+                       observed=f"{item} differs: {sides.describe()}{sides.versus()}",
                        expected=f"the same {item} on every node")
     if unreadable:
         verdict.error(message="versions unreadable on " + "; ".join(unreadable))

@@ -593,6 +593,18 @@ def test_versions_agree():
     explained(r, "node-02: 2.6.0.post3")
 
 
+def test_versions_agree_on_two_nodes_that_differ_blames_neither():
+    """Two nodes, two torch_npu versions: node-02 was named the outlier because it came second."""
+    one, two = make_host("node-01"), make_host("node-02")
+    odd = node_raw(python_dot_stack=out(stack_output(packages={**PACKAGES, "torch_npu": "2.6.0.post3"})))
+    for order in ((one, two), (two, one)):
+        raws = {"node-01": node_raw(), "node-02": odd}
+        [r] = bad(run(versions.test_versions_agree,
+                      cluster=cluster_of(*[(h, make_facts(h.name, raw=raws[h.name])) for h in order])))
+        assert r.outliers == ("node-01", "node-02"), r.message
+        assert "node-02: 2.6.0.post3" in r.message and "no majority" in r.message
+
+
 # -- env.* ---------------------------------------------------------------------------------
 
 def test_cann_loaded_passes_and_explains_the_interactive_guard():
