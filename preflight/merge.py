@@ -9,14 +9,18 @@ its matrix page::
 
 Hosts and their results are concatenated; a host found in two shards is kept from the first
 and named in ``merge.duplicates`` (the merged run is then not ready).  Cluster-wide results
-(``host: null``) judged each shard alone: they are kept, each with ``shard`` naming its file,
-and they do not compare nodes across shards.  ``ready`` is true only when every shard is
-ready and complete.  Exit code: 0 ready, 1 not ready, 4 a file that cannot be read.
+(``host: null``) judged each shard alone: they are kept, each with ``shard`` naming its file
+(as each host is), and they do not compare nodes across shards.  ``ready`` is true only when
+every shard is ready and complete and every shard ran the same checks; ``merge.not_ready``
+says why not, ``merge.notes`` what else differs between the shards (preflight version,
+``--strict``).  Exit code: 0 ready, 1 not ready, 4 a file that cannot be read or an output
+that is one of the inputs.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from . import __version__
@@ -34,11 +38,11 @@ class MergeError(Exception):
 # null is allowed where the schema or a merged document (``started_at`` of no shard) writes it.
 _STR, _STR_OR_NULL, _LIST = (str,), (str, type(None)), (list,)
 _TOP = {"started_at": (False, _STR_OR_NULL)}
-_HOST = {"name": (True, _STR), "reachable": (False, (bool,))}
+_HOST = {"name": (True, _STR), "reachable": (False, (bool,)), "shard": (False, _STR_OR_NULL)}
 _RESULT = {"check": (True, _STR), "outcome": (True, _STR), "message": (True, _STR),
            "host": (True, _STR_OR_NULL), "subject": (False, _STR_OR_NULL),
            "remedy": (False, _STR_OR_NULL), "reference": (False, _STR_OR_NULL),
-           "outliers": (False, _LIST)}
+           "outliers": (False, _LIST), "shard": (False, _STR_OR_NULL)}
 
 
 # JSON's names for the types, as the user editing the file sees them.
@@ -102,10 +106,46 @@ def _load(path: str) -> dict:
     return doc
 
 
+def _shard_ready(doc: dict) -> bool:
+    """A shard's own verdict; a document without ``ready`` (not written by preflight) is judged
+    from what it holds, as the run would: every host reached, nothing failed or in error."""
+    if isinstance(doc.get("ready"), bool):
+        return doc["ready"]
+    strict = doc.get("strict") is True
+    return (not doc.get("interrupted") and all(h.get("reachable") is not False for h in doc["hosts"])
+            and not any(r["outcome"] in ("failed", "error") or (strict and r["outcome"] == "warning")
+                        for r in doc["results"]))
+
+
+def _differences(docs: list[tuple[str, dict]]) -> list[str]:
+    """What makes the shards' results not one run's: other checks, another preflight, --strict
+    on some only.  Each is named in the merged report; a check one shard did not run is a hole in
+    the fleet's verdict, so it also makes the merge not ready (see merge())."""
+    notes = []
+    checks = {path: {r["check"] for r in doc["results"]} for path, doc in docs}
+    every = set().union(*checks.values())
+    for path, ran in checks.items():
+        missing = sorted(every - ran)
+        if missing and ran:
+            shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+            notes.append(f"{path} did not run {len(missing)} check(s) the other shards ran: {shown}")
+    versions = {}
+    for path, doc in docs:
+        tool = doc.get("tool") if isinstance(doc.get("tool"), dict) else {}
+        versions.setdefault(str(tool.get("version")), []).append(path)
+    if len(versions) > 1:
+        notes.append("the shards were run by different preflight versions: "
+                     + "; ".join(f"{v} ({', '.join(paths)})" for v, paths in versions.items()))
+    strict = [path for path, doc in docs if doc.get("strict") is True]
+    if strict and len(strict) < len(docs):
+        notes.append(f"only {', '.join(strict)} ran with --strict: warnings did not fail the other shards")
+    return notes
+
+
 def merge(docs: list[tuple[str, dict]]) -> dict:
     if not docs:
         raise MergeError("nothing to merge: give at least one preflight.json")
-    hosts, results, shards, duplicates = [], [], [], []
+    hosts, results, shards, duplicates, why = [], [], [], [], []
     seen: dict[str, str] = {}
     for path, doc in docs:
         keep = set()
@@ -116,20 +156,32 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
                 continue
             seen[name] = path
             keep.add(name)
-            hosts.append(h)
+            # The shard a host came from: a cluster-wide result speaks for its own shard's hosts only.
+            # A merged file merged again keeps the first shard's name.
+            hosts.append({**h, "shard": h.get("shard") or path})
         for r in doc["results"]:
             if r.get("host") is None:
-                results.append({**r, "shard": path})
+                results.append({**r, "shard": r.get("shard") or path})
             elif r["host"] in keep:
                 results.append(r)
+        ready = _shard_ready(doc)
         shards.append({"file": path, "inventory": doc.get("inventory"), "run_id": doc.get("run_id"),
                        "started_at": doc.get("started_at"), "duration_s": doc.get("duration_s"),
-                       "hosts": len(doc["hosts"]), "ready": doc.get("ready"),
+                       "hosts": len(doc["hosts"]), "ready": ready,
                        "interrupted": bool(doc.get("interrupted")), "exit_code": doc.get("exit_code")})
+        if doc.get("interrupted"):
+            why.append(f"{path}: the run was interrupted")
+        elif not ready:
+            why.append(f"{path}: not ready" + ("" if isinstance(doc.get("ready"), bool)
+                                               else " (judged from its results: the file has no 'ready')"))
+    for d in duplicates:
+        why.append(f"{d['host']} is in {d['kept_from']} and {d['dropped_from']} (kept from the first)")
+    notes = _differences(docs)
+    why.extend(n for n in notes if " did not run " in n)
     summary = dict.fromkeys(OUTCOMES, 0)
     for r in results:
         summary[r.get("outcome")] = summary.get(r.get("outcome"), 0) + 1
-    ready = all(s["ready"] is True for s in shards) and not duplicates
+    ready = not why
     starts = [s["started_at"] for s in shards if s["started_at"]]
     durations = [s["duration_s"] for s in shards if isinstance(s["duration_s"], (int, float))]
     gathers = [d.get("gather_s") for _, d in docs if isinstance(d.get("gather_s"), (int, float))]
@@ -148,7 +200,7 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
         "summary": summary,
         "hosts": hosts,
         "results": results,
-        "merge": {"shards": shards, "duplicates": duplicates},
+        "merge": {"shards": shards, "duplicates": duplicates, "not_ready": why, "notes": notes},
     }
 
 
@@ -158,11 +210,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(4, f"{self.prog}: error: {message}\n")
 
 
-def _writable(path: str, option: str) -> None:
+def _writable(path: str, option: str, inputs: list[str]) -> None:
     """Checked before anything is written: a merged JSON saying READY must not be left behind by
-    a --matrix that cannot be written."""
+    a --matrix that cannot be written, and no input is overwritten by the merge."""
     from .report.json_report import unwritable
 
+    for given in inputs:
+        if os.path.exists(path) and os.path.samefile(path, given):
+            raise MergeError(f"{option} {path}: is one of the inputs; write the merge to another file")
     why = unwritable(path)
     if why:
         raise MergeError(f"{option} {path}: {why}")
@@ -177,9 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         doc = merge([(p, _load(p)) for p in args.inputs])
-        _writable(args.output, "-o")
+        _writable(args.output, "-o", args.inputs)
         if args.matrix:
-            _writable(args.matrix, "--matrix")
+            _writable(args.matrix, "--matrix", args.inputs)
     except MergeError as exc:
         print(f"preflight-merge: {exc}", file=sys.stderr)
         return 4
@@ -196,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
           + f"; {'READY' if doc['ready'] else 'NOT READY'}"
           + (f"; {len(doc['merge']['duplicates'])} duplicate host(s)" if doc["merge"]["duplicates"] else "")
           + f" -> {args.output}")
+    for reason in doc["merge"]["not_ready"]:
+        print(f"  not ready: {reason}")
+    for note in doc["merge"]["notes"]:
+        if note not in doc["merge"]["not_ready"]:
+            print(f"  note: {note}")
     return 0 if doc["ready"] else 1
 
 

@@ -76,6 +76,7 @@ def cells(document: dict) -> tuple[list[str], list[str], dict]:
     """(host names, check ids, {(host, check): (outcome, [messages])}) for the matrix."""
     hosts = [h["name"] for h in document.get("hosts", [])]
     down = {h["name"] for h in document.get("hosts", []) if not h.get("reachable")}
+    shard_of = {h["name"]: h.get("shard") for h in document.get("hosts", [])}  # merged reports only
     results = document.get("results", [])
     checks = _checks_in_order(results)
     grid: dict[tuple[str, str], list] = {}
@@ -93,7 +94,10 @@ def cells(document: dict) -> tuple[list[str], list[str], dict]:
             plain = r.to_json() if hasattr(r, "to_json") else r  # a Result of this run, or a dict from a file
             agreed, lost = {**plain, "outcome": "passed"}, {**plain, "outcome": "error"}
             spreads = r["outcome"] in ("passed", "failed", "warning")
+            shard = r.get("shard")  # a merged shard's cluster-wide result judged that shard's hosts only
             for name in hosts:
+                if shard is not None and shard_of[name] != shard:
+                    continue
                 if name in outliers:
                     grid.setdefault((name, r["check"]), []).append(r)
                 elif name in down:
@@ -126,6 +130,7 @@ def fragment(document: dict) -> str:
                  f'{verdict}: '
                  f'{sum(1 for h in document.get("hosts", []) if h.get("reachable"))}/{len(document.get("hosts", []))}'
                  f' hosts reachable</h2>')
+    parts.append(_merge_notes(document.get("merge")))
     parts.append('<p class="pf-legend">' + "".join(
         f'<span class="{cls}">{sym} {label}</span>' for sym, label, cls in STYLE.values()) + "</p>")
     parts.append('<table class="pf-matrix"><thead><tr><th class="pf-host">host</th>')
@@ -143,6 +148,22 @@ def fragment(document: dict) -> str:
         parts.append("</tr>")
     parts.append("</tbody></table>")
     parts.append(findings(document))
+    return "".join(parts)
+
+
+def _merge_notes(merged) -> str:
+    """A merged report says why it is not ready when no finding does (a host in two shards, a
+    shard interrupted or without a verdict, a check some shard did not run), and what else
+    differs between its shards."""
+    if not isinstance(merged, dict):
+        return ""
+    why = [str(w) for w in merged.get("not_ready") or ()]
+    notes = [str(n) for n in merged.get("notes") or () if n not in why]
+    parts = []
+    if why:
+        parts.append("<p><b>Not ready because:</b></p><ul>" + "".join(f"<li>{text(w)}</li>" for w in why) + "</ul>")
+    if notes:
+        parts.append("<p><b>Shards differ:</b></p><ul>" + "".join(f"<li>{text(n)}</li>" for n in notes) + "</ul>")
     return "".join(parts)
 
 

@@ -117,6 +117,7 @@ BAD = {
     "remedy a list": (_result(0, remedy=["x"]), "results[0].remedy: expected a string or null, got an array"),
     "reference an object": (_result(0, reference={}), "results[0].reference: expected a string or null"),
     "schema true": (_set("schema", True), ": not a preflight.json (schema 1) document"),
+    "host shard a number": (_host(0, shard=3), "hosts[0].shard: expected a string or null, got a number"),
 }
 
 
@@ -174,3 +175,80 @@ def test_a_result_for_a_host_the_file_does_not_list_is_refused(tmp_path, capsys)
     doc["results"][0]["host"] = "n9"  # it was dropped from the merge without a word
     assert main([write(tmp_path, "b", doc), "-o", str(tmp_path / "m.json")]) == 4
     assert "results[0].host: 'n9' is not in this file's hosts" in capsys.readouterr().err
+
+
+def _cells(doc):
+    from preflight.report.matrix import cells
+
+    return cells(doc)[2]
+
+
+def test_a_shards_cluster_wide_result_colours_only_its_own_hosts(tmp_path):
+    """A's cluster check passed; B did not run it: B's hosts were painted green by A's pass."""
+    a = shard("a", ["n1", "n2"])
+    b = shard("b", ["n3"])
+    b["results"] = [r for r in b["results"] if r["host"] is not None]
+    b["results"].append({"check": "cluster.versions_agree", "host": None, "subject": None, "outcome": "failed",
+                         "severity": "error", "message": "differs", "remedy": "", "reference": "",
+                         "outliers": ["n3"]})
+    c = shard("c", ["n4"])
+    c["results"] = [r for r in c["results"] if r["host"] is not None]  # runs no cluster-wide check
+    grid = _cells(merge([("a", a), ("b", b), ("c", c)]))
+    assert grid[("n1", "cluster.versions_agree")][0] == "passed"
+    assert grid[("n2", "cluster.versions_agree")][0] == "passed"
+    assert grid[("n3", "cluster.versions_agree")][0] == "failed"
+    assert ("n4", "cluster.versions_agree") not in grid
+    # merged again, each host and result keeps the shard it came from
+    twice = merge([("ab", merge([("a", a), ("b", b)])), ("c", c)])
+    assert {h["name"]: h["shard"] for h in twice["hosts"]} == {"n1": "a", "n2": "a", "n3": "b", "n4": "c"}
+    assert _cells(twice)[("n3", "cluster.versions_agree")][0] == "failed"
+
+
+def test_not_ready_says_why_on_the_page_and_the_terminal(tmp_path, capsys):
+    """A duplicate host made the merged page say NOT READY with no finding explaining it."""
+    a = write(tmp_path, "a", shard("a", ["n1"]))
+    b = write(tmp_path, "b", shard("b", ["n1", "n2"]))
+    page = tmp_path / "m.html"
+    assert main([a, b, "-o", str(tmp_path / "m.json"), "--matrix", str(page)]) == 1
+    said = capsys.readouterr().out
+    assert f"not ready: n1 is in {a} and {b}" in said
+    shown = page.read_text()
+    assert "Not ready because" in shown and f"n1 is in {a} and {b}" in shown
+
+
+def test_a_shard_without_ready_is_judged_from_its_results():
+    clean, failing = shard("a", ["n1"]), shard("b", ["n2"], failed=("n2",))
+    for doc in (clean, failing):
+        del doc["ready"]
+    assert merge([("a", clean)])["ready"] is True
+    doc = merge([("a", clean), ("b", failing)])
+    assert doc["ready"] is False and doc["merge"]["not_ready"] == [
+        "b: not ready (judged from its results: the file has no 'ready')"]
+    down = shard("c", ["n3"])
+    del down["ready"]
+    down["hosts"][0]["reachable"] = False
+    assert merge([("c", down)])["ready"] is False
+
+
+def test_shards_that_ran_other_checks_or_another_version_or_strict_are_named():
+    a, b = shard("a", ["n1"]), shard("b", ["n2"])
+    b["results"] = [r for r in b["results"] if r["host"] is not None]  # b ran no cluster.versions_agree
+    b["tool"]["version"] = "9.9"
+    b["strict"] = True
+    doc = merge([("a", a), ("b", b)])
+    assert doc["ready"] is False
+    assert doc["merge"]["not_ready"] == ["b did not run 1 check(s) the other shards ran: cluster.versions_agree"]
+    notes = doc["merge"]["notes"]
+    assert "the shards were run by different preflight versions: 0 (a); 9.9 (b)" in notes
+    assert "only b ran with --strict: warnings did not fail the other shards" in notes
+    same = merge([("a", shard("a", ["n1"])), ("b", shard("b", ["n2"]))])
+    assert same["ready"] is True and same["merge"]["notes"] == [] and same["merge"]["not_ready"] == []
+
+
+def test_output_that_is_an_input_is_refused_and_left_alone(tmp_path, capsys):
+    a = write(tmp_path, "a", shard("a", ["n1"]))
+    before = open(a).read()
+    assert main([a, "-o", a]) == 4
+    assert "is one of the inputs" in capsys.readouterr().err
+    assert main([a, "-o", str(tmp_path / "m.json"), "--matrix", a]) == 4
+    assert open(a).read() == before and not (tmp_path / "m.json").exists()
