@@ -80,7 +80,10 @@ def parse_mindspeed(path: str, text: str) -> Job:
         vline = w.line
         if not eq:
             nxt = words[i + 1] if i + 1 < len(words) else None
-            if nxt is not None and not nxt.text.startswith("--"):
+            # A flag we do not know may be boolean (--use-mcore-models $GPT_ARGS): the word after it
+            # is its value only when it cannot be a string of flags a branch hides.
+            if nxt is not None and not nxt.text.startswith("--") and (
+                    flag in FLAGS or hidden_word(nxt.text, nxt.line, path, script.conditional) is None):
                 value, vline = nxt.text, nxt.line
                 i += 1
             else:

@@ -448,6 +448,21 @@ def test_a_flag_string_a_branch_replaces_hides_its_flags(tmp_path):
     assert r.outcome == "skipped" and "$GPT_ARGS" in r.message, r.message
 
 
+def test_a_hidden_flag_string_after_an_unknown_boolean_flag_is_still_seen(tmp_path):
+    """`--use-mcore-models $GPT_ARGS`: the unknown flag took $GPT_ARGS as its value, so the flags
+    a branch hides in it went unnoticed and TP read as its default, 1."""
+    ck = megatron_ckpt(tmp_path / "tp8", tp=8)
+    script = llm_script(load=str(ck)).replace(
+        'GPT_ARGS="\n', 'if [ "$SIZE" = 7b ]; then\nGPT_ARGS="--tensor-model-parallel-size 2"\nelse\nGPT_ARGS="\n', 1)
+    script = script.replace('DATA_ARGS="', 'fi\nDATA_ARGS="', 1)
+    script = script.replace("pretrain_gpt.py \\\n    $GPT_ARGS", "pretrain_gpt.py \\\n    --use-mcore-models $GPT_ARGS", 1)
+    assert "--use-mcore-models $GPT_ARGS" in script
+    job = load_job(write(tmp_path, "p.sh", script))
+    assert any("$GPT_ARGS" in n and "the flags in it are not checked" in n for n in job.notes), job.notes
+    [r] = run(jc.test_weights_parallel, job)
+    assert r.outcome == "skipped" and "$GPT_ARGS" in r.message, r.message
+
+
 def test_pp_layers_with_an_unknown_pp_and_no_layer_split_is_skipped(tmp_path):
     p = write(tmp_path, "p.sh", llm_script().replace("PP=1\n", "PP=$1\n"))
     [r] = run(jc.test_pp_layers, load_job(p))  # was: TypeError comparing None with 1
