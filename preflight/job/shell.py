@@ -740,8 +740,8 @@ def _split(segs: list[tuple[LStr, bool]]):
         # Unquoted expansions split on blanks; a quoted "${A[@]}" only between its elements, each
         # a word even when empty.
         breaks = " \t\n" + _ELEMENT if splittable else _ELEMENT
-        for ch, ln in zip(s.text, s.lines):
-            if ch in breaks:
+        for ch, ln, kept in zip(s.text, s.lines, _kept_literal(s.text)):
+            if ch in breaks and not kept:
                 if have or not splittable:
                     fields.append(("".join(cur_t), cur_l))
                 cur_t, cur_l, have = [], [], False
@@ -753,6 +753,32 @@ def _split(segs: list[tuple[LStr, bool]]):
     if have:
         fields.append(("".join(cur_t), cur_l))
     return fields
+
+
+def _kept_literal(text: str):
+    """For each character: whether it is inside a ``$(...)``, backquote or ``${...}`` kept as
+    written (its value cannot be known).  Such text in a variable (``ARGS="--nnodes $(cat f)"``)
+    is one word when the variable is split, as the command's output would be, not ``$(cat``."""
+    depth, braces, tick, prev = 0, 0, False, ""
+    for ch in text:
+        if ch == "`":
+            tick = not tick
+            yield True
+        elif ch == "(" and (prev == "$" or depth):
+            depth += 1
+            yield True
+        elif ch == ")" and depth:
+            depth -= 1
+            yield True
+        elif ch == "{" and prev == "$":
+            braces += 1
+            yield True
+        elif ch == "}" and braces:
+            braces -= 1
+            yield True
+        else:
+            yield bool(depth or braces or tick)
+        prev = ch
 
 
 def read_script(text: str) -> Script:

@@ -42,6 +42,20 @@ def test_shell_never_runs_command_substitutions_and_skips_heredocs():
     assert not any("--tensor-model-parallel-size" in w.text for c in s.commands for w in c.words)
 
 
+def test_a_substitution_kept_in_a_variable_is_one_word_when_the_variable_is_split():
+    """ARGS="--nnodes $(cat f)" then $ARGS: it read as --nnodes "$(cat" and a stray "f)", so
+    the note quoted junk and the next word could be taken for a value."""
+    s = read_script('N="$(cat /etc/n n)"\nR=$(hostname | cut -d- -f2)\nT=`echo 8`\nP=$(( $U + 1 ))\n'
+                    'D=${Q:-a b}\nARGS="--nnodes $N --node_rank $R --tp $T --pp $P --d $D --e $(f "(x y)")"\n'
+                    'run $ARGS --z end\n')
+    assert [w.text for w in s.commands[-1].words] == [
+        "run", "--nnodes", "$(cat /etc/n n)", "--node_rank", "$(hostname | cut -d- -f2)", "--tp", "`echo 8`",
+        "--pp", "$(( $U + 1 ))", "--d", "a", "b", "--e", '$(f "(x y)")', "--z", "end"]
+    # an unknown variable's ${...} text kept as written is one word too
+    s = read_script('if [ "$1" ]; then K=1; fi\nARGS="--k ${K:-two words} --m 3"\nrun $ARGS\n')
+    assert [w.text for w in s.commands[-1].words] == ["run", "--k", "${K:-two words}", "--m", "3"]
+
+
 @pytest.mark.parametrize("text, line", [('A="abc\nB=1\n', 1), ("X=1\necho 'oops\n", 2), ("Y=$(echo (\n", 1)])
 def test_unterminated_quotes_name_the_line(tmp_path, text, line):
     p = write(tmp_path, "bad.sh", "torchrun pretrain_gpt.py --tensor-model-parallel-size 2\n" + text)
