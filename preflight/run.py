@@ -462,7 +462,13 @@ class PreflightRun:
             "summary": self.store.counts(),
             "hosts": hosts,
             "results": results,
+            **({"jobs": self.jobs_json()} if self.jobs else {}),
         }
+
+    def jobs_json(self) -> list[dict]:
+        """The --job files and what their reader could not see (values only the run knows, flags a
+        branch hides, "$@"): the checks that need such a value say so; these notes say it once."""
+        return [{"path": j.path, "kind": j.kind, "notes": [visible(n) for n in j.notes]} for j in self.jobs]
 
     def finish(self, session, exitstatus) -> None:
         from .report.json_report import write_json
@@ -534,6 +540,11 @@ class PreflightRun:
         if self.jobs:
             where = "this machine (--job-local)" if self.job_local else "the nodes"
             tr.write_line(f"job(s): {', '.join(j.path for j in self.jobs)}; model and paths read on {where}")
+            notes = [n for j in self.jobs for n in j.notes]
+            for note in notes[:JOB_NOTES_SHOWN]:
+                tr.write_line(f"  note: {visible(note)}")
+            if len(notes) > JOB_NOTES_SHOWN:
+                tr.write_line(f"  ... and {len(notes) - JOB_NOTES_SHOWN} more notes in preflight.json (jobs)")
         tr.write_line("results: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
         verdict = "INTERRUPTED" if self.interrupted else "READY" if self.ready() else "NOT READY"
         tr.write_line(f"verdict: {verdict}", bold=True, green=self.ready(), red=not self.ready())
@@ -596,6 +607,8 @@ def _exception_message(call) -> str:
     msg = getattr(value, "msg", None)
     return str(msg if msg is not None else value)
 
+
+JOB_NOTES_SHOWN = 8  # in the terminal; all of them in preflight.json and matrix.html
 
 # One check can find hundreds of problems at fleet size (a ping matrix, a name on every node):
 # pytest's report of that item (terminal, preflight.html) shows the first ones; every result is

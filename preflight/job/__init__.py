@@ -173,6 +173,16 @@ def branch_reason(lines, path: str, branch_lines: dict) -> str | None:
     return None
 
 
+def passed_on_note(text: str, line: int, path: str, what: str) -> str | None:
+    """A note for ``"$@"`` in the launch command: whoever runs the script may add ``what`` there
+    (with verl's Hydra a later override wins).  Almost every upstream script ends with it and is
+    run without arguments, so the checks still read the script as written, defaults included."""
+    if text not in ("$@", "${@}", "$*", "${*}"):
+        return None
+    return (f"{text} ({path}:{line}) passes on the script's own arguments: {what} given when it is run "
+            f"are not seen here, and the checks read the script as written")
+
+
 def hidden_word(text: str, line: int, path: str, conditional: dict) -> Arg | None:
     """A launch-command word like ``$GPT_ARGS`` whose variable a branch sets: the flags it expands
     to are not known, so an argument the job does not give otherwise may be among them."""

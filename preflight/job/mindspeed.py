@@ -8,7 +8,7 @@ import json
 import os
 import re
 
-from . import Arg, Job, JobError, LayerList, branch_reason, hidden_word, unresolved_reason
+from . import Arg, Job, JobError, LayerList, branch_reason, hidden_word, passed_on_note, unresolved_reason
 from .shell import ShellError, read_script
 
 # flag -> canonical name; the ones whose value must be an integer are marked.
@@ -71,7 +71,9 @@ def parse_mindspeed(path: str, text: str) -> Job:
     while i < len(words):
         w = words[i]
         if not w.text.startswith("--"):
-            if (hidden := hidden_word(w.text, w.line, path, script.conditional)) is not None:
+            if (note := passed_on_note(w.text, w.line, path, "flags")) is not None:
+                job.notes.append(note)
+            elif (hidden := hidden_word(w.text, w.line, path, script.conditional)) is not None:
                 job.hidden.append(hidden)
                 job.notes.append(f"{w.text} ({path}:{w.line}) {hidden.unresolved}; the flags in it are not checked")
             i += 1
@@ -83,7 +85,8 @@ def parse_mindspeed(path: str, text: str) -> Job:
             # A flag we do not know may be boolean (--use-mcore-models $GPT_ARGS): the word after it
             # is its value only when it cannot be a string of flags a branch hides.
             if nxt is not None and not nxt.text.startswith("--") and (
-                    flag in FLAGS or hidden_word(nxt.text, nxt.line, path, script.conditional) is None):
+                    flag in FLAGS or (hidden_word(nxt.text, nxt.line, path, script.conditional) is None
+                                      and passed_on_note(nxt.text, nxt.line, path, "") is None)):
                 value, vline = nxt.text, nxt.line
                 i += 1
             else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from . import Arg, Job, JobError, branch_reason, hidden_word, unresolved_reason
+from . import Arg, Job, JobError, branch_reason, hidden_word, passed_on_note, unresolved_reason
 from .shell import ShellError, read_script
 
 KEYS = {
@@ -42,6 +42,9 @@ def parse_verl(path: str, text: str) -> Job:
     job = Job(path=path, kind="verl", is_script=path.endswith(".sh") or text.startswith("#!"),
               crlf_lines=script.crlf_lines, data_args=("train_files", "val_files"))
     for w in best.words:
+        if (note := passed_on_note(w.text, w.line, path, "overrides")) is not None:
+            job.notes.append(note)
+            continue
         m = _OVERRIDE.match(w.text)
         if not m and (hidden := hidden_word(w.text, w.line, path, script.conditional)) is not None:
             job.hidden.append(hidden)

@@ -148,7 +148,17 @@ def fragment(document: dict) -> str:
         parts.append("</tr>")
     parts.append("</tbody></table>")
     parts.append(findings(document))
+    parts.append(_job_notes(document.get("jobs")))
     return "".join(parts)
+
+
+def _job_notes(jobs) -> str:
+    """What the job files' reader could not see, per file (values only the run knows ...)."""
+    items = [(j.get("path"), n) for j in jobs or () if isinstance(j, dict) for n in j.get("notes") or ()]
+    if not items:
+        return ""
+    return ('<h3>Not read from the job files</h3><ul class="pf-findings">'
+            + "".join(f"<li><code>{text(path)}</code>: {text(note)}</li>" for path, note in items) + "</ul>")
 
 
 def _merge_notes(merged) -> str:

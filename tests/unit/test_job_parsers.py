@@ -42,6 +42,20 @@ def test_shell_never_runs_command_substitutions_and_skips_heredocs():
     assert not any("--tensor-model-parallel-size" in w.text for c in s.commands for w in c.words)
 
 
+@pytest.mark.parametrize("word", ['"$@"', "$*", '"${@}"'])
+def test_the_scripts_own_arguments_are_a_note_and_no_flags_value(tmp_path, word):
+    from preflight.job.mindspeed import parse_mindspeed
+    from preflight.job.verl import parse_verl
+
+    p = str(tmp_path / "run.sh")
+    job = parse_mindspeed(p, f"torchrun pretrain_gpt.py --use-mcore-models {word} --tensor-model-parallel-size 2\n")
+    assert job.arg("tp").value == "2"
+    [note] = job.notes
+    assert note.startswith(f"{word.strip(chr(34))} ({p}:1) passes on the script's own arguments: flags given")
+    job = parse_verl(p, f"python3 -m verl.trainer.main_ppo trainer.nnodes=2 {word}\n")
+    assert job.arg("nnodes").value == "2" and "overrides given when it is run" in job.notes[0]
+
+
 def test_a_substitution_kept_in_a_variable_is_one_word_when_the_variable_is_split():
     """ARGS="--nnodes $(cat f)" then $ARGS: it read as --nnodes "$(cat" and a stray "f)", so
     the note quoted junk and the next word could be taken for a value."""

@@ -37,6 +37,23 @@ def test_job_local_without_inventory_runs_only_job_checks(pytester):
     assert doc["hosts"] == []
 
 
+def test_what_the_job_reader_could_not_see_is_said_in_terminal_json_and_page(pytester):
+    """Job notes ("$@" passes on the script's arguments, a value set outside the script) were
+    collected and shown nowhere."""
+    hf = hf_model(pytester.path / "Qwen2-7B")
+    script = verl_script(model=str(hf), bucket=512, train=str(hf / "config.json"))
+    (pytester.path / "run.sh").write_text(script.replace("trainer.nnodes=1", "trainer.nnodes=$NNODES"))
+    result = run(pytester, "--job", "run.sh", "--job-local")
+    out = text(result)
+    assert "note: $@ (run.sh:19) passes on the script's own arguments" in out, out
+    assert "note: trainer.nnodes=$NNODES (run.sh:18) is set from outside the script; not checked" in out
+    doc = json.loads((pytester.path / "reports" / "preflight.json").read_text())
+    [job] = doc["jobs"]
+    assert job["path"] == "run.sh" and job["kind"] == "verl" and len(job["notes"]) == 3
+    page = (pytester.path / "reports" / "matrix.html").read_text()
+    assert "Not read from the job files" in page and "is set from outside the script" in page
+
+
 def test_good_job_is_ready(pytester):
     (pytester.path / "rlvr.yaml").write_text(roll_yaml())
     result = run(pytester, "--job", "rlvr.yaml", "--job-local", "-k", "roll")
