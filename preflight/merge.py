@@ -37,7 +37,7 @@ class MergeError(Exception):
 # or a traceback after the merged JSON was already written. A key read as d[key] is required.
 # null is allowed where the schema or a merged document (``started_at`` of no shard) writes it.
 _STR, _STR_OR_NULL, _LIST = (str,), (str, type(None)), (list,)
-_TOP = {"started_at": (False, _STR_OR_NULL)}
+_TOP = {"started_at": (False, _STR_OR_NULL), "jobs": (False, _LIST)}
 _HOST = {"name": (True, _STR), "reachable": (False, (bool,)), "shard": (False, _STR_OR_NULL)}
 _RESULT = {"check": (True, _STR), "outcome": (True, _STR), "message": (True, _STR),
            "host": (True, _STR_OR_NULL), "subject": (False, _STR_OR_NULL),
@@ -145,7 +145,7 @@ def _differences(docs: list[tuple[str, dict]]) -> list[str]:
 def merge(docs: list[tuple[str, dict]]) -> dict:
     if not docs:
         raise MergeError("nothing to merge: give at least one preflight.json")
-    hosts, results, shards, duplicates, why = [], [], [], [], []
+    hosts, results, shards, duplicates, why, jobs = [], [], [], [], [], []
     seen: dict[str, str] = {}
     for path, doc in docs:
         keep = set()
@@ -164,6 +164,7 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
                 results.append({**r, "shard": r.get("shard") or path})
             elif r["host"] in keep:
                 results.append(r)
+        jobs.extend({**j, "shard": path} for j in doc.get("jobs") or () if isinstance(j, dict))
         ready = _shard_ready(doc)
         shards.append({"file": path, "inventory": doc.get("inventory"), "run_id": doc.get("run_id"),
                        "started_at": doc.get("started_at"), "duration_s": doc.get("duration_s"),
@@ -200,6 +201,7 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
         "summary": summary,
         "hosts": hosts,
         "results": results,
+        **({"jobs": jobs} if jobs else {}),
         "merge": {"shards": shards, "duplicates": duplicates, "not_ready": why, "notes": notes},
     }
 

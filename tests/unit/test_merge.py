@@ -252,3 +252,11 @@ def test_output_that_is_an_input_is_refused_and_left_alone(tmp_path, capsys):
     assert "is one of the inputs" in capsys.readouterr().err
     assert main([a, "-o", str(tmp_path / "m.json"), "--matrix", a]) == 4
     assert open(a).read() == before and not (tmp_path / "m.json").exists()
+
+
+def test_job_notes_of_every_shard_are_kept():
+    a, b = shard("a", ["n1"]), shard("b", ["n2"])
+    a["jobs"] = [{"path": "run.sh", "kind": "verl", "notes": ["$@ passes on ..."]}]
+    doc = merge([("a", a), ("b", b)])
+    assert doc["jobs"] == [{"path": "run.sh", "kind": "verl", "notes": ["$@ passes on ..."], "shard": "a"}]
+    assert "jobs" not in merge([("b", b)])
