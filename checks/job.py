@@ -545,6 +545,10 @@ def test_roll_device_mapping(job, verdict):
     if _skip_unless(job, verdict, "roll"):
         return
     train, infer = job.device_mappings.get("actor_train"), job.device_mappings.get("actor_infer")
+    if any(role in ("student", "teacher") for role in (*job.device_mappings, *job.strategies)):
+        verdict.skipped(job.name, message=f"{job.name}: a distillation (student/teacher); the FAQ's rule is for "
+                                          f"actor_train and actor_infer")
+        return
     if train is None or infer is None:
         missing = "actor_train" if train is None else "actor_infer"
         verdict.skipped(job.name, message=f"{job.name}: no {missing}.device_mapping")

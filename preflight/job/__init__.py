@@ -212,7 +212,8 @@ def split_paths(value: str) -> list[str]:
 def detect_kind(path: str, text: str) -> str | None:
     ext = os.path.splitext(path)[1].lower()
     if ext in (".yaml", ".yml"):
-        if re.search(r"^(actor_train|actor_infer)\s*:", text, re.M):
+        if re.search(r"^(actor_train|actor_infer)\s*:", text, re.M) or (
+                re.search(r"^student\s*:", text, re.M) and re.search(r"^teacher\s*:", text, re.M)):
             return "roll"
         return None
     if re.search(r"verl\.trainer|\bactor_rollout_ref\.|\btrainer\.n_gpus_per_node\s*=", text):

@@ -1,5 +1,5 @@
-"""ROLL: its pipeline YAML (``actor_train``/``actor_infer`` with ``device_mapping`` and
-``strategy_args.strategy_name``).  ``device_mapping`` is Python-ish text such as
+"""ROLL: its pipeline YAML (``actor_train``/``actor_infer``, or a distillation's ``student``/
+``teacher``, with ``device_mapping`` and ``strategy_args.strategy_name``).  ``device_mapping`` is Python-ish text such as
 ``list(range(0, 4))``; it is read by walking its syntax tree (lists, ``range``, ``+``
 of lists, integers), never evaluated."""
 
@@ -13,6 +13,7 @@ import yaml
 from . import Arg, Job, JobError
 
 ACTORS = ("actor_train", "actor_infer", "reference", "critic", "reward")
+DISTILL = ("student", "teacher")  # the distillation pipeline's roles (examples/*distill*)
 MAX_DEVICES = 100_000
 
 
@@ -98,10 +99,14 @@ def parse_roll(path: str, text: str) -> Job:
         raise JobError(path, None, "a ROLL config is a YAML mapping (actor_train:, actor_infer:, ...)")
     index = _index(root)
     job = Job(path=path, kind="roll", data_args=("train_data",))
-    if "actor_train" not in index and "actor_infer" not in index:
-        raise JobError(path, None, "no actor_train/actor_infer section: not a ROLL pipeline config")
-    for key, canon in (("pretrain", "model_path"), ("num_gpus_per_node", "nproc_per_node"),
-                       ("actor_train.data_args.file_name", "train_data")):
+    distill = "actor_train" not in index and "actor_infer" not in index
+    if distill and not all(role in index for role in DISTILL):
+        raise JobError(path, None, "no actor_train/actor_infer (nor student/teacher) section: not a ROLL "
+                                   "pipeline config")
+    for key, canon in (("pretrain", "model_path"), ("student_pretrain", "model_path"),
+                       ("num_gpus_per_node", "nproc_per_node"),
+                       ("actor_train.data_args.file_name", "train_data"),
+                       ("student.data_args.file_name", "train_data")):
         if key in index and isinstance(index[key][0], yaml.SequenceNode):  # file_name: [- a.jsonl, - b.jsonl]
             items = [str(n.value) for n in index[key][0].value if isinstance(n, yaml.ScalarNode)]
             value = "[" + ", ".join(items) + "]" if items else None
@@ -116,7 +121,7 @@ def parse_roll(path: str, text: str) -> Job:
         if value:
             job.args["model_path"] = Arg("actor_train.model_args.model_name_or_path", value,
                                          index["actor_train.model_args.model_name_or_path"][1], sep=": ")
-    for actor in ACTORS:
+    for actor in DISTILL if distill else ACTORS:
         key = f"{actor}.device_mapping"
         if key in index:
             node, line = index[key]

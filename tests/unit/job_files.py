@@ -278,3 +278,28 @@ actor_infer:
       gpu_memory_utilization: 0.6
   device_mapping: {infer}
 """
+
+
+def roll_distill_yaml(student="deepspeed_train", teacher="hf_infer", devices="list(range(0,8))",
+                      data="data/gsm8k_zh.json") -> str:
+    """A ROLL distillation config (examples/qwen2.5-7B-distill_megatron/distill_megatron.yaml style:
+    student/teacher roles, no actor_train/actor_infer)."""
+    return f"""exp_name: "distill"
+student_pretrain: Qwen/Qwen2.5-7B-Instruct
+teacher_pretrain: Qwen/Qwen2.5-14B-Instruct
+logits_topk: 64
+student:
+  model_args:
+    dtype: bf16
+  data_args:
+    template: qwen2_5
+    file_name:
+      - {data}
+  strategy_args:
+    strategy_name: {student}
+  device_mapping: {devices}
+teacher:
+  strategy_args:
+    strategy_name: {teacher}
+  device_mapping: {devices}
+"""

@@ -523,3 +523,31 @@ def test_verl_world_size_takes_verls_defaults_for_what_the_job_leaves_out(tmp_pa
     assert r.outcome == "failed", r.message
     assert "does not divide the world size trainer.nnodes=2 × 8 (verl's default trainer.n_gpus_per_node) = 16" \
         in r.message
+
+
+def test_a_roll_distillation_config_is_read_and_its_megatron_student_flagged(tmp_path):
+    """student/teacher configs were refused: 'no actor_train/actor_infer section: not a ROLL pipeline'."""
+    from tests.unit.job_files import roll_distill_yaml
+
+    job = load_job(write(tmp_path, "distill_megatron.yaml", roll_distill_yaml(student="megatron_train",
+                                                                               teacher="megatron_infer")))
+    assert job.kind == "roll" and job.arg("model_path").value == "Qwen/Qwen2.5-7B-Instruct"
+    assert job.arg("train_data").value == "[data/gsm8k_zh.json]"
+    assert set(job.device_mappings) == {"student", "teacher"} and job.device_mappings["student"][1] == tuple(range(8))
+    bad = run(jc.test_roll_strategy, job)
+    assert sorted((r.outcome, r.subject) for r in bad) == [("failed", job.name)] * 2
+    assert any("student.strategy_args.strategy_name: megatron_train" in r.message for r in bad)
+    assert any("teacher.strategy_args.strategy_name: megatron_infer" in r.message and "vllm" in r.message
+               for r in bad)
+    [r] = run(jc.test_roll_device_mapping, job)
+    assert r.outcome == "skipped" and "distillation" in r.message
+    good = load_job(write(tmp_path, "distill.yaml", roll_distill_yaml()))
+    [r] = run(jc.test_roll_strategy, good)
+    assert r.outcome == "passed", r.message
+
+
+def test_a_yaml_with_only_a_student_is_not_a_roll_config(tmp_path):
+    from preflight.job import JobError
+
+    with pytest.raises(JobError, match="not a ROLL pipeline config"):
+        load_job(write(tmp_path, "x.yaml", "student:\n  device_mapping: '[0]'\n"), "roll")
