@@ -597,6 +597,14 @@ def _hub_id(value: str) -> bool:
 def test_data_paths(job, job_facts, verdict):
     args = job.path_args()
     unknown = job.unresolved_paths()
+    placeholders = job.placeholder_paths()
+    for a in placeholders:
+        verdict.failed(job.name, where=job.name, observed=f"{job.cite(a)} {a.unresolved}",
+                       expected="the real path on the nodes",
+                       remedy="Set the variable the example left as a placeholder to the real path (the same on every "
+                              "node, e.g. shared storage) before launching.")
+    if not args and placeholders:
+        return
     if not args:
         verdict.skipped(job.name, message=_not_checked(job, unknown) if unknown
                         else f"{job.name}: no model or data path in the job")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 KINDS = ("mindspeed", "verl", "roll")
 KIND_ALIASES = {"mindspeed": "mindspeed", "mindspeed-mm": "mindspeed", "mindspeed-llm": "mindspeed",
@@ -93,6 +93,8 @@ class Job:
 
     def set_arg(self, key: str, arg: Arg) -> None:
         """The last one wins, as with argparse, whether or not the script sets its value."""
+        if not arg.unresolved and key in self.path_keys() and is_placeholder(arg.value):
+            arg = replace(arg, unresolved=PLACEHOLDER)  # no value to check: job.data_paths names it
         self.args.pop(key, None)
         self.unresolved.pop(key, None)
         (self.unresolved if arg.unresolved else self.args)[key] = arg
@@ -127,9 +129,13 @@ class Job:
     def path_keys(self) -> tuple[str, ...]:
         return ("load", "tokenizer", "hf_model", "model_path", *self.data_args)
 
+    def placeholder_paths(self) -> list[Arg]:
+        """The path arguments still set to an example's placeholder (``your model ckpt path``)."""
+        return [a for k in self.path_keys() if (a := self.unresolved.get(k)) is not None and a.unresolved == PLACEHOLDER]
+
     def unresolved_paths(self) -> list[Arg]:
         """The path arguments whose value is known only when the script runs."""
-        return [self.unresolved[k] for k in self.path_keys() if k in self.unresolved]
+        return [a for k in self.path_keys() if (a := self.unresolved.get(k)) is not None and a.unresolved != PLACEHOLDER]
 
     def path_args(self) -> list[Arg]:
         """Every argument that names a path the job reads (model, data, tokenizer)."""
@@ -194,10 +200,19 @@ def hidden_word(text: str, line: int, path: str, conditional: dict) -> Arg | Non
     return Arg(text, "", line, sep="", unresolved=f"{reason}, and the launch command takes flags from it")
 
 
+PLACEHOLDER = "is still the example script's placeholder"
+
+
+def is_placeholder(value: str) -> bool:
+    """The example scripts' stand-ins for a path (MindSpeed-LLM: ``CKPT_LOAD_DIR="your model ckpt
+    path"``), left as shipped."""
+    return bool(re.fullmatch(r"(your|path/to|/path/to)\b.*", value.strip().strip("'\""), re.I | re.S))
+
+
 def usable_path(value: str) -> bool:
     """A path we can look up: resolved (no ``$VAR`` left) and not a placeholder."""
     v = value.strip()
-    return bool(v) and "$" not in v and "`" not in v and not v.startswith("your ") and " " not in v.strip()
+    return bool(v) and "$" not in v and "`" not in v and not is_placeholder(v) and " " not in v.strip()
 
 
 def split_paths(value: str) -> list[str]:

@@ -8,7 +8,8 @@ import json
 import os
 import re
 
-from . import Arg, Job, JobError, LayerList, branch_reason, hidden_word, passed_on_note, unresolved_reason
+from . import (Arg, Job, JobError, LayerList, branch_reason, hidden_word, is_placeholder, passed_on_note,
+               unresolved_reason)
 from .shell import ShellError, read_script
 
 # flag -> canonical name; the ones whose value must be an integer are marked.
@@ -89,6 +90,13 @@ def parse_mindspeed(path: str, text: str) -> Job:
                                       and passed_on_note(nxt.text, nxt.line, path, "") is None)):
                 value, vline = nxt.text, nxt.line
                 i += 1
+                if flag in FLAGS and is_placeholder(value):
+                    # --load $CKPT_LOAD_DIR of "your model ckpt path": the words it splits into, whole,
+                    # so the placeholder is named as the example wrote it (not "your").
+                    while i + 1 < len(words) and not words[i + 1].text.startswith("--") \
+                            and words[i + 1].line == vline != w.line:
+                        i += 1
+                        value += " " + words[i].text
             else:
                 value = None
         i += 1

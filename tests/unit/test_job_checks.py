@@ -248,6 +248,32 @@ def test_missing_data_path_is_named(tmp_path):
     assert outcomes(run(jc.test_data_paths, job)) == ["passed"]  # the data prefix's .bin exists
 
 
+def test_a_path_left_as_the_examples_placeholder_is_named_whole(tmp_path):
+    """MindSpeed-LLM ships CKPT_LOAD_DIR="your model ckpt path"; --load ${CKPT_LOAD_DIR} split it and
+    the job read --load "your" (looked up on the nodes as a relative path)."""
+    hf = hf_model(tmp_path / "tok")
+    (tmp_path / "alpaca_text_document.bin").write_bytes(b"x")
+    job = load_job(write(tmp_path, "p.sh", llm_script(tokenizer=str(hf), load="your model ckpt path",
+                                                      data=str(tmp_path / "alpaca_text_document"))))
+    assert job.arg("load").value == "your model ckpt path"
+    assert job.arg("tokenizer").value == str(hf)  # the words after the placeholder are not lost
+    r, ok = run(jc.test_data_paths, job)
+    assert r.outcome == "failed" and ok.outcome == "passed", (r.message, ok.message)
+    explained(r, "--load your model ckpt path (", "p.sh:41, value set at line 9) is still the example script's placeholder")
+    assert "real path" in r.remedy
+
+
+@pytest.mark.parametrize("value, placeholder", [
+    ("your model ckpt path", True), ("Your data path", True), ("/path/to/ckpt", True), ("path/to/data", True),
+    ("'your tokenizer'", True), ("/models/yourmodel", False), ("yourself", False), ("/data/your", False),
+])
+def test_is_placeholder(value, placeholder):
+    from preflight.job import is_placeholder, usable_path
+
+    assert is_placeholder(value) is placeholder
+    assert not (placeholder and usable_path(value))
+
+
 def test_large_dataset_with_default_timeout_warns(tmp_path):
     data = tmp_path / "big_text_document.bin"
     with open(data, "wb") as fh:  # sparse: 11 GiB of apparent size, no disk used
