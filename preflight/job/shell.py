@@ -280,6 +280,9 @@ class _Reader:
                 if a.group(2) == "@":  # "${A[@]}" of no element is no word at all, not an empty one
                     return _joined(elements, _ELEMENT) if elements else LStr(_NO_WORD, line=line)
                 return _joined(elements, " ")
+            if a and a.group(1) in self.vars and a.group(1) not in self.unknown:
+                # A plain variable read as an array is an array of one: ${S[@]} and ${S[0]} are S.
+                return self.vars[a.group(1)] if a.group(2) in "@*0" else LStr()
             m = re.fullmatch(r"([A-Za-z_]\w*|\d+)(?:(:?[-=+?])(.*))?", inner, re.S)
             if not m:
                 return LStr("${" + inner + "}", line=line)

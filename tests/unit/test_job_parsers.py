@@ -411,6 +411,11 @@ def test_array_elements_are_words_and_defaults_lose_their_quotes():
     assert [w.text for w in s.commands[-1].words] == ["run", "x y", "z", "x", "y", "z", "x y", "/m n", "z"]
 
 
+def test_a_plain_variable_read_as_an_array_is_an_array_of_one():
+    s = read_script('S="--x 1"\nrun ${S[@]} "${S[*]}" "${S[0]}" "${S[1]}" ${S}\n')
+    assert [w.text for w in s.commands[-1].words] == ["run", "--x", "1", "--x 1", "--x 1", "", "--x", "1"]
+
+
 def test_an_empty_array_quoted_is_no_word_and_joins_to_nothing():
     # EXTRA=(); torchrun ... "${EXTRA[@]}": bash passes no argument at all, not an empty one.
     s = read_script('E=()\nF=(a "b c")\nrun "${E[@]}" x "--y=${E[@]}" "${F[@]}" ${E[@]}\nZ="${E[@]}"\n'
