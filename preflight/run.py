@@ -347,7 +347,8 @@ class PreflightRun:
         for h in json.loads(props.get("preflight_hosts", "[]")):
             if h["name"] not in self.facts and h.get("error") != "not gathered":
                 self.facts[h["name"]] = HostFacts(host=h["name"], address=h["address"], reachable=h["reachable"],
-                                                  error=h["error"], gather_s=h.get("gather_s") or 0.0)
+                                                  error=h["error"], error_kind=h.get("error_kind"),
+                                                  gather_s=h.get("gather_s") or 0.0)
 
     def _shape_report(self, item, info, host, report, call, verdict) -> None:
         host_name = host.name if host is not None else None
@@ -436,6 +437,7 @@ class PreflightRun:
                 "name": h.name, "address": h.address,
                 "reachable": bool(f and f.reachable), "error": (visible(f.error) if f.error else f.error) if f
                 else "not gathered",
+                "error_kind": f.error_kind if f else None,  # hostkey, auth, timeout, lost ...
                 "gather_s": round(f.gather_s, 3) if f else None,
                 "groups": list(h.groups),
             })

@@ -40,3 +40,18 @@ def test_xdist_run_matches_serial_run(sim, tmp_path):
     assert len(list((tmp_path / "xdist" / "reports" / "runs").iterdir())) == 1
     # The facts the first worker left for the others (secrets included) are gone with the run.
     assert not list(Path(tempfile.gettempdir()).glob("preflight-xdist-*"))
+
+
+def test_xdist_and_serial_fail_a_dead_host_no_selected_check_looks_at_it(sim, tmp_path):
+    """-k versions_agree leaves an unreachable node out of the comparison: both runs said READY."""
+    groups = {"min_nofile": sim.default_nofile}
+    inv = sim.write_inventory(tmp_path / "hosts.yaml", head=groups, worker=groups,
+                              extra_hosts=[{"name": "ghost-01", "address": "127.0.0.1", "port": 1}])
+    serial_proc, serial = run_preflight(inv, tmp_path / "serial", "-k", "versions_agree", "--connect-timeout", "5")
+    xdist_proc, parallel = run_preflight(inv, tmp_path / "xdist", "-k", "versions_agree", "--connect-timeout", "5",
+                                         "-n", "2")
+    for proc, doc in ((serial_proc, serial), (xdist_proc, parallel)):
+        assert proc.returncode == 1 and doc["ready"] is False, proc.stdout[-1500:]
+        [dead] = [r for r in doc["results"] if r["check"] == "cluster.reachable"]
+        assert dead["host"] == "ghost-01" and dead["outcome"] == "failed" and "was not selected" in dead["message"]
+    assert results(parallel) == results(serial)

@@ -709,6 +709,8 @@ def test_a_dead_host_fails_the_run_when_no_selected_check_looks_at_it(pytester):
     assert result.ret == 1 and "verdict: NOT READY" in text, text
     doc = load(pytester.path / "reports" / "preflight.json")
     assert doc["ready"] is False
+    dead = next(h for h in doc["hosts"] if h["name"] == "dead")
+    assert dead["reachable"] is False and isinstance(dead["error_kind"], str)  # xdist's controller needs it
     reach = [r for r in doc["results"] if r["check"] == "cluster.reachable"]
     assert [(r["host"], r["outcome"]) for r in reach] == [("dead", "failed")]
     assert "cannot log in" in reach[0]["message"] and "was not selected" in reach[0]["message"]
