@@ -6,11 +6,11 @@ of lists, integers), never evaluated."""
 from __future__ import annotations
 
 import ast
-import re
 
 import yaml
 
 from . import Arg, Job, JobError
+from .yamlindex import compose, index_of, scalar
 
 ACTORS = ("actor_train", "actor_infer", "reference", "critic", "reward")
 DISTILL = ("student", "teacher")  # the distillation pipeline's roles (examples/*distill*)
@@ -55,49 +55,11 @@ def parse_device_mapping(text: str) -> tuple[int, ...]:
     return tuple(ints(tree))
 
 
-def _compose(path: str, text: str):
-    try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        raise JobError(path, line, f"YAML syntax: {exc.problem or exc.context}") from None
-    except yaml.YAMLError as exc:
-        raise JobError(path, None, f"YAML: {exc}") from None
-
-
-def _index(node, prefix=(), out=None):
-    """{dotted key: (value node, line)} for every mapping entry."""
-    out = {} if out is None else out
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode):
-                key = (*prefix, str(k.value))
-                out[".".join(key)] = (v, k.start_mark.line + 1)
-                _index(v, key, out)
-    return out
-
-
-_INTERP = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")
-
-
-def _scalar(index, key, depth=0):
-    entry = index.get(key)
-    if entry is None or not isinstance(entry[0], yaml.ScalarNode):
-        return None
-    value = str(entry[0].value)
-
-    def sub(m):
-        inner = _scalar(index, m.group(1), depth + 1) if depth < 8 else None
-        return inner if inner is not None else m.group(0)
-    return _INTERP.sub(sub, value)
-
-
 def parse_roll(path: str, text: str) -> Job:
-    root = _compose(path, text.replace("\r\n", "\n"))
+    root = compose(path, text.replace("\r\n", "\n"))
     if not isinstance(root, yaml.MappingNode):
         raise JobError(path, None, "a ROLL config is a YAML mapping (actor_train:, actor_infer:, ...)")
-    index = _index(root)
+    index = index_of(root)
     job = Job(path=path, kind="roll", data_args=("train_data",))
     distill = "actor_train" not in index and "actor_infer" not in index
     if distill and not all(role in index for role in DISTILL):
@@ -111,13 +73,13 @@ def parse_roll(path: str, text: str) -> Job:
             items = [str(n.value) for n in index[key][0].value if isinstance(n, yaml.ScalarNode)]
             value = "[" + ", ".join(items) + "]" if items else None
         else:
-            value = _scalar(index, key)
+            value = scalar(index, key)
         if value is not None and value not in ("null", "None"):
             # ${oc.env:NPUS,8} and other resolvers: OmegaConf fills them in when ROLL starts.
             unresolved = "is interpolated when ROLL starts" if "${" in value else None
             job.set_arg(canon, Arg(key, value, index[key][1], sep=": ", unresolved=unresolved))
     if job.arg("model_path") is None:
-        value = _scalar(index, "actor_train.model_args.model_name_or_path")
+        value = scalar(index, "actor_train.model_args.model_name_or_path")
         if value:
             job.args["model_path"] = Arg("actor_train.model_args.model_name_or_path", value,
                                          index["actor_train.model_args.model_name_or_path"][1], sep=": ")
@@ -129,7 +91,7 @@ def parse_roll(path: str, text: str) -> Job:
                 # Newer ROLL takes a list as it is; older ones eval() a string only.
                 raw = "[" + ", ".join(str(n.value) for n in node.value) + "]"
             else:
-                raw = _scalar(index, key) or ""
+                raw = scalar(index, key) or ""
             if raw in ("", "null", "None", "~"):
                 continue
             try:
@@ -138,7 +100,7 @@ def parse_roll(path: str, text: str) -> Job:
                 raise JobError(path, line, f"{key}: {exc}") from None
             job.device_mappings[actor] = (Arg(key, raw, line, sep=": "), devices)
         skey = f"{actor}.strategy_args.strategy_name"
-        value = _scalar(index, skey)
+        value = scalar(index, skey)
         if value:
             job.strategies[actor] = Arg(skey, value, index[skey][1], sep=": ")
     return job
