@@ -11,6 +11,7 @@ import re
 from . import (Arg, Job, JobError, LayerList, branch_reason, hidden_word, is_placeholder, passed_on_note,
                unresolved_reason)
 from .shell import ShellError, read_script
+from .yamlindex import compose, index_of, scalar
 
 # flag -> canonical name; the ones whose value must be an integer are marked.
 FLAGS = {
@@ -68,10 +69,12 @@ def parse_mindspeed(path: str, text: str) -> Job:
     job = Job(path=path, kind="mindspeed", is_script=True, crlf_lines=script.crlf_lines,
               data_args=("data_path", "mm_data"))
     words = launch.words
+    positional = []
     i = 0
     while i < len(words):
         w = words[i]
         if not w.text.startswith("--"):
+            positional.append(w)
             if (note := passed_on_note(w.text, w.line, path, "flags")) is not None:
                 job.notes.append(note)
             elif (hidden := hidden_word(w.text, w.line, path, script.conditional)) is not None:
@@ -119,8 +122,49 @@ def parse_mindspeed(path: str, text: str) -> Job:
         if numeric:
             arg.int_value(path)
         job.set_arg(key, arg)  # the last one wins, as with argparse
+    for w in positional:
+        if re.search(r"\.ya?ml$", w.text, re.I):
+            _trainer_config(job, w, script.conditional)
     _layer_lists(job)
     return job
+
+
+# MindSpeed-MM's FSDP2 trainer (torchrun ... mindspeed_mm/fsdp/base_trainer.py config.yaml) takes
+# its model, data and parallel sizes from that YAML, not from flags: key -> (canonical name, integer).
+TRAINER_KEYS = {
+    "parallel.tensor_parallel_size": ("tp", True),
+    "model.model_name_or_path": ("hf_model", False),
+    "data.dataset_param.preprocess_parameters.model_name_or_path": ("tokenizer", False),
+    "data.dataset_param.basic_parameters.dataset": ("data_path", False),
+}
+
+
+def _trainer_config(job: Job, word, conditional: dict) -> None:
+    """The FSDP2 trainer's YAML named on the launch command, found as --mm-model is."""
+    shown = f"{word.text} ({job.path}:{word.line})"
+    if (reason := unresolved_reason(word.text, job.path, conditional)) is not None:
+        job.notes.append(f"{shown} {reason}: the trainer config is not read")
+        return
+    found = next((c for c in _candidates(job.path, word.text) if os.path.isfile(c)), None)
+    if found is None:
+        job.notes.append(f"{shown}: the trainer config was not found next to the job (run the preflight from "
+                         f"the launch directory); its model, data and parallel sizes are not checked")
+        return
+    try:
+        with open(found, encoding="utf-8") as fh:
+            text = fh.read(8 << 20)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JobError(found, None, f"cannot read the trainer config: {getattr(exc, 'strerror', None) or exc}") from None
+    index = index_of(compose(found, text.replace("\r\n", "\n")))
+    for key, (canon, numeric) in TRAINER_KEYS.items():
+        value = scalar(index, key)
+        if value is None or value in ("null", "None", "~", "") or canon in job.args or canon in job.unresolved:
+            continue  # a flag on the command line wins
+        arg = Arg(key, value, index[key][1], sep=": ", file=found,
+                  unresolved="is interpolated when the trainer starts" if "${" in value else None)
+        if numeric and not arg.unresolved:
+            arg.int_value(found)
+        job.set_arg(canon, arg)
 
 
 def _candidates(path: str, value: str):

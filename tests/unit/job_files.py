@@ -303,3 +303,39 @@ teacher:
     strategy_name: {teacher}
   device_mapping: {devices}
 """
+
+
+def fsdp2_job(root: Path, *, model: str, tp=1, dataset="LLaMA-Factory/data/llava.json", config_arg=None) -> Path:
+    """A MindSpeed-MM FSDP2 launch (examples/fsdp2/qwen3vl style): torchrun .../base_trainer.py with
+    a trainer YAML holding the parallel sizes, model and data. Returns the script's path."""
+    cfg = root / "examples" / "fsdp2" / "qwen3vl" / "qwen3vl_config.yaml"
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text(f"""# parallel strategy
+parallel:
+  tensor_parallel_size: {tp}
+  fully_shard_parallel_size: auto
+data:
+  dataset_param:
+    preprocess_parameters:
+      model_name_or_path: &HF_MODEL_LOAD_PATH {model}
+    basic_parameters:
+      dataset: {dataset}
+model:
+  model_id: qwen3_vl_moe
+  model_name_or_path: *HF_MODEL_LOAD_PATH
+training:
+  micro_batch_size: 1
+  load: load_path
+""")
+    script = cfg.parent / "finetune_qwen3vl.sh"
+    script.write_text(f"""export NON_MEGATRON=true
+NPUS_PER_NODE=8
+NNODES=2
+DISTRIBUTED_ARGS="
+    --nproc_per_node $NPUS_PER_NODE \\
+    --nnodes $NNODES
+"
+torchrun $DISTRIBUTED_ARGS mindspeed_mm/fsdp/base_trainer.py \\
+    {config_arg or 'examples/fsdp2/qwen3vl/qwen3vl_config.yaml'}
+""")
+    return script

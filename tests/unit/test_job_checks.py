@@ -577,3 +577,44 @@ def test_a_yaml_with_only_a_student_is_not_a_roll_config(tmp_path):
 
     with pytest.raises(JobError, match="not a ROLL pipeline config"):
         load_job(write(tmp_path, "x.yaml", "student:\n  device_mapping: '[0]'\n"), "roll")
+
+
+def test_a_mindspeed_mm_fsdp2_trainer_config_is_read(tmp_path, monkeypatch):
+    """torchrun .../base_trainer.py config.yaml: the model, data and TP live in the YAML; the job
+    read none of them (no path checked, TP taken as 1)."""
+    from tests.unit.job_files import fsdp2_job
+
+    hf = hf_model(tmp_path / "Qwen3-VL", kv_heads=4)
+    script = fsdp2_job(tmp_path, model=str(hf), tp=8)
+    job = load_job(str(script))
+    cfg = str(tmp_path / "examples" / "fsdp2" / "qwen3vl" / "qwen3vl_config.yaml")
+    assert job.kind == "mindspeed" and job.arg("nnodes").value == "2"
+    tp = job.arg("tp")
+    assert (tp.value, tp.file, tp.line) == ("8", cfg, 3)
+    assert job.arg("hf_model").value == str(hf) and job.arg("hf_model").line == 13
+    assert job.arg("data_path").value == "LLaMA-Factory/data/llava.json"
+    [r] = run(jc.test_tp_kv_heads, job)
+    assert r.outcome == "failed" and f"{cfg}:3: parallel.tensor_parallel_size: 8 > num_key_value_heads 4" \
+        in r.message, r.message
+    monkeypatch.chdir(tmp_path)  # --job-local: relative paths from the launch directory
+    [r] = run(jc.test_data_paths, job)
+    assert r.outcome == "failed" and f"basic_parameters.dataset: LLaMA-Factory/data/llava.json ({cfg}:10) does " \
+        f"not exist" in r.message, r.message
+    (tmp_path / "LLaMA-Factory" / "data").mkdir(parents=True)
+    (tmp_path / "LLaMA-Factory" / "data" / "llava.json").write_text("[]")
+    [r] = run(jc.test_data_paths, job)
+    assert r.outcome == "passed", r.message
+    [r] = run(jc.test_weights_format, job)
+    assert r.outcome == "skipped"  # training.load is the FSDP trainer's own format, not read
+
+
+def test_a_fsdp2_trainer_config_that_is_not_there_is_a_note(tmp_path):
+    from tests.unit.job_files import fsdp2_job
+
+    script = fsdp2_job(tmp_path, model="/m", config_arg="examples/other.yaml")
+    job = load_job(str(script))
+    assert job.arg("tp") is None and job.arg("hf_model") is None
+    assert any("examples/other.yaml" in n and "not found next to the job" in n for n in job.notes), job.notes
+    script = fsdp2_job(tmp_path, model="/m", config_arg="$CFG_DIR/qwen3vl_config.yaml")
+    assert any("$CFG_DIR/qwen3vl_config.yaml" in n and "is set from outside the script" in n
+               for n in load_job(str(script)).notes)
