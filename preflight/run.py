@@ -549,6 +549,8 @@ class PreflightRun:
                 tr.write_line(f"  ... and {len(notes) - JOB_NOTES_SHOWN} more notes in preflight.json (jobs)")
         tr.write_line("results: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
         verdict = "INTERRUPTED" if self.interrupted else "READY" if self.ready() else "NOT READY"
+        if self.ready() and counts.get("skipped") == len(self.store):
+            verdict += " (but no selected check applied here: every one was skipped)"
         tr.write_line(f"verdict: {verdict}", bold=True, green=self.ready(), red=not self.ready())
         for name in ("preflight.html", "matrix.html", "preflight.json"):
             tr.write_line(f"report: {os.path.join(self.report_dir, name)} (this run: {self.run_dir})")

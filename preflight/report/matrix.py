@@ -126,6 +126,9 @@ def fragment(document: dict) -> str:
     parts = [f"<style>{CSS}</style>"]
     ready = document.get("ready") and not document.get("interrupted")
     verdict = "INTERRUPTED" if document.get("interrupted") else "READY" if ready else "NOT READY"
+    results = document.get("results", [])
+    if ready and results and all(r["outcome"] == "skipped" for r in results):
+        verdict += " (no selected check applied: every one was skipped)"
     parts.append(f'<h2 class="{"pf-verdict-ready" if ready else "pf-verdict-not"}">'
                  f'{verdict}: '
                  f'{sum(1 for h in document.get("hosts", []) if h.get("reachable"))}/{len(document.get("hosts", []))}'

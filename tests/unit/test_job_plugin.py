@@ -61,6 +61,16 @@ def test_good_job_is_ready(pytester):
     result.stdout.fnmatch_lines(["*verdict: READY*"])
 
 
+def test_a_run_where_every_check_was_skipped_says_so(pytester):
+    """READY with nothing applicable read like a clean bill of health."""
+    (pytester.path / "rlvr.yaml").write_text(roll_yaml())
+    result = run(pytester, "--job", "rlvr.yaml", "--job-local", "-k", "weights_format")
+    assert result.ret == 0, text(result)
+    result.stdout.fnmatch_lines(["*verdict: READY (but no selected check applied here: every one was skipped)*"])
+    page = (pytester.path / "reports" / "matrix.html").read_text()
+    assert "READY (no selected check applied: every one was skipped)" in page
+
+
 def test_two_jobs_and_a_bad_one(pytester):
     (pytester.path / "a.yaml").write_text(roll_yaml(infer="list(range(0, 4))"))
     (pytester.path / "b.yaml").write_text(roll_yaml(strategy="megatron_train"))
