@@ -396,11 +396,16 @@ def test_console_script_job_local_needs_a_job_and_no_html_plugin_is_fine(pyteste
 # ------------------------------------------------------------------------------ extra: a dead host
 
 
-def test_unreachable_host_is_one_clear_failure_and_its_checks_are_errors(pytester):
+def _with_a_dead_host(pytester) -> None:
+    """inv.yaml: this machine, and "dead" (nothing listens on 127.0.0.1:1)."""
     (pytester.path / "inv.yaml").write_text(
         "hosts:\n  - {name: localhost, connection: local}\n"
         "  - {name: dead, address: 127.0.0.1, port: 1, user: nobody, known_hosts: known_hosts}\n")
     (pytester.path / "known_hosts").write_text("")
+
+
+def test_unreachable_host_is_one_clear_failure_and_its_checks_are_errors(pytester):
+    _with_a_dead_host(pytester)
     result = run(pytester, "--inventory", "inv.yaml", "--connect-timeout", "3", "--host-timeout", "10",
                  "-k", "reachable or nofile")
     text = output(result)
@@ -699,10 +704,7 @@ def test_a_check_file_that_does_not_import_is_a_collection_error_not_an_internal
 def test_a_dead_host_fails_the_run_when_no_selected_check_looks_at_it(pytester):
     """With cluster.reachable deselected, the cluster-wide checks leave a dead host out: the run
     said READY (exit 0) without having looked at it, and matrix.html did not name it."""
-    (pytester.path / "inv.yaml").write_text(
-        "hosts:\n  - {name: localhost, connection: local}\n"
-        "  - {name: dead, address: 127.0.0.1, port: 1, user: nobody, known_hosts: known_hosts}\n")
-    (pytester.path / "known_hosts").write_text("")
+    _with_a_dead_host(pytester)
     result = run(pytester, "--inventory", "inv.yaml", "--connect-timeout", "3", "--host-timeout", "10",
                  "-k", "versions_agree")
     text = output(result)
@@ -722,10 +724,7 @@ def test_a_dead_host_fails_the_run_when_no_selected_check_looks_at_it(pytester):
 
 
 def test_a_dead_host_is_judged_once_when_cluster_reachable_runs(pytester):
-    (pytester.path / "inv.yaml").write_text(
-        "hosts:\n  - {name: localhost, connection: local}\n"
-        "  - {name: dead, address: 127.0.0.1, port: 1, user: nobody, known_hosts: known_hosts}\n")
-    (pytester.path / "known_hosts").write_text("")
+    _with_a_dead_host(pytester)
     run(pytester, "--inventory", "inv.yaml", "--connect-timeout", "3", "-k", "reachable or versions_agree")
     doc = load(pytester.path / "reports" / "preflight.json")
     reach = [r for r in doc["results"] if r["check"] == "cluster.reachable"]
