@@ -117,18 +117,18 @@ def _shard_ready(doc: dict) -> bool:
                         for r in doc["results"]))
 
 
-def _differences(docs: list[tuple[str, dict]]) -> list[str]:
-    """What makes the shards' results not one run's: other checks, another preflight, --strict
-    on some only.  Each is named in the merged report; a check one shard did not run is a hole in
-    the fleet's verdict, so it also makes the merge not ready (see merge())."""
-    notes = []
+def _differences(docs: list[tuple[str, dict]]) -> tuple[list[str], list[str]]:
+    """What makes the shards' results not one run's, as (holes, notes): a check one shard did not
+    run is a hole in the fleet's verdict (the merge is then not ready); another preflight version
+    or --strict on some shards only is a note.  Both are named in the merged report."""
+    holes, notes = [], []
     checks = {path: {r["check"] for r in doc["results"]} for path, doc in docs}
     every = set().union(*checks.values())
     for path, ran in checks.items():
         missing = sorted(every - ran)
         if missing and ran:
             shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
-            notes.append(f"{path} did not run {len(missing)} check(s) the other shards ran: {shown}")
+            holes.append(f"{path} did not run {len(missing)} check(s) the other shards ran: {shown}")
     versions = {}
     for path, doc in docs:
         tool = doc.get("tool") if isinstance(doc.get("tool"), dict) else {}
@@ -139,7 +139,7 @@ def _differences(docs: list[tuple[str, dict]]) -> list[str]:
     strict = [path for path, doc in docs if doc.get("strict") is True]
     if strict and len(strict) < len(docs):
         notes.append(f"only {', '.join(strict)} ran with --strict: warnings did not fail the other shards")
-    return notes
+    return holes, notes
 
 
 def merge(docs: list[tuple[str, dict]]) -> dict:
@@ -164,7 +164,7 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
                 results.append({**r, "shard": r.get("shard") or path})
             elif r["host"] in keep:
                 results.append(r)
-        jobs.extend({**j, "shard": path} for j in doc.get("jobs") or () if isinstance(j, dict))
+        jobs.extend({**j, "shard": j.get("shard") or path} for j in doc.get("jobs") or () if isinstance(j, dict))
         ready = _shard_ready(doc)
         shards.append({"file": path, "inventory": doc.get("inventory"), "run_id": doc.get("run_id"),
                        "started_at": doc.get("started_at"), "duration_s": doc.get("duration_s"),
@@ -177,8 +177,8 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
                                                else " (judged from its results: the file has no 'ready')"))
     for d in duplicates:
         why.append(f"{d['host']} is in {d['kept_from']} and {d['dropped_from']} (kept from the first)")
-    notes = _differences(docs)
-    why.extend(n for n in notes if " did not run " in n)
+    holes, notes = _differences(docs)
+    why.extend(holes)
     summary = dict.fromkeys(OUTCOMES, 0)
     for r in results:
         summary[r.get("outcome")] = summary.get(r.get("outcome"), 0) + 1
@@ -256,8 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     for reason in doc["merge"]["not_ready"]:
         print(f"  not ready: {reason}")
     for note in doc["merge"]["notes"]:
-        if note not in doc["merge"]["not_ready"]:
-            print(f"  note: {note}")
+        print(f"  note: {note}")
     return 0 if doc["ready"] else 1
 
 

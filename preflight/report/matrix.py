@@ -171,7 +171,7 @@ def _merge_notes(merged) -> str:
     if not isinstance(merged, dict):
         return ""
     why = [str(w) for w in merged.get("not_ready") or ()]
-    notes = [str(n) for n in merged.get("notes") or () if n not in why]
+    notes = [str(n) for n in merged.get("notes") or ()]
     parts = []
     if why:
         parts.append("<p><b>Not ready because:</b></p><ul>" + "".join(f"<li>{text(w)}</li>" for w in why) + "</ul>")
