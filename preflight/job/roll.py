@@ -1,5 +1,6 @@
-"""ROLL: its pipeline YAML (``actor_train``/``actor_infer``, or a distillation's ``student``/
-``teacher``, with ``device_mapping`` and ``strategy_args.strategy_name``).  ``device_mapping`` is Python-ish text such as
+"""ROLL: its pipeline YAML (``actor_train``/``actor_infer``, or a distillation's
+``student``/``teacher``, with ``device_mapping`` and ``strategy_args.strategy_name``).
+``device_mapping`` is Python-ish text such as
 ``list(range(0, 4))``; it is read by walking its syntax tree (lists, ``range``, ``+``
 of lists, integers), never evaluated."""
 

@@ -282,7 +282,8 @@ class _Reader:
                 return _joined(elements, " ")
             if a and a.group(1) in self.vars and a.group(1) not in self.unknown:
                 # A plain variable read as an array is an array of one: ${S[@]} and ${S[0]} are S.
-                return self.vars[a.group(1)] if a.group(2) in "@*0" else LStr()
+                first = a.group(2) in ("@", "*") or int(a.group(2)) == 0
+                return self.vars[a.group(1)] if first else LStr()
             m = re.fullmatch(r"([A-Za-z_]\w*|\d+)(?:(:?[-=+?])(.*))?", inner, re.S)
             if not m:
                 return LStr("${" + inner + "}", line=line)
