@@ -172,7 +172,7 @@ def parse_jump_host(value: str) -> tuple[str | None, str, int | None]:
         raise ValueError(f"host {host!r} {problem}")
     port = None
     if port_text is not None:
-        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        if not _ascii_digits(port_text) or not 1 <= int(port_text) <= 65535:
             raise ValueError(f"port {port_text!r} is not a number in 1..65535")
         port = int(port_text)
     return user, host, port
@@ -957,7 +957,7 @@ def _ansible_conn_value(key: str, value: Any) -> dict[str, Any]:
         if problem:
             raise _Invalid(f"{value!r} {problem}")
         return {"address": value}
-    if target == "port" and isinstance(value, str) and value.strip().isdigit():
+    if target == "port" and isinstance(value, str) and _ascii_digits(value.strip()):
         value = int(value)
     if target == "sudo":
         if isinstance(value, str) and value.lower() in ("yes", "true", "no", "false"):
@@ -1044,12 +1044,17 @@ class _AHost:
         self.vars: list[_AnsibleVars] = []
 
 
+def _ascii_digits(text: str) -> bool:
+    """0-9 only: str.isdigit() is true for "²", which int() refuses (a traceback, not a file:line error)."""
+    return bool(re.fullmatch(r"[0-9]+", text))
+
+
 def _split_host_port(key: str) -> tuple[str, int | None]:
     """Ansible host keys may be ``name:port`` (not for IPv6 addresses, which have several ':')."""
     outside = re.sub(r"\[[^\]]*\]", "", key)
     if outside.count(":") == 1:
         head, _, port = key.rpartition(":")
-        if port.isdigit() and head:
+        if _ascii_digits(port) and head:
             return head, int(port)
     return key, None
 

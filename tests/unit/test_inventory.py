@@ -1343,3 +1343,15 @@ def test_an_ansible_variable_a_letter_off_one_of_ours_is_an_error(tmp_path):
     inv = load(tmp_path, "all:\n  hosts:\n    n1:\n      npus_per_node: 8\n      deploy_env: prod\n"
                          "      python3: /usr/bin/python3\n      chips: 2\n      ray_ports: [6379]\n      launch: x\n")
     assert inv.hosts[0].vars["deploy_env"] == "prod" and inv.hosts[0].vars["chips"] == 2
+
+
+@pytest.mark.parametrize("text, line, key", [
+    ('all:\n  hosts:\n    "node1:\u00b2":\n', 3, "all.hosts"),
+    ('all:\n  hosts:\n    node1: {ansible_port: "\u00b2"}\n', 3, "all.hosts.node1.ansible_port"),
+    ('all:\n  hosts:\n    node1: {ansible_ssh_common_args: "-J admin@bastion:\u00b2"}\n', 3,
+     "all.hosts.node1.ansible_ssh_common_args"),
+])
+def test_a_port_of_non_ascii_digits_is_an_inventory_error_not_a_traceback(tmp_path, text, line, key):
+    """"²" passes str.isdigit() and fails int(): a ValueError traceback at startup."""
+    e = error(tmp_path, text)
+    assert where(e)[0] == line and where(e)[1].startswith(key), (where(e), e.message)
