@@ -59,18 +59,27 @@ class HostKeyStore:
     def __init__(self):
         self._lock = threading.Lock()
         self._files: dict[str, paramiko.HostKeys] = {}
+        self._revoked: dict[str, set[tuple[str, str]]] = {}  # path -> {(key type, base64)}
 
     def _load(self, path: str) -> paramiko.HostKeys:
         with self._lock:
             if path not in self._files:
-                keys = paramiko.HostKeys()
+                keys, revoked = paramiko.HostKeys(), set()
                 if os.path.exists(path):
                     try:
-                        keys.load(path)
-                    except (OSError, paramiko.SSHException) as exc:
+                        _read_known_hosts(path, keys, revoked)
+                    except OSError as exc:
                         raise TransportError("config", f"cannot read known_hosts file {path}: {exc}") from None
-                self._files[path] = keys
+                self._files[path], self._revoked[path] = keys, revoked
             return self._files[path]
+
+    def revoked(self, paths: tuple[str, ...], key: paramiko.PKey) -> str | None:
+        """The file that marks ``key`` @revoked, or None."""
+        for path in paths:
+            self._load(path)
+            if (key.get_name(), key.get_base64()) in self._revoked[path]:
+                return path
+        return None
 
     def lookup(self, paths: tuple[str, ...], name: str) -> dict[str, paramiko.PKey]:
         found: dict[str, paramiko.PKey] = {}
@@ -78,7 +87,8 @@ class HostKeyStore:
             entry = self._load(path).lookup(name)
             if entry:
                 for keytype in entry.keys():
-                    found.setdefault(keytype, entry[keytype])
+                    if (keytype, entry[keytype].get_base64()) not in self._revoked[path]:
+                        found.setdefault(keytype, entry[keytype])
         return found
 
     def accept_new(self, path: str, name: str, key: paramiko.PKey) -> None:
@@ -91,6 +101,31 @@ class HostKeyStore:
                 fh.write(f"{name} {key.get_name()} {key.get_base64()}\n")
 
 
+def _read_known_hosts(path: str, keys: paramiko.HostKeys, revoked: set) -> None:
+    """OpenSSH's known_hosts into ``keys``.  paramiko's own reader stops at the first marker line
+    (``@cert-authority`` is common in /etc/ssh/ssh_known_hosts) and every host then failed:
+    ``@revoked`` keys are collected and refused, ``@cert-authority`` lines are skipped (host
+    certificates are not checked, so such a host is unknown, as without the line), and a line that
+    does not parse is skipped, as OpenSSH does."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("@"):
+                fields = line.split()
+                if fields[0] == "@revoked" and len(fields) >= 4:
+                    revoked.add((fields[2], fields[3]))
+                continue
+            try:
+                entry = paramiko.hostkeys.HostKeyEntry.from_line(line, lineno)
+            except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError):
+                continue
+            if entry is not None:
+                for name in entry.hostnames:
+                    keys.add(name, entry.key.get_name(), entry.key)
+
+
 class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
     """Called by paramiko only for a host absent from the keys we preloaded."""
 
@@ -98,6 +133,11 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         self.store, self.paths, self.accept_new, self.label = store, paths, accept_new, label
 
     def missing_host_key(self, client, hostname, key):
+        revoked_in = self.store.revoked(self.paths, key)
+        if revoked_in:
+            raise TransportError("hostkey", f"host key of {self.label} ({hostname}, {key.get_name()} "
+                                            f"{_fingerprint(key)}) is marked @revoked in {revoked_in}: refusing "
+                                            f"to connect")
         known = self.store.lookup(self.paths, hostname)
         if known:  # known, but only with other key types: OpenSSH refuses this too
             raise TransportError(
@@ -111,8 +151,13 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         raise TransportError(
             "hostkey",
             f"host key of {self.label} ({hostname}, {key.get_name()} {_fingerprint(key)}) is not in known_hosts "
-            f"({', '.join(self.paths)}): verify it, then add it (ssh-keyscan -t {key.get_name()} "
+            f"({', '.join(self.paths)}): verify it, then add it (ssh-keyscan -t {key.get_name()}{_port_option(hostname)} "
             f"{hostname.strip('[').split(']')[0]} >> {self.paths[0]}) or run with --accept-new-host-keys")
+
+
+def _port_option(hostname: str) -> str:
+    """`` -p 2222`` for a known_hosts name ``[host]:2222``: ssh-keyscan then records it under that name."""
+    return f" -p {hostname.rsplit(':', 1)[1]}" if hostname.startswith("[") and "]:" in hostname else ""
 
 
 def _translate(exc: BaseException, label: str, timeout: float) -> TransportError:
@@ -190,6 +235,13 @@ def _jump_target(spec: str, label: str) -> tuple[str | None, str, int | None]:
         raise TransportError("config", f"{label}: jump host {spec!r}: {exc}") from None
 
 
+def _same_endpoint(jump: tuple, target: tuple) -> bool:
+    """Whether a jump host (user, host, port) is the target itself; an unset port is 22 and an
+    unset user matches any."""
+    (ju, jh, jp), (tu, th, tp) = jump, target
+    return jh == th and int(jp or 22) == int(tp or 22) and (ju is None or tu is None or ju == tu)
+
+
 class SshContext:
     """What SSH connections of one run share: host keys, ssh_config, gateways."""
 
@@ -199,6 +251,10 @@ class SshContext:
         self._lock = threading.RLock()
         self._configs: dict[str | None, Config] = {}
         self._gateways: dict[tuple, tuple[Connection, threading.Semaphore, threading.Lock]] = {}
+        # A jump host that could not be opened: every target behind it gets that error at once,
+        # instead of retrying one after another (each a full connect timeout) until the later
+        # targets run out of --host-timeout with an error that does not name the jump host.
+        self._gateway_failures: dict[tuple, TransportError] = {}
 
     def fabric_config(self, ssh_config: str | None) -> Config:
         path = ssh_config
@@ -245,7 +301,7 @@ class SshContext:
         spec, before = hops[-1], ",".join(hops[:-1]) or None
         jump = _jump_target(spec, label) if spec.lower() not in ("", "none") else None
         # A jump host that is the target itself (`Host *` naming the bastion) means: go direct.
-        if jump is not None and jump[1] != address:
+        if jump is not None and not _same_endpoint(jump, (user, address, port)):
             if jump[1] in chain:
                 raise TransportError("config", f"{label}: ProxyJump loop in ssh_config: "
                                                f"{' -> '.join((*chain, address, jump[1]))}")
@@ -269,7 +325,7 @@ class SshContext:
                 chain: tuple[str, ...] = (), before: str | None = None) -> tuple[Connection, threading.Semaphore]:
         """The shared connection to a jump host; ``before``: the hops in front of it (a chain's)."""
         user, address, port = jump
-        key = (user, address, port, host.identity_file, host.ssh_config, before)
+        key = (user, address, port, host.identity_file, host.ssh_config, host.known_hosts, before)
         with self._lock:
             if key not in self._gateways:
                 conn, _ = self.connection(host, address, user, port, before, f"jump host {spec}", chain)
@@ -277,11 +333,15 @@ class SshContext:
             conn, gate, opening = self._gateways[key]
         # One handshake with the bastion, shared by every target behind it.
         with opening:
+            if key in self._gateway_failures:
+                raise self._gateway_failures[key]
             if not conn.is_connected:
                 try:
                     open_connection(conn, self.settings.connect_timeout)
                 except Exception as exc:  # noqa: BLE001 - translated into one precise error
-                    raise _translate(exc, f"jump host {spec}", self.settings.connect_timeout) from None
+                    error = _translate(exc, f"jump host {spec}", self.settings.connect_timeout)
+                    self._gateway_failures[key] = error
+                    raise error from None
         return conn, gate
 
     def close(self) -> None:
@@ -297,16 +357,25 @@ def open_connection(conn: Connection, timeout: float) -> None:
     gateway (a jump host's channel: the bastion's own socket has it) or a ProxyCommand is opened as
     fabric does."""
     sock = None
-    if not conn.gateway and "sock" not in conn.connect_kwargs:
+    if not conn.gateway:
+        # A fresh socket on every open: a jump host whose connection dropped is opened again, not
+        # on the closed socket of its first connection ("Bad file descriptor" for every target).
+        old = conn.connect_kwargs.pop("sock", None)
+        if old is not None:
+            old.close()
         sock = socket.create_connection((conn.host, int(conn.port)), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn.connect_kwargs["sock"] = sock
     try:
         conn.open()
     except BaseException:
+        # paramiko leaves its transport running when a host key or login is refused: through a
+        # jump host that is a thread and a forwarded channel held for the rest of the run.
+        with contextlib.suppress(Exception):
+            conn.client.close()
         if sock is not None:
             sock.close()
-            del conn.connect_kwargs["sock"]
+            conn.connect_kwargs.pop("sock", None)
         raise
 
 
@@ -331,11 +400,20 @@ class SshTransport:
 
     def connect(self) -> None:
         ctx = self.context
+        conn = None
         try:
             conn, gate = ctx.connection(self.host, self.host.address, self.host.user, self.host.port,
                                         self.host.jump_host, self.label)
             with gate or contextlib.nullcontext():
                 open_connection(conn, ctx.settings.connect_timeout)
+        except paramiko.ChannelException as exc:
+            # The jump host refused to forward to the target (down or unreachable from there, or
+            # AllowTcpForwarding no): the target's SSH was never reached.
+            via = self.host.jump_host or (conn.ssh_config.get("proxyjump") if conn is not None else None) or ""
+            raise TransportError("unreachable", f"{self.label}: the jump host {via} could not open a connection "
+                                                f"to it ({exc.text or exc}): the node is down or not reachable "
+                                                f"from the jump host, or the jump host forbids forwarding "
+                                                f"(AllowTcpForwarding)") from None
         except Exception as exc:  # noqa: BLE001 - every cause becomes one precise TransportError
             raise _translate(exc, self.label, ctx.settings.connect_timeout) from None
         conn.transport.set_keepalive(KEEPALIVE_S)

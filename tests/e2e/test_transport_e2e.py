@@ -259,3 +259,17 @@ def test_a_hard_open_files_limit_too_low_for_the_inventory_is_named_and_the_run_
             "connections need") in proc.stdout, proc.stdout[-3000:]
     doc = json.loads((reports / "preflight.json").read_text())
     assert [h["reachable"] for h in doc["hosts"]] == [True, True, True]
+
+
+def test_a_target_the_jump_host_cannot_reach_names_the_jump_host(sim, tmp_path):
+    """The bastion's refused forward (ChannelException) read "node-02: SSH handshake failed:
+    ChannelException(2, 'Connect failed')": blamed on the target's handshake, jump host unnamed."""
+    bastion = sim.node("node-01")
+    inv = _inventory(sim, tmp_path, hosts=["node-01"],
+                     extra_hosts=[{"name": "node-02", "address": sim.node("node-02").address, "port": 1,
+                                   "jump_host": f"root@{bastion.address}"}])
+    proc, doc = run_preflight(inv, tmp_path / "r", "--connect-timeout", "5", "-k", "reachable")
+    [r] = [r for r in doc["results"] if r["host"] == "node-02"]
+    assert r["outcome"] == "failed", proc.stdout[-2000:]
+    assert f"the jump host root@{bastion.address} could not open a connection to it" in r["message"], r["message"]
+    assert "AllowTcpForwarding" in r["message"]

@@ -117,3 +117,113 @@ def test_jump_hosts_in_every_written_form(tmp_path, no_network, jump, host, port
     conn = _jumped(tmp_path, "", jump_host=jump)
     assert (conn.gateway.host, conn.gateway.user) == (host, user)
     assert conn.gateway.port == (port or 22)
+
+
+# -- a jump host that fails, and known_hosts files as OpenSSH writes them ----------------------
+
+import socket  # noqa: E402
+
+import paramiko  # noqa: E402
+
+from preflight.transport.ssh import HostKeyStore, SshTransport, _KnownHostsPolicy, open_connection  # noqa: E402
+
+
+@pytest.fixture
+def mute_bastion():
+    """A TCP port that accepts connections and never says a word (no SSH banner)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1], accepted
+    server.close()
+    for conn in accepted:
+        conn.close()
+
+
+def test_a_dead_jump_host_is_tried_once_and_named_for_every_target(tmp_path, monkeypatch, mute_bastion):
+    """Every target behind a mute bastion retried it in turn (a connect timeout each): the later
+    ones ran out of --host-timeout with an error that did not name the jump host."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    port, accepted = mute_bastion
+    ctx = SshContext(SshSettings(connect_timeout=1))
+    errors = []
+    for i in range(4):
+        host = Host(name=f"n{i}", address=f"10.9.9.{i}", jump_host=f"admin@127.0.0.1:{port}")
+        with pytest.raises(TransportError) as exc:
+            SshTransport(host, ctx).connect()
+        errors.append(exc.value)
+    assert len(accepted) == 1  # one attempt at the bastion for the four targets
+    for e in errors:
+        assert e.kind == "unreachable" and f"jump host admin@127.0.0.1:{port}" in str(e), str(e)
+        assert "no SSH banner" in str(e)
+
+
+class _FakeConn:
+    """What open_connection touches on a fabric Connection."""
+
+    def __init__(self, port):
+        self.host, self.port, self.gateway, self.connect_kwargs = "127.0.0.1", port, None, {}
+        self.opened, self.client = [], type("C", (), {"close": lambda self: None})()
+
+    def open(self):
+        self.opened.append(self.connect_kwargs["sock"])
+
+
+def test_reopening_a_dropped_connection_uses_a_new_socket(mute_bastion):
+    """The first connection's socket stayed in connect_kwargs and was reused closed: a jump host
+    that dropped once failed every later target with 'Bad file descriptor'."""
+    port, _ = mute_bastion
+    conn = _FakeConn(port)
+    open_connection(conn, 1)
+    first = conn.connect_kwargs["sock"]
+    first.close()  # the peer went away; paramiko closed it
+    open_connection(conn, 1)
+    assert conn.opened[1] is not first and conn.opened[1].fileno() != -1
+    conn.opened[1].close()
+
+
+def _key_line(name, key):
+    return f"{name} {key.get_name()} {key.get_base64()}\n"
+
+
+def test_known_hosts_marker_lines_are_honoured_not_fatal(tmp_path):
+    """One @cert-authority line (common in /etc/ssh/ssh_known_hosts) made paramiko's reader raise,
+    and every host was 'unreachable: InvalidHostKey'."""
+    good, revoked = paramiko.RSAKey.generate(1024), paramiko.RSAKey.generate(1024)
+    path = tmp_path / "known_hosts"
+    path.write_text("@cert-authority *.example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE\n"
+                    + _key_line("node-01", good) + _key_line("node-02", revoked)
+                    + f"@revoked * {revoked.get_name()} {revoked.get_base64()}\n"
+                    + "node-03 ssh-rsa not-base64!\n")
+    store = HostKeyStore()
+    assert store.lookup((str(path),), "node-01") == {good.get_name(): good}
+    assert store.lookup((str(path),), "node-02") == {}  # a revoked key is not a known one
+    policy = _KnownHostsPolicy(store, (str(path),), accept_new=True, label="node-02")
+    with pytest.raises(TransportError) as exc:
+        policy.missing_host_key(None, "node-02", revoked)  # refused even with --accept-new-host-keys
+    assert exc.value.kind == "hostkey" and "@revoked" in str(exc.value)
+
+
+def test_an_unknown_host_key_on_another_port_suggests_keyscan_with_that_port(tmp_path):
+    store = HostKeyStore()
+    policy = _KnownHostsPolicy(store, (str(tmp_path / "kh"),), accept_new=False, label="n1")
+    with pytest.raises(TransportError) as exc:
+        policy.missing_host_key(None, "[10.0.0.1]:2222", paramiko.RSAKey.generate(1024))
+    assert "ssh-keyscan -t ssh-rsa -p 2222 10.0.0.1 >> " in str(exc.value)
+
+
+def test_a_jump_host_on_the_targets_address_but_another_port_is_still_used(tmp_path, no_network):
+    host = Host(name="n1", address="127.0.0.1", port=2201, jump_host="admin@127.0.0.1:2200")
+    conn, _ = SshContext(SshSettings()).connection(host, "127.0.0.1", "root", 2201, host.jump_host, "n1")
+    assert conn.gateway is not None and conn.gateway.port == 2200
