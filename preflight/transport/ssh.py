@@ -139,6 +139,9 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
                                             f"{_fingerprint(key)}) is marked @revoked in {revoked_in}: refusing "
                                             f"to connect")
         known = self.store.lookup(self.paths, hostname)
+        same = known.get(key.get_name())
+        if same is not None and same.get_base64() == key.get_base64():
+            return  # known since this connection was built: another one accepted it (--accept-new-host-keys)
         if known:  # known, but only with other key types: OpenSSH refuses this too
             raise TransportError(
                 "hostkey",
@@ -430,7 +433,8 @@ class SshTransport:
         truncated = False
         deadline = time.monotonic() + timeout
         try:
-            chan.exec_command(command)
+            if not exec_within(chan, command, timeout):
+                return RunResult(b"", b"", None, False, ended="deadline")
             chan.shutdown_write()
             while True:
                 left = deadline - time.monotonic()
@@ -474,12 +478,44 @@ class SshTransport:
 
     def start(self, command: str) -> "SshProcess":
         chan = self._open_channel()
-        chan.exec_command(command)
+        timeout = self.context.settings.connect_timeout
+        try:
+            started = exec_within(chan, command, timeout)
+        except BaseException:
+            chan.close()
+            raise
+        if not started:
+            raise TransportError("timeout", f"{self.label}: sshd did not start the command within {timeout:g}s")
         return SshProcess(chan)
 
     def close(self) -> None:
         if self._conn is not None:
             close_connection(self._conn)
+
+
+def exec_within(chan, command: str, timeout: float) -> bool:
+    """``chan.exec_command(command)``, bounded: paramiko waits for the server's answer to the exec
+    request without a limit, so a hung sshd that opened the channel held the caller past every
+    deadline.  False when ``timeout`` passed first (the channel is then closed, which is what
+    wakes paramiko's wait)."""
+    expired = threading.Event()
+
+    def expire():
+        expired.set()
+        chan.close()
+
+    timer = threading.Timer(max(timeout, 0.0), expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        chan.exec_command(command)
+    except Exception:
+        if expired.is_set():
+            return False
+        raise
+    finally:
+        timer.cancel()
+    return not expired.is_set()
 
 
 class SshProcess:

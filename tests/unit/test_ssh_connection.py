@@ -227,3 +227,48 @@ def test_a_jump_host_on_the_targets_address_but_another_port_is_still_used(tmp_p
     host = Host(name="n1", address="127.0.0.1", port=2201, jump_host="admin@127.0.0.1:2200")
     conn, _ = SshContext(SshSettings()).connection(host, "127.0.0.1", "root", 2201, host.jump_host, "n1")
     assert conn.gateway is not None and conn.gateway.port == 2200
+
+
+def test_a_key_accepted_by_another_connection_meanwhile_is_not_called_tampering(tmp_path):
+    """--accept-new-host-keys: two connections to a new host (a jump host that is also a target);
+    the second was refused as 'reinstalled or intercepted' for the key the first had just accepted."""
+    key = paramiko.RSAKey.generate(1024)
+    store = HostKeyStore()
+    first = _KnownHostsPolicy(store, (str(tmp_path / "kh"),), accept_new=True, label="n1")
+    second = _KnownHostsPolicy(store, (str(tmp_path / "kh"),), accept_new=True, label="n1")
+    first.missing_host_key(None, "n1", key)
+    second.missing_host_key(None, "n1", key)  # no error
+    with pytest.raises(TransportError) as exc:  # another key of that type is still refused
+        second.missing_host_key(None, "n1", paramiko.RSAKey.generate(1024))
+    assert exc.value.kind == "hostkey"
+    assert (tmp_path / "kh").read_text().count("n1 ssh-rsa") == 1
+
+
+class _HungChannel:
+    """A channel whose exec request the server never answers (paramiko waits for it unbounded)."""
+
+    def __init__(self):
+        self.closed, self._answer = False, threading.Event()
+
+    def exec_command(self, command):
+        self._answer.wait()
+        raise paramiko.SSHException("Channel closed.")
+
+    def close(self):
+        self.closed = True
+        self._answer.set()
+
+
+def test_a_command_sshd_never_starts_ends_at_its_deadline(monkeypatch):
+    """run() checked its deadline only after exec_command returned: a hung sshd held it forever."""
+    from preflight.transport.ssh import exec_within
+
+    chan = _HungChannel()
+    assert exec_within(chan, "true", 0.2) is False and chan.closed
+    transport = SshTransport(Host(name="n1", address="n1"), SshContext(SshSettings(connect_timeout=0.2)))
+    monkeypatch.setattr(transport, "_open_channel", _HungChannel)
+    result = transport.run("true", timeout=0.2, max_bytes=100)
+    assert result.ended == "deadline" and result.exit_code is None
+    with pytest.raises(TransportError) as exc:
+        transport.start("listen")
+    assert exc.value.kind == "timeout" and "did not start the command" in str(exc.value)
