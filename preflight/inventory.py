@@ -866,6 +866,8 @@ def _ssh_args(value: Any) -> dict[str, Any]:
     i = 0
     while i < len(words):
         w = words[i]
+        if w[:2] in _SSH_FLAGS_ELSEWHERE:
+            raise _Invalid(f"{w[:2]} is not read from SSH arguments; {_SSH_FLAGS_ELSEWHERE[w[:2]]}")
         if w in ("-o", "-J", "-F") and i + 1 < len(words):
             arg = words[i + 1]
             i += 2
@@ -897,7 +899,18 @@ def _ssh_args(value: Any) -> dict[str, Any]:
             found["known_hosts"] = _path(True)(arg.split()[0]) if arg else None
         elif name == "__config":
             found["ssh_config"] = _path(True)(arg)
+        elif name in _SSH_OPTIONS_ELSEWHERE:
+            raise _Invalid(f"-o {opt} is not read from SSH arguments; {_SSH_OPTIONS_ELSEWHERE[name]}")
     return found
+
+
+# Where the connection goes and as whom: silently ignored, these sent the run to port 22 as the
+# default user and key. (Other options, e.g. ServerAliveInterval or StrictHostKeyChecking, do not
+# change which node is checked and are left to the checker's own settings.)
+_SSH_FLAGS_ELSEWHERE = {"-p": "set ansible_port", "-l": "set ansible_user",
+                        "-i": "set ansible_ssh_private_key_file"}
+_SSH_OPTIONS_ELSEWHERE = {"port": "set ansible_port", "user": "set ansible_user",
+                          "identityfile": "set ansible_ssh_private_key_file", "hostname": "set ansible_host"}
 
 
 def _proxy_command(arg: str) -> str | None:
@@ -1055,6 +1068,8 @@ def _split_host_port(key: str) -> tuple[str, int | None]:
     if outside.count(":") == 1:
         head, _, port = key.rpartition(":")
         if _ascii_digits(port) and head:
+            if re.fullmatch(r"\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\]", head):
+                head = head[1:-1]  # [2001:db8::1]:2222, an IPv6 address with a port
             return head, int(port)
     return key, None
 

@@ -1102,6 +1102,14 @@ def test_ansible_ssh_args_other_settings(tmp_path):
         ("-o ProxyCommand='ssh -W %h:%p b; id'", "is not supported"),
         ("-o ProxyJump='a b", "cannot split"),
         ("-o ProxyJump=a,b", "only one jump host"),
+        # ignored, these sent the run to port 22 as the default user and key
+        ("-p 2222", "-p is not read from SSH arguments; set ansible_port"),
+        ("-ladmin", "-l is not read from SSH arguments; set ansible_user"),
+        ("-i ~/.ssh/other", "set ansible_ssh_private_key_file"),
+        ("-o Port=2200", "-o Port=2200 is not read from SSH arguments; set ansible_port"),
+        ("-o User=x", "set ansible_user"),
+        ("-o 'IdentityFile ~/k'", "set ansible_ssh_private_key_file"),
+        ("-o HostName=10.0.0.9", "set ansible_host"),
     ],
 )
 def test_ansible_bad_ssh_args(tmp_path, args, fragment):
@@ -1150,9 +1158,11 @@ def test_ansible_host_key_with_port(tmp_path):
             node[2:3]:2200:
             node4:2222: {ansible_port: 22}
             "2001:db8::1":
+            "[2001:db8::2]:2222":
     """)
     assert [(h.name, h.port) for h in inv.hosts] == [("node1", 2222), ("node2", 2200), ("node3", 2200),
-                                                     ("node4", 22), ("2001:db8::1", None)]
+                                                     ("node4", 22), ("2001:db8::1", None), ("2001:db8::2", 2222)]
+    assert inv.hosts[-1].address == "2001:db8::2"  # was: "bad range: '[2001:db8::2]'"
 
 
 def test_ansible_unknown_vars_kept_known_vars_validated(tmp_path):
