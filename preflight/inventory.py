@@ -209,6 +209,15 @@ def _path(expand_home: bool) -> Callable[[Any], str]:
     return check
 
 
+def _interpreter(value: Any) -> str:
+    """A program name or path (python3, /opt/conda/bin/python): quoted wherever it is used, and
+    still refused when it could not be one (``python3; touch x``)."""
+    value = _path(False)(value)
+    if not re.fullmatch(r"[A-Za-z0-9_./+~-]+", value):
+        raise _Invalid(f"{value!r} is not a program name or path (letters, digits, . _ + - / ~ only)")
+    return value
+
+
 def _int(low: int | None = None, high: int | None = None) -> Callable[[Any], int]:
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -394,7 +403,7 @@ KEYS: dict[str, KeySpec] = {
     "max_clock_skew_s": KeySpec(VAR, _number(0), "largest clock difference between nodes before a warning (default 1.0)"),
     "launcher":      KeySpec(VAR, _bool, "the node the job is launched from (needs passwordless SSH to the others)"),
     "env":           KeySpec(VAR, _env, "expected environment variables, NAME: value", merge=True),
-    "python":        KeySpec(VAR, _path(False), "Python interpreter on the node to inspect (torch, torch_npu, ...)"),
+    "python":        KeySpec(VAR, _interpreter, "Python interpreter on the node to inspect (torch, torch_npu, ...)"),
     "sudo":          KeySpec(VAR, _bool, "run the commands that need root through sudo -n"),
     "cann":          KeySpec(VAR, _text, "expected CANN toolkit version"),
     "driver":        KeySpec(VAR, _text, "expected NPU driver version"),

@@ -1365,3 +1365,15 @@ def test_a_port_of_non_ascii_digits_is_an_inventory_error_not_a_traceback(tmp_pa
     """"²" passes str.isdigit() and fails int(): a ValueError traceback at startup."""
     e = error(tmp_path, text)
     assert where(e)[0] == line and where(e)[1].startswith(key), (where(e), e.message)
+
+
+@pytest.mark.parametrize("value", ["python3; touch /tmp/pwned", "$(id)", "py thon", "`id`"])
+def test_python_that_cannot_be_a_program_is_refused(tmp_path, value):
+    """It was accepted (quoted wherever used, so harmless), against the rule that unsafe values are refused."""
+    e = error(tmp_path, f"hosts:\n  - name: n1\n    python: {_yaml_str(value)}\n")
+    assert where(e) == (3, "hosts[0].python") and "not a program name or path" in e.message
+
+
+@pytest.mark.parametrize("value", ["python3", "/opt/conda/envs/py3.10/bin/python", "~/venv/bin/python3.11"])
+def test_python_programs_and_paths_are_accepted(tmp_path, value):
+    assert load(tmp_path, f"hosts:\n  - name: n1\n    python: {value}\n").hosts[0].vars["python"] == value
