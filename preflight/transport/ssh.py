@@ -239,10 +239,10 @@ def _jump_target(spec: str, label: str) -> tuple[str | None, str, int | None]:
 
 
 def _same_endpoint(jump: tuple, target: tuple) -> bool:
-    """Whether a jump host (user, host, port) is the target itself; an unset port is 22 and an
-    unset user matches any."""
+    """Whether a jump host (user, host, port) is the target itself; an unset port or user matches
+    any (`Host *` / `ProxyJump bastion` reaching the bastion itself on its own port)."""
     (ju, jh, jp), (tu, th, tp) = jump, target
-    return jh == th and int(jp or 22) == int(tp or 22) and (ju is None or tu is None or ju == tu)
+    return jh == th and (jp is None or tp is None or int(jp) == int(tp)) and (ju is None or tu is None or ju == tu)
 
 
 class SshContext:
@@ -337,7 +337,8 @@ class SshContext:
         # One handshake with the bastion, shared by every target behind it.
         with opening:
             if key in self._gateway_failures:
-                raise self._gateway_failures[key]
+                failed = self._gateway_failures[key]
+                raise TransportError(failed.kind, str(failed))  # a new one per target: threads raise it
             if not conn.is_connected:
                 try:
                     open_connection(conn, self.settings.connect_timeout)

@@ -272,3 +272,10 @@ def test_a_command_sshd_never_starts_ends_at_its_deadline(monkeypatch):
     with pytest.raises(TransportError) as exc:
         transport.start("listen")
     assert exc.value.kind == "timeout" and "did not start the command" in str(exc.value)
+
+
+def test_the_bastion_itself_on_its_own_port_goes_direct(tmp_path, no_network):
+    (tmp_path / "ssh_config").write_text("Host *\n  ProxyJump bastion\n")
+    host = Host(name="bastion", address="bastion", port=2222, ssh_config=str(tmp_path / "ssh_config"))
+    conn, _ = SshContext(SshSettings()).connection(host, "bastion", "root", 2222, None, "bastion")
+    assert conn.gateway is None
