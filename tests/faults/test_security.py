@@ -32,7 +32,6 @@ def test_crafted_inventory_values_never_run(sim, tmp_path):
                 "HCCL_IF_BASE_PORT": PAYLOADS[3], "MASTER_ADDR": PAYLOADS[4]},
         "checkpoint_dir": "/tmp/" + PAYLOADS[3],
         "shared_paths": ["/tmp/" + p for p in PAYLOADS],
-        "python": "/usr/bin/python3; touch /tmp/pwned-python",
     }
     inv = sim.write_inventory(tmp_path / "hosts.yaml", head=groups, worker=groups)
     proc, doc = run_preflight(inv, tmp_path)
@@ -41,6 +40,15 @@ def test_crafted_inventory_values_never_run(sim, tmp_path):
     # The payloads were judged as the data they are: an interface that does not exist.
     bad = [r for r in doc["results"] if r["check"] == "env.socket_ifname" and r["outcome"] == "failed"]
     assert {r["subject"] for r in bad} >= {"HCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"}
+    # An interpreter that cannot be a program is refused before any connection (it would be quoted).
+    import subprocess
+    import sys
+
+    inv = sim.write_inventory(tmp_path / "py.yaml", head={**groups, "python": "/usr/bin/python3; touch /tmp/pwned-py"})
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--inventory", str(inv), "-p", "no:cacheprovider"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 4 and "not a program name or path" in proc.stdout + proc.stderr, proc.stdout
+    assert pwned(sim) == []
 
 
 def test_crafted_host_names_are_rejected_before_any_connection(sim, tmp_path):
