@@ -278,10 +278,10 @@ class SshContext:
     def known_hosts_paths(self, host, ssh_options: dict) -> tuple[str, ...]:
         if host.known_hosts:
             return (os.path.expanduser(host.known_hosts),)
-        from_config = ssh_options.get("userknownhostsfile")
-        if from_config:
-            return tuple(os.path.expanduser(p) for p in str(from_config).split())
-        return tuple(os.path.expanduser(p) for p in DEFAULT_KNOWN_HOSTS)
+        user_files = str(ssh_options.get("userknownhostsfile") or DEFAULT_KNOWN_HOSTS[0]).split()
+        # As OpenSSH: UserKnownHostsFile replaces the user's file only; the global one is still read.
+        global_files = str(ssh_options.get("globalknownhostsfile") or DEFAULT_KNOWN_HOSTS[1]).split()
+        return tuple(os.path.expanduser(p) for p in (*user_files, *global_files))
 
     def connection(self, host, address: str, user: str | None, port: int | None, gateway_spec: str | None,
                    label: str, chain: tuple[str, ...] = ()) -> tuple[Connection, threading.Semaphore | None]:

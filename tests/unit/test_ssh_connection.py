@@ -279,3 +279,19 @@ def test_the_bastion_itself_on_its_own_port_goes_direct(tmp_path, no_network):
     host = Host(name="bastion", address="bastion", port=2222, ssh_config=str(tmp_path / "ssh_config"))
     conn, _ = SshContext(SshSettings()).connection(host, "bastion", "root", 2222, None, "bastion")
     assert conn.gateway is None
+
+
+@pytest.mark.parametrize("config, expected", [
+    ("", ("~/.ssh/known_hosts", "/etc/ssh/ssh_known_hosts")),
+    ("Host *\n  UserKnownHostsFile /k/a /k/b\n", ("/k/a", "/k/b", "/etc/ssh/ssh_known_hosts")),
+    ("Host *\n  GlobalKnownHostsFile /k/g\n", ("~/.ssh/known_hosts", "/k/g")),
+])
+def test_known_hosts_files_are_read_as_openssh_reads_them(tmp_path, config, expected):
+    """UserKnownHostsFile in ssh_config dropped /etc/ssh/ssh_known_hosts, which OpenSSH still reads."""
+    import os
+
+    (tmp_path / "ssh_config").write_text(config or "Host *\n  User root\n")
+    host = Host(name="n1", address="n1", ssh_config=str(tmp_path / "ssh_config"))
+    ctx = SshContext(SshSettings())
+    conn, _ = ctx.connection(host, "n1", "root", 22, None, "n1")
+    assert ctx.known_hosts_paths(host, conn.ssh_config) == tuple(os.path.expanduser(p) for p in expected)
