@@ -179,11 +179,16 @@ def branch_reason(lines, path: str, branch_lines: dict) -> str | None:
     return None
 
 
+def passes_script_args(text: str) -> bool:
+    """Whether a launch-command word is ``"$@"`` (or ``$*``): the script's own arguments."""
+    return text in ("$@", "${@}", "$*", "${*}")
+
+
 def passed_on_note(text: str, line: int, path: str, what: str) -> str | None:
     """A note for ``"$@"`` in the launch command: whoever runs the script may add ``what`` there
     (with verl's Hydra a later override wins).  Almost every upstream script ends with it and is
     run without arguments, so the checks still read the script as written, defaults included."""
-    if text not in ("$@", "${@}", "$*", "${*}"):
+    if not passes_script_args(text):
         return None
     return (f"{text} ({path}:{line}) passes on the script's own arguments: {what} given when it is run "
             f"are not seen here, and the checks read the script as written")

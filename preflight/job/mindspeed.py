@@ -9,7 +9,7 @@ import os
 import re
 
 from . import (Arg, Job, JobError, LayerList, branch_reason, hidden_word, is_placeholder, passed_on_note,
-               unresolved_reason)
+               passes_script_args, unresolved_reason)
 from .shell import ShellError, read_script
 from .yamlindex import compose, index_of, scalar
 
@@ -90,7 +90,7 @@ def parse_mindspeed(path: str, text: str) -> Job:
             # is its value only when it cannot be a string of flags a branch hides.
             if nxt is not None and not nxt.text.startswith("--") and (
                     flag in FLAGS or (hidden_word(nxt.text, nxt.line, path, script.conditional) is None
-                                      and passed_on_note(nxt.text, nxt.line, path, "") is None)):
+                                      and not passes_script_args(nxt.text))):
                 value, vline = nxt.text, nxt.line
                 i += 1
                 if flag in FLAGS and is_placeholder(value):
@@ -145,7 +145,7 @@ def _trainer_config(job: Job, word, conditional: dict) -> None:
     if (reason := unresolved_reason(word.text, job.path, conditional)) is not None:
         job.notes.append(f"{shown} {reason}: the trainer config is not read")
         return
-    found = next((c for c in _candidates(job.path, word.text) if os.path.isfile(c)), None)
+    found = _beside(job.path, word.text)
     if found is None:
         job.notes.append(f"{shown}: the trainer config was not found next to the job (run the preflight from "
                          f"the launch directory); its model, data and parallel sizes are not checked")
@@ -165,6 +165,12 @@ def _trainer_config(job: Job, word, conditional: dict) -> None:
         if numeric and not arg.unresolved:
             arg.int_value(found)
         job.set_arg(canon, arg)
+
+
+def _beside(path: str, value: str) -> str | None:
+    """The file a launch script names (--mm-model, a trainer YAML), looked for where the script
+    would find it: the current directory, or the script's folder and up to four above it."""
+    return next((c for c in _candidates(path, value) if os.path.isfile(c)), None)
 
 
 def _candidates(path: str, value: str):
@@ -224,7 +230,7 @@ def _layer_lists(job: Job) -> None:
     mm = job.args.get("mm_model")
     if mm is None:
         return
-    found = next((c for c in _candidates(job.path, mm.value) if os.path.isfile(c)), None)
+    found = _beside(job.path, mm.value)
     if found is None:
         job.model_json_problem = (f"--mm-model {mm.value} ({job.where(mm)}) was not found next to the job "
                                   f"(run the preflight from the launch directory)")
