@@ -18,6 +18,7 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -60,18 +61,27 @@ class HostKeyStore:
         self._lock = threading.Lock()
         self._files: dict[str, paramiko.HostKeys] = {}
         self._revoked: dict[str, set[tuple[str, str]]] = {}  # path -> {(key type, base64)}
+        self._authorities: dict[str, list[str]] = {}  # path -> @cert-authority host patterns
 
     def _load(self, path: str) -> paramiko.HostKeys:
         with self._lock:
             if path not in self._files:
-                keys, revoked = paramiko.HostKeys(), set()
+                keys, revoked, authorities = paramiko.HostKeys(), set(), []
                 if os.path.exists(path):
                     try:
-                        _read_known_hosts(path, keys, revoked)
+                        _read_known_hosts(path, keys, revoked, authorities)
                     except OSError as exc:
                         raise TransportError("config", f"cannot read known_hosts file {path}: {exc}") from None
-                self._files[path], self._revoked[path] = keys, revoked
+                self._files[path], self._revoked[path], self._authorities[path] = keys, revoked, authorities
             return self._files[path]
+
+    def certified_by(self, paths: tuple[str, ...], name: str) -> str | None:
+        """The file whose @cert-authority line covers host ``name``, or None."""
+        for path in paths:
+            self._load(path)
+            if any(_matches_patterns(name, patterns) for patterns in self._authorities[path]):
+                return path
+        return None
 
     def revoked(self, paths: tuple[str, ...], key: paramiko.PKey) -> str | None:
         """The file that marks ``key`` @revoked, or None."""
@@ -101,12 +111,12 @@ class HostKeyStore:
                 fh.write(f"{name} {key.get_name()} {key.get_base64()}\n")
 
 
-def _read_known_hosts(path: str, keys: paramiko.HostKeys, revoked: set) -> None:
+def _read_known_hosts(path: str, keys: paramiko.HostKeys, revoked: set, authorities: list) -> None:
     """OpenSSH's known_hosts into ``keys``.  paramiko's own reader stops at the first marker line
     (``@cert-authority`` is common in /etc/ssh/ssh_known_hosts) and every host then failed:
-    ``@revoked`` keys are collected and refused, ``@cert-authority`` lines are skipped (host
-    certificates are not checked, so such a host is unknown, as without the line), and a line that
-    does not parse is skipped, as OpenSSH does."""
+    ``@revoked`` keys are collected and refused, ``@cert-authority`` lines give only their host
+    patterns (host certificates are not checked, so such a host is unknown, as without the line,
+    and its error says why), and a line that does not parse is skipped, as OpenSSH does."""
     with open(path, encoding="utf-8", errors="replace") as fh:
         for lineno, raw in enumerate(fh, 1):
             line = raw.strip()
@@ -116,6 +126,8 @@ def _read_known_hosts(path: str, keys: paramiko.HostKeys, revoked: set) -> None:
                 fields = line.split()
                 if fields[0] == "@revoked" and len(fields) >= 4:
                     revoked.add((fields[2], fields[3]))
+                elif fields[0] == "@cert-authority" and len(fields) >= 4:
+                    authorities.append(fields[1])
                 continue
             try:
                 entry = paramiko.hostkeys.HostKeyEntry.from_line(line, lineno)
@@ -151,11 +163,32 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         if self.accept_new:
             self.store.accept_new(os.path.expanduser(self.paths[0]), hostname, key)
             return
+        # A fleet that trusts a host CA has no per-host lines: say so, or "not in known_hosts" reads
+        # like a broken node when `ssh` to it works.
+        ca_file = self.store.certified_by(self.paths, hostname)
+        why = (f"; {ca_file} trusts a host certificate authority (@cert-authority) for it, and preflight "
+               f"does not check host certificates, only host keys" if ca_file else "")
         raise TransportError(
             "hostkey",
             f"host key of {self.label} ({hostname}, {key.get_name()} {_fingerprint(key)}) is not in known_hosts "
-            f"({', '.join(self.paths)}): verify it, then add it (ssh-keyscan -t {key.get_name()}{_port_option(hostname)} "
-            f"{hostname.strip('[').split(']')[0]} >> {self.paths[0]}) or run with --accept-new-host-keys")
+            f"({', '.join(self.paths)}){why}: verify it, then add it (ssh-keyscan -t {key.get_name()}"
+            f"{_port_option(hostname)} {hostname.strip('[').split(']')[0]} >> {self.paths[0]}) or run with "
+            f"--accept-new-host-keys")
+
+
+def _matches_patterns(name: str, patterns: str) -> bool:
+    """OpenSSH's host pattern list (``*.example.com,!bad.example.com``): a negated match wins.
+    A bare host on port 22 is written without brackets, as in known_hosts."""
+    hit = False
+    for pattern in patterns.split(","):
+        negated = pattern.startswith("!")
+        # Only * and ? are wildcards: "[10.0.0.1]:2222" is a literal name, not a character class.
+        regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern.lstrip("!"))
+        if re.fullmatch(regex, name, re.IGNORECASE):
+            if negated:
+                return False
+            hit = True
+    return hit
 
 
 def _port_option(hostname: str) -> str:

@@ -295,3 +295,26 @@ def test_known_hosts_files_are_read_as_openssh_reads_them(tmp_path, config, expe
     ctx = SshContext(SshSettings())
     conn, _ = ctx.connection(host, "n1", "root", 22, None, "n1")
     assert ctx.known_hosts_paths(host, conn.ssh_config) == tuple(os.path.expanduser(p) for p in expected)
+
+
+def test_an_unknown_host_under_a_host_ca_says_certificates_are_not_checked(tmp_path):
+    """A fleet that trusts a host CA has no per-host lines: the error said only 'not in known_hosts',
+    which reads like a broken node when `ssh` to it works."""
+    path = tmp_path / "known_hosts"
+    path.write_text("@cert-authority *.cluster.example,!bad.cluster.example,[10.0.0.?]:2222 ssh-ed25519 "
+                    "AAAAC3NzaC1lZDI1NTE5AAAAIE\n")
+    store = HostKeyStore()
+    key = paramiko.RSAKey.generate(1024)
+
+    def error(name):
+        policy = _KnownHostsPolicy(store, (str(path),), accept_new=False, label="n1")
+        with pytest.raises(TransportError) as exc:
+            policy.missing_host_key(None, name, key)
+        assert exc.value.kind == "hostkey" and "ssh-keyscan" in str(exc.value)
+        return str(exc.value)
+
+    assert f"{path} trusts a host certificate authority (@cert-authority)" in error("node-7.CLUSTER.example")
+    assert "does not check host certificates" in error("[10.0.0.5]:2222")
+    assert "@cert-authority" not in error("bad.cluster.example")  # negated
+    assert "@cert-authority" not in error("[10.0.0.15]:2222")  # ? is one character
+    assert "@cert-authority" not in error("other.example")
