@@ -212,6 +212,8 @@ def _translate(exc: BaseException, label: str, timeout: float) -> TransportError
                                       f"and the node's authorized_keys)")
     if isinstance(exc, socket.gaierror):
         return TransportError("unreachable", f"{label}: name does not resolve ({exc.strerror or exc})")
+    if isinstance(exc, _LookupTimeout):
+        return TransportError("unreachable", f"{label}: {exc}")
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return TransportError("unreachable", f"{label}: no answer within {timeout:g}s (connect timed out)")
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
@@ -400,7 +402,7 @@ def open_connection(conn: Connection, timeout: float) -> None:
         old = conn.connect_kwargs.pop("sock", None)
         if old is not None:
             old.close()
-        sock = socket.create_connection((conn.host, int(conn.port)), timeout=timeout)
+        sock = _tcp_connect(conn.host, int(conn.port), timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn.connect_kwargs["sock"] = sock
     try:
@@ -414,6 +416,44 @@ def open_connection(conn: Connection, timeout: float) -> None:
             sock.close()
             conn.connect_kwargs.pop("sock", None)
         raise
+
+
+def _tcp_connect(host: str, port: int, timeout: float) -> socket.socket:
+    """``socket.create_connection`` with the name lookup bounded too: getaddrinfo takes no timeout,
+    and an unreachable DNS server holds it for resolv.conf's timeout x attempts x servers (30 s and
+    more) before the connect timeout even starts."""
+    answer: list = []
+    lookup = threading.Thread(target=lambda: answer.append(_getaddrinfo(host, port)), daemon=True,
+                              name=f"resolve {host}")
+    lookup.start()
+    lookup.join(timeout)
+    if not answer:
+        raise _LookupTimeout(f"name lookup of {host} took longer than {timeout:g}s (is the DNS server in "
+                             f"/etc/resolv.conf reachable from here? an IP address in the inventory avoids it)")
+    if isinstance(answer[0], BaseException):
+        raise answer[0]
+    error: OSError | None = None
+    for family, kind, proto, _, address in answer[0]:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error or OSError(f"{host}: no address to connect to")
+
+
+class _LookupTimeout(TimeoutError):
+    """The name lookup, not the connect, ran out of time."""
+
+
+def _getaddrinfo(host: str, port: int):
+    try:
+        return socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+    except OSError as exc:
+        return exc
 
 
 def close_connection(conn: Connection) -> None:

@@ -318,3 +318,43 @@ def test_an_unknown_host_under_a_host_ca_says_certificates_are_not_checked(tmp_p
     assert "@cert-authority" not in error("bad.cluster.example")  # negated
     assert "@cert-authority" not in error("[10.0.0.15]:2222")  # ? is one character
     assert "@cert-authority" not in error("other.example")
+
+
+def test_a_name_lookup_that_hangs_is_bounded_by_the_connect_timeout(tmp_path, monkeypatch):
+    """getaddrinfo takes no timeout: an unreachable DNS server held every host for resolv.conf's
+    retries before --connect-timeout even started, and the error did not say it was DNS."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    release = threading.Event()
+
+    def stuck(*args, **kwargs):
+        release.wait(30)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(ssh_module.socket, "getaddrinfo", stuck)
+    ctx = SshContext(SshSettings(connect_timeout=0.3))
+    try:
+        with pytest.raises(TransportError) as exc:
+            SshTransport(Host(name="n1", address="node-01.cluster.example"), ctx).connect()
+    finally:
+        release.set()
+    assert exc.value.kind == "unreachable"
+    assert "name lookup of node-01.cluster.example took longer than 0.3s" in str(exc.value)
+    assert "/etc/resolv.conf" in str(exc.value)
+
+
+def test_a_name_that_does_not_resolve_and_a_refused_port_keep_their_own_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(ssh_module.socket, "getaddrinfo", lambda *a, **k: (_ for _ in ()).throw(
+        socket.gaierror(socket.EAI_NONAME, "Name or service not known")))
+    with pytest.raises(TransportError) as exc:
+        SshTransport(Host(name="n1", address="nowhere.example"), SshContext(SshSettings(connect_timeout=1))).connect()
+    assert "name does not resolve (Name or service not known)" in str(exc.value)
+    monkeypatch.undo()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there
+    with pytest.raises(TransportError) as exc:
+        SshTransport(Host(name="n1", address="127.0.0.1", port=port), SshContext(SshSettings(connect_timeout=1))).connect()
+    assert "connection refused" in str(exc.value)
