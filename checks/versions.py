@@ -474,7 +474,9 @@ def test_triton(host, facts, verdict, compat):
 
 def chip_family(info, board) -> tuple[str | None, str]:
     """(A2 / A3 / 310P / A1, how we know) from npu-smi."""
-    if board is not None and npu_smi_chip_family(board.fields.get("chip name")) == "A1":
+    # An A3 board also says Chip Name Ascend910; its NPU Name (9392, ...) is what tells it from an A1.
+    if (board is not None and not board.fields.get("npu name")
+            and npu_smi_chip_family(board.fields.get("chip name")) == "A1"):
         return "A1", f"npu-smi board info: Chip Name {board.fields['chip name']} (an A1 910 variant)"
     if board is not None and board.soc and soc_family(board.soc):
         return soc_family(board.soc), f"npu-smi board info: SoC {board.soc}"

@@ -543,6 +543,17 @@ def test_soc_match():
     assert run(versions.test_soc_match, H, make_facts(raw=raw))[0].outcome == "skipped"
 
 
+def test_soc_match_passes_a_healthy_a3_node_with_its_board_info():
+    """An A3 board says Chip Name Ascend910 (the A1 spelling) with NPU Name 9392: every healthy A3
+    node failed, told to install A1 builds."""
+    raw = node_raw(python_dot_stack=out(stack_output(build_info={"__soc_version__": "ASCEND910_9392"})))
+    raw["npu_smi.info"] = out(fixture("npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt"))
+    raw["npu_smi.board"] = out(fixture("npu-smi/board/a3-9392-chip-npu0-c0-head.txt"))
+    raw["ascend.files"] = out(files_output(socs=("ascend910_93",)))
+    [r] = run(versions.test_soc_match, H, make_facts(raw=raw))
+    assert r.outcome == "passed" and "A3" in r.message, r.message
+
+
 @pytest.mark.parametrize("name, npu_smi, build", [
     ("910B", "A1", "A2"), ("Ascend 910B", "A1", "A2"), ("910B1", "A2", "A2"), ("910B2C", "A2", "A2"),
     ("910A", "A1", "A1"), ("910ProB", "A1", "A1"), ("Ascend910_9392", "A3", "A3"), ("310P3", "310P", "310P")])
