@@ -700,7 +700,12 @@ def _read_facts_file(path: str) -> dict:
         raise pytest.UsageError(f"{path}: not a facts file written by --facts-out ({exc})") from None
     if not isinstance(doc, dict) or doc.get("schema") != 1 or not isinstance(doc.get("hosts"), list):
         raise pytest.UsageError(f"{path}: not a facts file written by --facts-out (schema 1)")
+    if "results" in doc and "ready" in doc:
+        raise pytest.UsageError(f"{path}: this is a run's report (preflight.json), not a facts file: capture "
+                                f"facts with --facts-out FILE, then replay them with --facts-in FILE")
     inventory = doc.get("inventory") or {}
+    if not isinstance(inventory, dict):
+        raise pytest.UsageError(f"{path}: inventory is not a mapping: not a facts file written by --facts-out")
     entries = [("hosts", i, d, ("host",)) for i, d in enumerate(doc["hosts"])]
     entries += [("inventory.hosts", i, d, ("name", "address")) for i, d in enumerate(inventory.get("hosts") or [])]
     for where, i, entry, keys in entries:

@@ -304,6 +304,19 @@ def test_corrupt_facts_file_is_a_usage_error(pytester, content):
     assert "f.json" in text
 
 
+def test_a_report_given_as_facts_file_says_which_file_to_give(pytester):
+    """preflight.json has schema 1 and hosts too: --facts-in on it was an INTERNALERROR traceback."""
+    (pytester.path / "f.json").write_text('{"schema": 1, "inventory": "hosts.yaml", "ready": false, '
+                                          '"hosts": [{"host": "x"}], "results": []}')
+    result = run(pytester, "--facts-in", "f.json")
+    text = output(result)
+    assert result.ret == 4 and "INTERNALERROR" not in text, text
+    assert "a run's report (preflight.json), not a facts file" in text and "--facts-out" in text
+    (pytester.path / "f.json").write_text('{"schema": 1, "inventory": "hosts.yaml", "hosts": []}')
+    result = run(pytester, "--facts-in", "f.json")
+    assert result.ret == 4 and "inventory is not a mapping" in output(result)
+
+
 @pytest.mark.parametrize("content", [
     '{"schema": 1, "hosts": [{}], "inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
     '{"schema": 1, "hosts": [], "inventory": {"hosts": [{"name": "x"}]}}',
