@@ -185,11 +185,15 @@ def test_stack(host, facts, verdict, compat):
                 remedy=DRIVER_FIRMWARE_REMEDY)
     else:
         problems = []
-        if drv.firmware_range:
-            lo, hi = drv.firmware_range
-            if C.cmp_versions(fw.version, lo) < 0 or C.cmp_versions(fw.version, hi) > 0:
+        if drv.firmware_ranges:
+            if not any(C.cmp_versions(fw.version, lo) >= 0 and C.cmp_versions(fw.version, hi) <= 0
+                       for lo, hi in drv.firmware_ranges):
                 problems.append(f"firmware {fw.version} is outside the range driver {drv.version} accepts "
-                                f"(compatible_version_fw=[{lo},{hi}])")
+                                f"(compatible_version_fw={drv.firmware_compat})")
+        elif drv.firmware_compat:
+            # A line we cannot read must not pass as "nothing to compare".
+            problems.append(f"driver version.info's compatible_version_fw={drv.firmware_compat} is not a list of "
+                            f"[min,max] ranges, so firmware {fw.version} could not be checked against it")
         if fw.driver_prefixes and not any(driver_matches_prefix(drv.version, p) for p in fw.driver_prefixes):
             problems.append(f"driver {drv.version} is not among the drivers firmware {fw.version} accepts "
                             f"(compatible_version_drv: {', '.join(fw.driver_prefixes)})")

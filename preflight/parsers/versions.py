@@ -52,7 +52,9 @@ def parse_kv(text: str) -> dict[str, str]:
 class DriverInfo:
     version: str
     innerversion: str | None
-    firmware_range: tuple[str, str] | None  # compatible_version_fw=[min,max]
+    # compatible_version_fw=[min,max] or, on newer drivers, several: [6.4.0,6.4.99],[7.0.0,7.7.99]
+    firmware_ranges: tuple[tuple[str, str], ...]
+    firmware_compat: str | None = None  # the line as written ("" or None: the driver names no range)
 
 
 @dataclass(frozen=True)
@@ -66,11 +68,17 @@ def parse_driver_version_info(text: str) -> DriverInfo:
     version = kv.get("version") or kv.get("package_version")
     if not version:
         raise ParseError(f"no Version= line in driver version.info: {_excerpt(text)}")
-    fw = None
-    m = re.match(r"^\[\s*([^,\]]+?)\s*,\s*([^\]]+?)\s*\]$", kv.get("compatible_version_fw", ""))
-    if m:
-        fw = (m.group(1), m.group(2))
-    return DriverInfo(version=version, innerversion=kv.get("innerversion"), firmware_range=fw)
+    line = kv.get("compatible_version_fw", "").strip()
+    ranges = []
+    if re.fullmatch(r"(\[[^\[\]]*\]\s*,?\s*)+", line):
+        for body in re.findall(r"\[([^\[\]]*)\]", line):
+            m = re.fullmatch(r"\s*([^,\s]+)\s*,\s*([^,\s]+)\s*", body)
+            if not m:
+                ranges = []
+                break
+            ranges.append((m.group(1), m.group(2)))
+    return DriverInfo(version=version, innerversion=kv.get("innerversion"), firmware_ranges=tuple(ranges),
+                      firmware_compat=line or None)
 
 
 def parse_firmware_version_info(text: str) -> FirmwareInfo:

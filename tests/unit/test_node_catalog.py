@@ -148,7 +148,7 @@ H = make_host(npus_per_node=8, chip="910B4")
 def test_driver_version_info_fixtures(rel):
     info = pv.parse_driver_version_info(fixture(f"files/driver-version-info/{rel}"))
     assert info.version == rel.split("-")[0].removesuffix(".txt")
-    assert info.firmware_range and info.firmware_range[0] == "7.0.0"
+    assert info.firmware_ranges and info.firmware_ranges[0][0] == "7.0.0"
 
 
 @pytest.mark.parametrize("rel", sorted(p.name for p in (FIXTURES / "files" / "firmware-version-info").iterdir()))
@@ -305,6 +305,28 @@ def test_stack_driver_firmware_mismatch_and_old_driver():
     raw = node_raw(ascend_dot_files=out(files_output(firmware="firmware-version-info/7.1.0.11.220.txt")))
     [r] = [x for x in bad(run(versions.test_stack, H, make_facts(raw=raw))) if x.subject == "driver/firmware"]
     explained(r, "not among the drivers firmware 7.1.0.11.220 accepts")
+
+
+@pytest.mark.parametrize("compat, firmware, outcome, words", [
+    ("[7.0.0,7.7.99]", "7.9.0.1.100", "failed", "outside the range"),
+    ("[6.4.0,6.4.99],[7.0.0,7.7.99]", "7.9.0.1.100", "failed", "=[6.4.0,6.4.99],[7.0.0,7.7.99]"),
+    ("[6.4.0,6.4.99],[7.0.0,7.7.99]", "6.4.12.1.241", None, None),
+    ("[6.4.0,6.4.99],[7.0.0,7.7.99]", "7.7.0.1.231", None, None),
+    ("7.0.0-7.7.99", "7.9.0.1.100", "failed", "is not a list of [min,max] ranges"),
+], ids=["one-range-outside", "two-ranges-outside", "in-the-first", "in-the-second", "unreadable"])
+def test_stack_reads_every_firmware_range_a_driver_lists(compat, firmware, outcome, words):
+    """Drivers from 25.0 list several ranges (compatible_version_fw=[6.4.0,6.4.99],[7.0.0,7.7.99]):
+    the one-range pattern read none and the pairing passed without a comparison (found by review)."""
+    files = files_output().replace("compatible_version_fw=[7.0.0,7.7.99]", f"compatible_version_fw={compat}")
+    files = files.replace("Version=7.7.0.1.231", f"Version={firmware}")
+    assert f"compatible_version_fw={compat}" in files and f"Version={firmware}" in files
+    [r] = [x for x in run(versions.test_stack, H, make_facts(raw=node_raw(ascend_dot_files=out(files))))
+           if x.subject == "driver/firmware"]
+    if outcome is None:
+        assert r.outcome == "passed", r.message
+    else:
+        assert r.outcome == outcome
+        explained(r, words, f"firmware {firmware}")
 
 
 def _cann_driver(cann, driver):
