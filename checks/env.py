@@ -522,7 +522,14 @@ def test_vllm_nz(host, facts, verdict):
         return
     env = effective_env(host, facts.get("session.env"))
     value = env.get("VLLM_ASCEND_ENABLE_NZ")
-    if value is not None and value.strip() in ("0", "false", "False"):
+    try:
+        number = int(value) if value is not None else None  # what vllm-ascend's envs.py does with it
+    except ValueError:
+        verdict.failed(observed=f"vllm-ascend {version} with VLLM_ASCEND_ENABLE_NZ={value}: not a number, "
+                                f"vllm-ascend reads it with int() and fails to start",
+                       expected="VLLM_ASCEND_ENABLE_NZ=0 for RL training")
+        return
+    if number == 0:
         verdict.passed(message=f"VLLM_ASCEND_ENABLE_NZ={value} (vllm-ascend {version})")
     else:
         verdict.failed(observed=f"vllm-ascend {version} with VLLM_ASCEND_ENABLE_NZ="

@@ -772,6 +772,18 @@ def test_vllm_nz():
     assert run(env.test_vllm_nz, H, facts_of(env_={"VLLM_ASCEND_ENABLE_NZ": "0"}, python_dot_stack=stack))[0].outcome == "passed"
 
 
+@pytest.mark.parametrize("value, outcome", [("0", "passed"), (" 0", "passed"), ("00", "passed"), ("1", "warning"),
+                                            ("2", "warning"), ("false", "warning"), ("False", "warning")])
+def test_vllm_nz_takes_what_vllm_ascend_reads_with_int(value, outcome):
+    """vllm-ascend reads the variable with int(): "false" passed here and stopped vllm-ascend's start-up
+    with a ValueError (found by review)."""
+    stack = out(stack_output(packages={**PACKAGES, "vllm-ascend": "0.11.0"}))
+    [r] = run(env.test_vllm_nz, H, facts_of(env_={"VLLM_ASCEND_ENABLE_NZ": value}, python_dot_stack=stack))
+    assert r.outcome == outcome, r.message
+    if value.lower() == "false":
+        explained(r, "not a number", "int()")
+
+
 # -- hccl ---------------------------------------------------------------------------------------
 
 def test_device_ip_missing_and_duplicate():
