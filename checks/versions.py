@@ -357,7 +357,7 @@ def test_mindspeed_megatron(host, facts, verdict, compat):
                 verdict.passed("mindspeed-mm", message=f"MindSpeed-MM {mm} with MindSpeed {ms} ({ms_how}): the Megatron "
                                                        f"core of MindSpeed {row['mindspeed']}; the release itself is "
                                                        f"not named")
-        elif C.base_release(row["mindspeed"]) != C.base_release(ms):
+        elif not _same_mindspeed(str(row["mindspeed"]), ms):
             verdict.failed("mindspeed-mm", observed=f"MindSpeed-MM {mm} ({mm_how}) with MindSpeed {ms} ({ms_how})",
                            expected=f"MindSpeed {row['mindspeed']} ({compat.source(row)})")
         else:
@@ -394,6 +394,15 @@ def test_mindspeed_megatron(host, facts, verdict, compat):
         verdict.passed("megatron", message=f"MindSpeed {ms} with Megatron core {mcore} ({mcore_how})")
     if stack.version_of("verl"):
         _verl_mindspeed(verdict, compat, stack.version_of("verl"), ms, ms_how)
+
+
+def _same_mindspeed(wanted: str, have: str) -> bool:
+    """The same release and, where both name one, the same Megatron core: MindSpeed 2.1.0 has a
+    core_r0.8.0 and a core_r0.12.1 branch, and MindSpeed-MM 2.1.0 runs on the first only."""
+    if C.base_release(wanted) != C.base_release(have):
+        return False
+    cores = [re.search(r"core_r(\d+\.\d+\.\d+)", v) for v in (wanted, have)]
+    return not all(cores) or cores[0].group(1) == cores[1].group(1)
 
 
 def _mindspeed_release(stack, module, package_version) -> tuple[str | None, str]:
@@ -560,6 +569,9 @@ def _item_value(item, files, stack):
         return files.atb_version
     if item == "python":
         return stack.version
+    if item == "mindspeed":
+        # Its pip version follows the Megatron core (0.12.1 for 2.1.0 to 26.x); the git branch names the release.
+        return _mindspeed_release(stack, "mindspeed", stack.version_of(item))[0]
     return stack.version_of(item)
 
 

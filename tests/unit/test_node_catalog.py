@@ -518,6 +518,21 @@ def test_mindspeed_mm_as_installed_by_its_guide():
     assert r.outcome == "failed" and "branch 2.1.0_core_r0.12.1 of /opt/MindSpeed" in r.message
 
 
+@pytest.mark.parametrize("mm, ms, outcome", [
+    ("2.1.0", "2.1.0_core_r0.8.0", "passed"), ("2.1.0", "2.1.0_core_r0.12.1", "failed"),
+    ("1.0.0", "1.0.0_core_r0.6.0", "passed"), ("1.0.0", "1.0.0_core_r0.7.0", "failed"),
+    ("2.1.0", "2.1.0", "passed")])
+def test_mindspeed_mm_wants_one_megatron_core_of_a_mindspeed_release(mm, ms, outcome):
+    # MindSpeed 2.1.0 and 1.0.0 each have branches on two cores; MindSpeed-MM's README names one.
+    stack = mindspeed_mm_stack(ms_head=f"ref: refs/heads/{ms}", mm_head=f"ref: refs/heads/{mm}")
+    [r] = [r for r in run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack)))
+           if r.subject == "mindspeed-mm"]
+    assert r.outcome == outcome, r.message
+    if outcome == "failed":
+        want = {"2.1.0": "2.1.0_core_r0.8.0", "1.0.0": "1.0.0_core_r0.6.0"}[mm]
+        explained(r, f"MindSpeed-MM {mm} (branch {mm} of /opt/MindSpeed-MM) with MindSpeed {ms}", f"MindSpeed {want}")
+
+
 @pytest.mark.parametrize("ms, outcome", [("0.8.0", "failed"), ("0.12.1", "passed")])
 def test_mindspeed_mm_with_a_mindspeed_only_its_core_names(ms, outcome):
     # MindSpeed-MM 2.3.0 wants MindSpeed 2.3.0, which follows Megatron core 0.12.1.
@@ -527,7 +542,7 @@ def test_mindspeed_mm_with_a_mindspeed_only_its_core_names(ms, outcome):
     assert r.outcome == outcome, r.message
     if outcome == "failed":
         explained(r, "with MindSpeed 0.8.0 (package version 0.8.0, which follows Megatron core 0.8.0)",
-                  "MindSpeed 2.3.0 (Megatron core 0.12.1")
+                  "MindSpeed 2.3.0_core_r0.12.1 (Megatron core 0.12.1")
 
 
 def test_mindspeed_mm_without_a_readable_release_or_megatron():
@@ -624,6 +639,18 @@ def test_versions_agree():
     [r] = bad(run(versions.test_versions_agree, cluster=differ))
     assert r.subject == "torch_npu" and r.outliers == ("node-02",)
     explained(r, "node-02: 2.6.0.post3")
+
+
+def test_versions_agree_compares_the_mindspeed_release_not_its_pip_version():
+    # 2.1.0_core_r0.12.1 and 2.3.0_core_r0.12.1 both install as mindspeed 0.12.1.
+    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    heads = {"node-01": "2.3.0_core_r0.12.1", "node-02": "2.1.0_core_r0.12.1", "node-03": "2.3.0_core_r0.12.1"}
+    raws = {n: node_raw(python_dot_stack=out(mindspeed_mm_stack(ms_head=f"ref: refs/heads/{b}"))) for n, b in heads.items()}
+    [r] = [r for r in run(versions.test_versions_agree, cluster=cluster_of(*[(h, make_facts(h.name, raw=raws[h.name]))
+                                                                            for h in hosts]))
+           if r.subject == "mindspeed"]
+    assert r.outcome == "failed" and r.outliers == ("node-02",), r.message
+    explained(r, "node-02: 2.1.0_core_r0.12.1")
 
 
 def test_versions_agree_on_two_nodes_that_differ_blames_neither():
