@@ -106,11 +106,12 @@ pf_connect() {
 # nodes that all drop SSH, 32 rounds of ConnectTimeout instead of 63 at 16).  One line per target,
 # each written whole, so lines from parallel jobs never mix.
 LAUNCHER_PARALLEL = 32
-# How the launcher logs in (as pdsh would, never prompting or learning a host key); ConnectTimeout,
-# port and address are added per target.
+# How the launcher logs in: as pdsh would, with the launcher's own ssh_config (its
+# StrictHostKeyChecking too: a cluster that sets it to no launches fine, and so must pass here),
+# never prompting; ConnectTimeout, port, address and the known-hosts files are added per target.
 # ControlMaster/ControlPersist no: a launcher whose ~/.ssh/config multiplexes would otherwise keep
 # one master ssh (and its socket) per node running after the probe; an existing master is reused.
-LAUNCHER_SSH_OPTIONS = ("-n -o BatchMode=yes -o StrictHostKeyChecking=yes -o UpdateHostKeys=no -o LogLevel=ERROR "
+LAUNCHER_SSH_OPTIONS = ("-n -o BatchMode=yes -o UpdateHostKeys=no -o LogLevel=ERROR "
                         "-o ControlMaster=no -o ControlPersist=no")
 _LAUNCHER_SSH = r"""
 t=$1; n=$2
@@ -122,7 +123,12 @@ set -- $targets
 pf_one() {
   local name=${1%%=*} rest=${1#*=} addr port err rc
   addr=${rest%:*}; port=${rest##*:}
-  err=$(timeout $((t + 2)) ssh @OPTIONS@ -o ConnectTimeout="$t" -p "$port" "$addr" true 2>&1 </dev/null); rc=$?
+  # ssh learns a new host key into the first known-hosts file; /dev/null put first keeps the
+  # launcher's own files unchanged (StrictHostKeyChecking no or accept-new would add to them)
+  # while every key they hold is still checked.
+  kh=$(ssh -G -p "$port" "$addr" 2>/dev/null </dev/null | sed -n 's/^userknownhostsfile //p')
+  err=$(timeout $((t + 2)) ssh @OPTIONS@ -o "UserKnownHostsFile=/dev/null ${kh:-~/.ssh/known_hosts ~/.ssh/known_hosts2}" \
+        -o ConnectTimeout="$t" -p "$port" "$addr" true 2>&1 </dev/null); rc=$?
   # timeout's 124 with ssh silent: the login did not finish in time (pdsh's own would not either).
   [ $rc = 124 ] && [ -z "$err" ] && err="no login within $((t + 2))s (ConnectTimeout=$t, then timeout)"
   if [ $rc = 0 ]; then echo "ok $name $addr:$port"
