@@ -333,6 +333,7 @@ def test_port_range(host, facts, verdict):
     env = effective_env(host, facts.get("session.env"))
     per_npu = int(host.vars.get("processes_per_npu") or 1)
     reason = f"processes_per_npu={per_npu} in the inventory" if per_npu > 1 else None
+    unknown = None
     if reason is None:
         try:
             info = facts.get("npu_smi.info")
@@ -340,10 +341,13 @@ def test_port_range(host, facts, verdict):
             shared = sorted(k for k, n in counts.items() if n > 1)
             if shared:
                 reason = f"npu-smi info shows {counts[shared[0]]} processes on NPU {shared[0][0]}"
+            elif not info.process_table:
+                unknown = "npu-smi info printed no process table"
         except FactUnavailable:
             pass
     if reason is None:
-        verdict.skipped(message="one process per NPU (set processes_per_npu in the inventory for colocated jobs)")
+        verdict.skipped(message=f"{unknown or 'one process per NPU'} (set processes_per_npu in the inventory for "
+                                f"colocated jobs)")
         return
     value = env.get("HCCL_NPU_SOCKET_PORT_RANGE")
     if value:

@@ -79,6 +79,9 @@ class NpuSmiInfo:
     chips: tuple[NpuChip, ...]
     processes: tuple[NpuProcess, ...]
     driver_incomplete: bool
+    # npu-smi always prints the process table (or "No running processes found"); without it
+    # (output cut short after the chips) no process can be ruled out.
+    process_table: bool = True
 
     @property
     def npu_ids(self) -> tuple[int, ...]:
@@ -180,10 +183,10 @@ def parse_npu_smi_info(text: str) -> NpuSmiInfo:
 
     chips: list[NpuChip] = []
     processes: list[NpuProcess] = []
-    in_processes = False
+    in_processes = process_table = False
     for block in _blocks(lines, header + 2):
         if _is_process_header(block[0]):
-            in_processes = True
+            in_processes = process_table = True
             block = block[1:]
         if in_processes:
             processes.extend(_parse_process_row(row) for row in block if not _is_no_process_row(row))
@@ -199,6 +202,7 @@ def parse_npu_smi_info(text: str) -> NpuSmiInfo:
         chips=tuple(chips),
         processes=tuple(processes),
         driver_incomplete=any(_DRIVER_WARNING.match(line) for line in lines[header:]),
+        process_table=process_table,
     )
 
 
@@ -251,7 +255,9 @@ def _blocks(lines: list[str], start: int) -> list[list[str]]:
     """
     blocks: list[list[str]] = []
     current: list[str] = []
-    for line in lines[start:]:
+    end = len(lines)
+    for index in range(start, len(lines)):
+        line = lines[index]
         if _SEPARATOR.match(line):
             if current:
                 blocks.append(current)
@@ -261,9 +267,15 @@ def _blocks(lines: list[str], start: int) -> list[list[str]]:
                 raise ParseError(f"truncated npu-smi table row: {line[:60]!r}")
             current.append(line)
         else:
+            end = index
             break
     if current:
         raise ParseError(f"npu-smi table ends without a separator line after {current[-1][:60]!r}")
+    # A stray line (a message, a separator cut short) inside the table would end it early and the
+    # NPUs below it would vanish from a table that still looks healthy.
+    for line in lines[end + 1:]:
+        if line.startswith(("|", "+-", "+=")):
+            raise ParseError(f"npu-smi table broken by {lines[end][:60]!r}: table lines follow it")
     return blocks
 
 

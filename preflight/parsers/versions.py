@@ -174,7 +174,7 @@ def parse_ascend_files(text: str) -> AscendFiles:
     container = False
     current: list[str] | None = None
     head: tuple[str, str] | None = None
-    saw_marker = False
+    saw_marker = done = False
     for line in text.split("\n"):
         if current is not None:
             if line == "@@E":
@@ -194,9 +194,15 @@ def parse_ascend_files(text: str) -> AscendFiles:
         elif parts[0] == "@@C":
             container = True
         elif parts[0] == "@@DONE":
-            saw_marker = True
+            saw_marker = done = True
     if not saw_marker:
         raise ParseError(f"no version-file records in the probe output: {_excerpt(text)}")
+    # The links come last: output cut before @@DONE has lost some, and a driver or CANN folder
+    # read as absent would be reported as not installed.
+    if current is not None:
+        raise ParseError(f"the probe output ends inside {head[1]} (no @@E after it): cut short")
+    if not done:
+        raise ParseError("the probe output ends before its @@DONE marker: cut short, some paths unread")
 
     def file_of(label: str):
         for lab, path, content in files:

@@ -197,6 +197,13 @@ def test_ascend_files_bundle_classic_and_85_layout():
     assert empty.driver is None and empty.cann == ()
     with pytest.raises(ParseError):
         pv.parse_ascend_files("bash: something\n")
+    # Cut short: the @@L records of the driver and CANN folders come last and would be read as absent.
+    whole = files_output()
+    assert whole.endswith("@@DONE\n")
+    with pytest.raises(ParseError, match="before its @@DONE marker"):
+        pv.parse_ascend_files(whole[:whole.index("@@L\troot")])
+    with pytest.raises(ParseError, match="ends inside /usr/local/Ascend/driver/version.info"):
+        pv.parse_ascend_files(whole[:whole.index("@@E")])
 
 
 @pytest.mark.parametrize("rel, soc, family", [
@@ -929,6 +936,17 @@ def test_idle():
         "| python                   |", "|                          |")
     results = bad(run(npu.test_idle, H, facts_of(npu_smi_dot_info=out(unnamed))))
     assert "process 576489 holds 60703 MB" in results[0].message, results[0].message
+
+
+def test_idle_without_the_process_table_says_a_process_cannot_be_ruled_out():
+    cut = facts_of(npu_smi_dot_info=out(fixture("npu-smi/info/a2-910b1-23.0.rc2-idle-no-proc-section.txt")))
+    results = run(npu.test_idle, H, cut)
+    [r] = bad(results)
+    assert r.subject == "processes" and r.outcome == "warning"
+    explained(r, "no process table", "cannot be ruled out")
+    assert sum(x.outcome == "passed" for x in results) == 8  # the chips are still judged on HBM use
+    [r] = run(hccl.test_port_range, H, cut)
+    assert r.outcome == "skipped" and "npu-smi info printed no process table" in r.message
 
 
 def test_driver_install_complete():

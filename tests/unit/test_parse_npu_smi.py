@@ -104,7 +104,8 @@ def test_a2_910b4_idle_values():
 
 def test_a2_910b1_without_process_section():
     info = parse_npu_smi_info(read(A2_B1_NO_PROC))
-    assert info.processes == ()
+    assert info.processes == () and not info.process_table
+    assert parse_npu_smi_info(read(A2_B4_IDLE)).process_table
     assert chip(info, 0).power_w == 88.4
     assert chip(info, 0).temp_c == 46
     assert [c.hbm_used_mb for c in info.chips] == [4175, 4175, 4175, 4175, 4174, 4175, 4175, 4174]
@@ -521,3 +522,14 @@ def test_chips_by_device_number():
     by_device = duo.by_device()
     assert by_device is not None and len(by_device) == len(duo.chips)
     assert {(c.npu_id, c.chip_id) for c in by_device.values()} == {(c.npu_id, c.chip_id) for c in duo.chips}
+
+
+@pytest.mark.parametrize("stray", ["dcmi_get_device_info failed, ret = -8020", "", "+-------------------"])
+def test_a_stray_line_inside_the_table_raises_instead_of_dropping_the_npus_below_it(stray):
+    # Ended at the stray line, the table read as 3 healthy NPUs of 8.
+    lines = read(A2_B4_IDLE).splitlines()
+    seps = [i for i, line in enumerate(lines) if line.startswith("+")]
+    cut = seps[4]  # after NPU 2's block
+    broken = "\n".join(lines[:cut + 1] + [stray] + lines[cut + 1:]) + "\n"
+    with pytest.raises(ParseError, match="table lines follow it"):
+        parse_npu_smi_info(broken)
