@@ -1,5 +1,6 @@
 """The NPUs' RoCE ports as hccn_tool sees them: what HCCL needs between nodes."""
 
+import ipaddress
 from collections import Counter
 
 from preflight import faq
@@ -224,6 +225,16 @@ def _downs(stat) -> int:
     return sum(1 for r in stat.records if r.state == "DOWN")
 
 
+def _unusable(address: str) -> str | None:
+    """Why a device IP cannot carry HCCL traffic (0.0.0.0 is what a cleared port can show)."""
+    ip = ipaddress.ip_address(address)
+    for bad, why in ((ip.is_unspecified, "the unspecified address"), (ip.is_loopback, "a loopback address"),
+                     (ip.is_multicast, "a multicast address")):
+        if bad:
+            return why
+    return None
+
+
 @check("hccl.device_ip", title="Every NPU has a device IP (-ip -g), unique on the node", reference=faq.R_HCCL_IP,
        needs=("hccn.ip", *HCCN_NEEDS),
        remedy=("Give every NPU its own RoCE address, as /etc/hccn.conf records them: an operator runs "
@@ -245,10 +256,17 @@ def test_device_ip(host, facts, verdict):
         elif ip is None:
             verdict.failed(subject, observed=f"hccn_tool -i {dev} -ip -g: no device IP configured",
                            expected="an ipaddr/netmask for the NPU's RoCE port", where=_where(host, facts, dev))
+        elif _unusable(ip.address):
+            verdict.failed(subject, observed=f"hccn_tool -i {dev} -ip -g: ipaddr {ip.address}, {_unusable(ip.address)}",
+                           expected="a unicast ipaddr/netmask for the NPU's RoCE port", where=_where(host, facts, dev))
         elif len(owners[ip.address]) > 1:
             others = fold(f"npu{d}" for d in owners[ip.address] if d != dev)
             verdict.failed(subject, observed=f"device IP {ip.address} also on {others}",
                            expected="a device IP unique on the node", where=_where(host, facts, dev))
+        elif ip.netmask is None:
+            verdict.failed(subject, observed=f"hccn_tool -i {dev} -ip -g: ipaddr {ip.address} without a netmask line",
+                           expected="an ipaddr and its netmask, as hccn_tool prints them for a configured port",
+                           where=_where(host, facts, dev))
         else:
             verdict.passed(subject, message=f"device IP {ip.address}/{ip.netmask}")
 

@@ -119,8 +119,11 @@ class PingMatrix:
 def parse_ping_matrix(text: str) -> PingMatrix:
     mode, pairs = None, []
     for line in text.splitlines():
-        if line.startswith("schedule "):
-            mode = line.split()[1]
+        if line.startswith("schedule"):
+            words = line.split()
+            if len(words) != 2:
+                raise ParseError(f"unreadable ping schedule line {line[:80]!r}")
+            mode = words[1]
             continue
         m = _PING.match(line)
         if m:

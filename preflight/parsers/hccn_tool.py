@@ -289,6 +289,9 @@ def parse_link_stat(text: str) -> LinkStat:
             seen_known_line = True
         elif m := _LINK_RECORD.match(body):
             records.append(LinkStatRecord(timestamp=m.group(1), state=m.group(2)))
+        elif body[:1].isspace() and body.strip():
+            # An indented line is a change record: one skipped would undercount the flaps.
+            raise ParseError(f"unreadable link change record: {body.strip()[:80]!r}")
     if len(devices) > 1:
         raise ParseError(f"link_stat output names several devices: {sorted(devices, key=int)}")
     if not seen_known_line:

@@ -115,7 +115,8 @@ def test_record_parsers():
     assert matrix.pairs[2].skipped
     assert parse_resolve("node-01 10.0.0.1\nnode-02 -\n") == {"node-01": "10.0.0.1", "node-02": None}
     for parser, text in ((parse_tcp_probes, "bogus"), (parse_launcher_ssh, ""), (parse_clock_offset, "x"),
-                         (parse_storage, "???"), (parse_ping_matrix, "garbage line")):
+                         (parse_storage, "???"), (parse_ping_matrix, "garbage line"),
+                         (parse_ping_matrix, "schedule \n"), (parse_ping_matrix, "schedule all ring\n")):
         with pytest.raises(ParseError):
             parser(text)
 

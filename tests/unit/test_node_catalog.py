@@ -828,6 +828,17 @@ def test_device_ip_missing_and_duplicate():
     assert {r.subject for r in results} == {"npu2", "npu0", "npu5"}
 
 
+@pytest.mark.parametrize("printed, says", [
+    ("ipaddr:0.0.0.0\nnetmask:0.0.0.0\n", "ipaddr 0.0.0.0, the unspecified address"),
+    ("ipaddr:127.0.0.1\nnetmask:255.0.0.0\n", "ipaddr 127.0.0.1, a loopback address"),
+    ("ipaddr:224.0.0.5\nnetmask:255.255.255.0\n", "ipaddr 224.0.0.5, a multicast address"),
+    ("ipaddr:29.1.112.13\n", "ipaddr 29.1.112.13 without a netmask line")])
+def test_device_ip_that_cannot_carry_hccl_fails(printed, says):
+    [r] = bad(run(hccl.test_device_ip, H, make_facts(raw=node_raw(hccn_dot_ip__3=out(printed)))))
+    assert r.subject == "npu3" and r.outcome == "failed"
+    explained(r, f"hccn_tool -i 3 -ip -g: {says}")
+
+
 @pytest.mark.parametrize("rc, stderr, outcome, says", [
     # The driver exits with 0x400D & 0xFF = 13 and says so when no IP was preset; some say nothing.
     (13, "hccn_tool/ip/unconfigured-stderr.txt", "failed", "no device IP configured"),

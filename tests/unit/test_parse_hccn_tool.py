@@ -327,8 +327,9 @@ def test_link_stat_current_driver_with_down_count_and_no_records():
     "text",
     [*GARBAGE.values(), "[devid 0]current time        : Wed Aug  2 03:09:26 2022\n",
      read("link_stat/devid-healthy.txt") + read("link_stat/devid-healthy.txt").replace("[devid 0]", "[devid 1]"),
-     "link up count       : 2\n"],
-    ids=[*GARBAGE, "time-only", "two-devices", "no-prefix"],
+     "link up count       : 2\n",
+     read("link_stat/devid-healthy.txt").replace("    LINK DOWN", "    LINK_DOWN", 1)],
+    ids=[*GARBAGE, "time-only", "two-devices", "no-prefix", "unreadable-record"],
 )
 def test_link_stat_rejects(text):
     with pytest.raises(ParseError):
