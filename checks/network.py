@@ -3,9 +3,10 @@
 from collections import Counter, defaultdict
 
 from preflight import faq
-from preflight.activeprobe import (hccl_endpoint, hccl_ports_of, launcher_hosts, launcher_targets, ray_plan,
+from preflight.activeprobe import (device_ips, hccl_endpoint, hccl_ports_of, launcher_hosts, launcher_targets, ray_plan,
                                   rendezvous_plan, shared_paths)
 from preflight.check import check
+from preflight.checks.hccl import not_applicable
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
 from preflight.outliers import split
@@ -473,8 +474,25 @@ def test_shared_storage(cluster, verdict):
 # -- NPU-to-NPU ping -------------------------------------------------------------------------
 
 
+def no_ping_reason(host, facts, cluster) -> str | None:
+    """Why no NPU ping ran from ``host`` where that is a fact of the cluster, not a failure of the
+    run: the pings go only between nodes whose device IPs hccn_tool read (as the activeprobe picks them)."""
+    why = not_applicable(facts, "hccn.ip")
+    if why:
+        return f"{host.name}: {why}"
+    try:
+        if not device_ips(facts):
+            return f"{host.name}: no device IP read (hccl.device_ip says why), so no NPU of it to ping from"
+        peers = [h.name for h, f in cluster.reachable() if h.name != host.name and device_ips(f)]
+    except KeyError:
+        return None
+    if not peers:
+        return f"{host.name} is the only node whose device IPs were read: no peer NPU to ping"
+    return None
+
+
 @check("cluster.device_ping", title="NPUs reach the other nodes' NPUs over RoCE (hccn_tool -ping)",
-       reference=faq.R_HCCL_PING, needs=("hccn.ping", "hccn.ip"),
+       reference=faq.R_HCCL_PING, needs=("hccn.ping", "hccn.ip", "npu_smi.info?", "ascend.files?"),
        remedy=("Check the failing NPU's port and the path to the peer: hccn_tool -i <N> -link -g, -net_health -g, "
                "the switch port and VLAN; a whole row (one source NPU failing everywhere) points at that NPU, a "
                "column (one peer unreachable from all) at the peer; the device IPs must be in routable subnets "
@@ -483,6 +501,11 @@ def test_device_ping(host, facts, cluster, verdict):
     if len(cluster.reachable()) < 2:
         verdict.skipped(message="fewer than two reachable nodes: no peer to ping")
         return
+    if "hccn.ping" not in facts.raw:
+        why = no_ping_reason(host, facts, cluster)
+        if why:
+            verdict.skipped(message=why)
+            return
     matrix = _probes(verdict, facts, "hccn.ping", host.name)
     if matrix is None:
         return

@@ -173,6 +173,12 @@ done
 """.replace("@HOME_P@", expand_home("p"))
 
 
+def device_ips(facts) -> dict[int, str]:
+    """The device IPs hccn_tool read on a node, by device: the NPUs that take part in the pings."""
+    return {dev: ip.address for dev, ip in facts.per_device("hccn.ip").items()
+            if not isinstance(ip, FactUnavailable) and ip is not None}
+
+
 PING_TIMEOUT = 10
 PING_SLACK = 5  # seconds a ping run and its round may take beyond the pings' own limits
 # "<src dev> <peer ip> rc=<rc> <sent> packets transmitted, <received> received" per pair.
@@ -492,14 +498,13 @@ class PhaseTwo:
         nodes = []
         for host, facts in self.cluster.reachable():
             try:
-                ips = {dev: ip.address for dev, ip in facts.per_device("hccn.ip").items()
-                       if not isinstance(ip, FactUnavailable) and ip is not None}
+                ips = device_ips(facts)
             except KeyError:
                 return
             if ips:
                 nodes.append((host, ips))
         if len(nodes) < 2:
-            return
+            return  # cluster.device_ping says why (checks.network.no_ping_reason)
         for (host, _) in nodes:
             self.cluster.facts[host.name].raw["hccn.ping"] = CommandOutput(stdout=f"schedule {mode}\n", stderr="",
                                                                            rc=0)

@@ -419,6 +419,32 @@ def test_device_ping_rows():
     assert r.outcome == "skipped"
 
 
+def test_device_ping_not_run_says_why_where_the_cluster_explains_it():
+    """No ping record: an error only when the run failed to ping; where hccl.* themselves skip
+    (310P, no device IP, no peer with one) it is a skip saying so, not an error with a --host-timeout remedy."""
+    from tests.factsets import fixture
+
+    def no_ips(cl, name):
+        for key in [k for k in cl.facts[name].raw if k.startswith("hccn.ip/")]:
+            cl.facts[name].raw[key] = out("", rc=13, stderr="")
+            cl.facts[name]._cache.pop(key, None)
+
+    ips = {f"node-0{n}": {f"hccn.ip/{d}": f"ipaddr:29.1.{n}.{d}\nnetmask:255.255.0.0\n" for d in range(8)}
+           for n in (1, 2, 3)}
+    hosts, cl = _cluster(ips)
+    [r] = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert r.outcome == "error"  # every node has device IPs: the pings should have run
+    no_ips(cl, "node-02"), no_ips(cl, "node-03")
+    [r] = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert r.outcome == "skipped" and "node-01 is the only node whose device IPs were read" in r.message
+    [r] = run_check(network.test_device_ping, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
+    assert r.outcome == "skipped" and "node-02: no device IP read" in r.message
+    hosts, cl = _cluster({h: {**ips[h], "npu_smi.info": fixture("npu-smi/info/310p3-25.2.0-duo-npu2-3.txt")}
+                          for h in ("node-01", "node-02", "node-03")})
+    [r] = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert r.outcome == "skipped" and "cards have no RoCE port" in r.message
+
+
 def test_rendezvous_master_from_the_job_when_the_nodes_do_not_set_it(tmp_path):
     from preflight.activeprobe import rendezvous_plan
     from preflight.job import load_jobs
