@@ -117,7 +117,7 @@ def test_ray_ports(host, facts, cluster, verdict):
 
 @check("cluster.rendezvous", title="MASTER_ADDR/PORT, RANK and WORLD_SIZE agree and the master port is reachable",
        scope="cluster", reference=faq.R_RAY_JOIN_4, needs=("session.env", "tcp.rendezvous", "net.listening?",
-                                                           "tools.python3?"),
+                                                           "tools.python3?", "net.interfaces?"),
        remedy=("Export the same MASTER_ADDR and MASTER_PORT on every node, a distinct RANK per node (0 on the "
                "master) and WORLD_SIZE equal to the number of nodes, in the launch script or the node's environment "
                "(echo \"RANK=$RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT\"); "
@@ -163,8 +163,15 @@ def test_rendezvous(cluster, verdict):
         return
     subject = f"{plan.address}:{plan.port}"
     if plan.master is None:
-        verdict.error(subject, message=f"MASTER_ADDR={plan.address} ({plan.source}) names no inventory host: its "
-                                       f"port cannot be probed")
+        shared = [h.name for h, f in cluster.reachable()
+                  if plan.address in {ip for i in f.optional("net.interfaces", {}).values() for ip in i.ips()}]
+        verdict.error(subject, message=(f"MASTER_ADDR={plan.address} ({plan.source}) is an address of {fold(shared)} "
+                                        f"alike (a bridge every node has), so no one node is the master: its port "
+                                        f"cannot be probed" if len(shared) > 1 else
+                                        f"MASTER_ADDR={plan.address} ({plan.source}) names no inventory host, nor an "
+                                        f"address of one: its port cannot be probed"),
+                      remedy="Set MASTER_ADDR to the address or name of the rank-0 node as the inventory lists it "
+                             "(or one of that node's own interface addresses), on every node or in the launch script.")
         return
     for host in plan.sources:
         try:

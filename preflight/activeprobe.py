@@ -835,6 +835,11 @@ def rendezvous_plan(cluster) -> RendezvousPlan | None:
         for host in cluster.hosts:
             if address in (host.name, host.address):
                 master = host
+    if address and master is None:
+        # MASTER_ADDR on another NIC of a node (the training network, not the one SSH uses).
+        owners = [host for host, facts in cluster.reachable()
+                  if address in {ip for iface in facts.optional("net.interfaces", {}).values() for ip in iface.ips()}]
+        master = owners[0] if len(owners) == 1 else None
     sources = [h for h, _ in cluster.reachable() if master is None or h.name != master.name]
     if address is None or port is None:
         master = None

@@ -407,6 +407,36 @@ def test_rendezvous_agreement():
     assert {(r.host, r.outcome) for r in reach} == {("node-02", "passed"), ("node-03", "passed")}
 
 
+def test_rendezvous_master_on_another_nic_of_a_node():
+    """MASTER_ADDR on node-01's training NIC (not the address SSH uses): node-01 is the master and
+    its port is probed there; an address every node has (a bridge) names no one master."""
+    from preflight.activeprobe import rendezvous_plan
+    from tests.factsets import IFACES, healthy_raw
+
+    def nics(i, extra):
+        return [*IFACES[:1], {**IFACES[1], "addr_info": [{"family": "inet", "local": f"10.0.0.{i}", "prefixlen": 24}]},
+                {"ifname": "enp189s0f0", "flags": ["UP", "LOWER_UP"], "operstate": "UP",
+                 "addr_info": [{"family": "inet", "local": a, "prefixlen": 24} for a in (f"192.168.9.{i}", *extra)]}]
+
+    hosts = [make_host(f"node-0{i}", address=f"10.0.0.{i}") for i in (1, 2, 3)]
+    env = {"MASTER_ADDR": "192.168.9.1", "MASTER_PORT": "29500"}
+    facts = [make_facts(h.name, raw=healthy_raw(env=env, interfaces=nics(i, ()))) for i, h in zip((1, 2, 3), hosts)]
+    for f in facts[1:]:
+        f.raw["tcp.rendezvous"] = out("open 192.168.9.1 29500 temporary\n")
+    cl = cluster_of(*zip(hosts, facts))
+    plan = rendezvous_plan(cl)
+    assert plan.master.name == "node-01" and [h.name for h in plan.sources] == ["node-02", "node-03"]
+    reach = [r for r in run_check(network.test_rendezvous, cluster=cl) if r.subject == "192.168.9.1:29500"]
+    assert {(r.host, r.outcome) for r in reach} == {("node-02", "passed"), ("node-03", "passed")}
+    env = {"MASTER_ADDR": "172.18.0.1", "MASTER_PORT": "29500"}
+    facts = [make_facts(h.name, raw=healthy_raw(env=env, interfaces=nics(i, ("172.18.0.1",))))
+             for i, h in zip((1, 2, 3), hosts)]
+    cl = cluster_of(*zip(hosts, facts))
+    assert rendezvous_plan(cl).master is None
+    [r] = [r for r in run_check(network.test_rendezvous, cluster=cl) if r.subject == "172.18.0.1:29500"]
+    assert r.outcome == "error" and "is an address of node-[01-03] alike" in r.message and "rank-0" in r.remedy
+
+
 def test_device_ping_rows():
     rec = ("schedule ring\nnode-02 0 0 29.1.0.20 rc=0 3 packets transmitted, 3 received\n"
            "node-02 1 1 29.1.0.21 rc=1 3 packets transmitted, 0 received\n")
