@@ -27,7 +27,9 @@ def test_checkpoint_dir(host, facts, verdict):
         verdict.failed(path, observed=f"{path} is not writable by the login user (test -w)",
                        expected="a directory the job can write")
     elif ck.avail_kb is None:
-        verdict.error(path, message=f"{host.name}: df could not tell the free space of {path}")
+        verdict.error(path, message=f"{host.name}: df could not tell the free space of {path}",
+                      remedy=f"Run df -P {path} on that node: a hung or stale network mount shows there (remount "
+                             f"it), then re-run the preflight.")
     elif ck.avail_kb / 1024 / 1024 < need_gb:
         verdict.failed(path, observed=f"{path}: {ck.avail_kb / 1024 / 1024:.1f} GB free on {ck.mount or ck.filesystem}",
                        expected=f"at least {need_gb:g} GB free (checkpoint_free_gb)")

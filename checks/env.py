@@ -5,7 +5,7 @@ from collections import defaultdict
 
 from preflight import faq
 from preflight.check import check
-from preflight.facts import FactUnavailable
+from preflight.facts import FactUnavailable, remedy_for_unevaluated
 from preflight.hostlist import fold
 from preflight.outliers import split
 from preflight.ifname import VARIABLES, describe, effective_env, hccl_own_choice, route_to, select
@@ -259,7 +259,9 @@ def test_cann_loaded(host, facts, verdict):
         stack = facts.get("python.stack")
     except FactUnavailable as exc:
         verdict.error(message=f"{host.name}: {present[0]}={home}, but the job's Python could not be asked "
-                              f"whether `import acl` works: {exc}")
+                              f"whether `import acl` works: {exc}",
+                      remedy=remedy_for_unevaluated(str(exc)) or "Check the inventory's python for this node (it "
+                             "must be the Python the job runs) and run it by hand there: python -c 'import acl'.")
         return
     real = files.roots.get(home, home)
     cann_py = [f"{r}/python/site-packages" for r in {home, real}]

@@ -7,10 +7,13 @@ from preflight.activeprobe import (device_ips, hccl_endpoint, hccl_ports_of, lau
                                   rendezvous_plan, shared_paths)
 from preflight.check import check
 from preflight.checks.hccl import not_applicable
-from preflight.facts import FactUnavailable
+from preflight.facts import FactUnavailable, remedy_for_unevaluated
 from preflight.hostlist import fold
 from preflight.outliers import split
 
+NO_RECORD_REMEDY = ("The probe between the nodes left no record for this target (cut by the step's deadline or "
+                    "the run interrupted): re-run the preflight, with a larger --command-timeout if the nodes are "
+                    "slow.")
 FIREWALL_REMEDY = ("Open the port between the nodes: stop firewalld on the target (sudo systemctl stop firewalld; "
                    "systemctl disable firewalld) or allow the port (firewall-cmd --permanent --add-port=<port>/tcp; "
                    "firewall-cmd --reload), and check security groups or switch ACLs in between; then test from "
@@ -54,7 +57,10 @@ def judge_tcp(verdict, probe, path: str, subject: str, severity=None, **kw) -> N
     elif probe.state == "refused":
         verdict.error(subject, message=f"{path}: connection refused and nothing listens there yet; no temporary "
                                        f"listener could be opened (python3 missing, or the port could not be "
-                                       f"bound), so a firewall cannot be told from a service not started", **kw)
+                                       f"bound), so a firewall cannot be told from a service not started",
+                      remedy=f"Install python3 on the target node (the preflight opens a listener on port {probe.port} "
+                             f"with it), or start the service that listens on {probe.port} there, and re-run the "
+                             f"preflight.", **kw)
     else:
         verdict.failed(subject, severity=severity, observed=f"{path}: {probe.state} ({probe.detail})",
                        expected="the connection accepted", **kw)
@@ -106,7 +112,8 @@ def test_ray_ports(host, facts, cluster, verdict):
         subject = f"{node.name}:{port}"
         probe = by_target.get((node.address, port))
         if probe is None:
-            verdict.error(subject, message=f"{host.name} -> {subject}: no probe record")
+            verdict.error(subject, message=f"{host.name} -> {subject}: no probe record",
+                          remedy=NO_RECORD_REMEDY)
             continue
         judge_tcp(verdict, probe, f"{host.name} -> {node.name} Ray {label} port ({probe.address}:{port})", subject,
                   severity=RAY_SEVERITY[label])
@@ -435,7 +442,10 @@ def test_shared_storage(cluster, verdict):
             verdict.error(message=f"{host.name}: {exc}", host=host.name)
     writer = next((h for h, v in views.items() if v.is_writer), None)
     if writer is None:
-        verdict.error(message="no node could write the marker files")
+        verdict.error(message="no node could write the marker files",
+                      remedy="Make the shared paths writable by the preflight's login user on at least one node "
+                             "(or run the preflight as root there): one node writes a marker file and the others "
+                             "look for it.")
         return
     for path in paths:
         wrote = {e.path: e.state for e in views[writer].entries}.get(path)
@@ -526,7 +536,12 @@ def test_device_ping(host, facts, cluster, verdict):
         subject = f"npu{pair.dev}->{pair.peer}:npu{pair.peer_dev}"
         shown = f"hccn_tool -i {pair.dev} -ping -g address {pair.address} ({pair.peer} npu{pair.peer_dev})"
         if pair.skipped:
-            verdict.error(subject, message=f"{host.name} {subject}: not pinged: {pair.skipped}")
+            verdict.error(subject, message=f"{host.name} {subject}: not pinged: {pair.skipped}",
+                          remedy=remedy_for_unevaluated(pair.skipped)
+                          or f"Run hccn_tool -i {pair.dev} -ping -g address {pair.address} by hand on {host.name}: if "
+                             f"it hangs there too, that NPU's port or driver is stuck (hccn_tool -i {pair.dev} -link "
+                             f"-g, -net_health -g; dmesg); if the node's SSH session dropped, check its sshd and "
+                             f"re-run the preflight.")
         elif pair.ok:
             verdict.passed(subject, message=f"{shown}: {pair.received}/{pair.transmitted} received")
         elif pair.rc in (124, 137):

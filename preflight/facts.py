@@ -229,6 +229,15 @@ _UNEVALUATED_REMEDIES = (
      "inventory with NOPASSWD for npu-smi and hccn_tool)."),
     ("was not gathered", "The probe ended before this command ran (the run was interrupted, or the host ran "
      "out of --host-timeout): re-run the preflight, with a larger --host-timeout if the host is slow."),
+    ("was not reached", ""),  # as "is unreachable"
+    ("no /dev/davinciN device nodes", "Load the NPU driver on the node (npu-smi info must list its NPUs); in a "
+     "container, pass the NPUs in: --device /dev/davinciN for each, with /dev/davinci_manager, /dev/devmm_svm and "
+     "/dev/hisi_hdc, then re-run the preflight."),
+    # A cluster-wide check over nodes whose own facts could not be read: each node's result says why.
+    ("unreadable on", "Each node named has its own result (its row in the report) saying why its output could "
+     "not be read: fix that there and re-run the preflight."),
+    ("could be read", "Every node's own result (its row in the report) says why its output could not be read: "
+     "fix that and re-run the preflight."),
 )
 
 

@@ -35,7 +35,9 @@ def judge(host, gathered, verdict: Verdict, note: str = "") -> None:
         verdict.error(message=f"{host.name} was not gathered")
     elif not gathered.reachable:
         verdict.failed(observed=f"cannot log in ({gathered.error}){note}",
-                       expected=f"an SSH login to {host.address} within --connect-timeout",
+                       expected=f"an SSH login to {host.address}"
+                                + (f" port {host.port}" if host.port and int(host.port) != 22 else "")
+                                + " within --connect-timeout",
                        remedy=_REMEDIES.get(gathered.error_kind))
     elif gathered.error_kind == "lost":
         verdict.failed(observed=f"logged in, then {gathered.error}{note}",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 
 from ..hostlist import fold
 from ..results import visible, worst
@@ -216,20 +217,25 @@ def findings(document: dict) -> str:
         shown.append(r)
     if not shown:
         return ""
-    # (outcome, check, subject, message without its host, remedy, reference) -> hosts, in first-seen order
-    groups: dict[tuple, list[str | None]] = {}
+    addresses = {h.get("name"): h.get("address") for h in document.get("hosts", [])}
+    # (outcome, check, subject, message without its host or the host's address, remedy, reference)
+    # -> (host, its own message) in first-seen order
+    groups: dict[tuple, list[tuple[str | None, str]]] = {}
     for r in shown:
         host, subject = r.get("host"), r.get("subject")
         message = _without_where(r["message"], host, subject)
         if host in unevaluated and r["check"] == "cluster.reachable":
             message += f" ({unevaluated[host]} other checks not evaluated)"
         remedy = r.get("remedy")
-        key = (r["outcome"], r["check"], subject, message, remedy or None, r.get("reference") or None)
-        groups.setdefault(key, []).append(host)
+        key = (r["outcome"], r["check"], subject, _without_address(message, host, addresses.get(host)),
+               remedy or None, r.get("reference") or None)
+        groups.setdefault(key, []).append((host, message))
     parts = ['<h3>What to fix</h3><ol class="pf-findings">']
-    for (outcome, check, subject, message, remedy, reference), hosts in sorted(
+    for (outcome, check, subject, generic, remedy, reference), members in sorted(
             groups.items(), key=lambda kv: _ORDER[kv[0][0]]):
+        hosts = [h for h, _ in members]
         named = list(dict.fromkeys(h for h in hosts if h is not None))
+        message = members[0][1] if len(named) <= 1 else generic
         if named:
             on = fold(named) + (f" ({len(named)} hosts)" if len(named) > 1 else "")
             if None in hosts:  # the same text from a cluster-wide result too (rare)
@@ -247,6 +253,18 @@ def findings(document: dict) -> str:
         parts.append("".join(item))
     parts.append("</ol>")
     return "".join(parts)
+
+
+def _without_address(message: str, host, address) -> str:
+    """The message with the host's own address said as "its address": ten nodes whose sshd is down
+    are one finding, not ten that differ only in the address each names."""
+    if not host:
+        return message
+    message = message.replace(f"({host}: ", "(")  # an SSH error names the host it was for
+    if not address or address == host:
+        return message
+    message = message.replace(f"{host} ({address}): ", "").replace(f"{host} ({address})", host)
+    return re.sub(rf"(?<![\w.:]){re.escape(address)}(?!\.?\w)", "its address", message)
 
 
 def _without_where(message: str, host, subject) -> str:

@@ -987,3 +987,27 @@ def test_a_launcher_login_that_does_not_finish_says_so(tmp_path):
                           capture_output=True, text=True, timeout=60, env={"PATH": f"{bindir}:/usr/bin:/bin"})
     [attempt] = parse_launcher_ssh(done.stdout)
     assert not attempt.ok and attempt.detail == "rc=124 no login within 3s (ConnectTimeout=1, then timeout)"
+
+
+def test_checks_that_cannot_be_evaluated_still_say_what_to_do():
+    """Errors raised by the checks themselves (not a fact's own reason) carry a next step."""
+    from preflight.checks import hccl, npu
+    from tests.factsets import healthy_raw
+
+    hosts, cl = _cluster({"node-02": {"tcp.ray": "refused 10.0.0.1 6379 none Connection refused\n"},
+                          "node-01": {"hccn.ping": "schedule ring\nnode-02 0 0 29.1.0.20 skipped no answer from "
+                                                   "node-01 within 30s (the ping run was abandoned)\n"}})
+    [gcs] = [r for r in run_check(network.test_ray_ports, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
+             if r.subject == "node-01:6379"]
+    assert gcs.outcome == "error" and "Install python3 on the target node" in gcs.remedy
+    cl.facts["node-01"].raw.update({f"hccn.ip/{d}": out(f"ipaddr:29.1.1.{d}\nnetmask:255.255.0.0\n") for d in range(8)})
+    [ping] = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert ping.outcome == "error" and "hccn_tool -i 0 -ping -g address 29.1.0.20 by hand on node-01" in ping.remedy
+    bare = healthy_raw()
+    bare["probe.devices"] = out("")
+    facts = make_facts("node-01", raw=bare)
+    [r] = run_check(hccl.test_link_up, host=hosts[0], facts=facts)
+    assert r.outcome == "error" and "--device /dev/davinciN" in r.remedy, r
+    cl.facts["node-02"].raw["npu_smi.info"] = out("dcmi module initialize failed. ret is -8005\n")
+    errors = [r for r in run_check(npu.test_hardware_agree, cluster=cl) if r.outcome == "error"]
+    assert errors and all("its row in the report" in r.remedy for r in errors), errors

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import dataclasses
 import os
 import re
 from html.parser import HTMLParser
@@ -325,6 +326,38 @@ def test_remedies_appear_in_the_findings_list(parsed):
     assert dev.startswith("FAILED") and "on node-02 npu1" in dev and "Source: FAQ item" in dev
     assert not any("ulimit -n 65536" in f for f in findings)
     assert not any("not evaluated: node-03 is unreachable" in f for f in findings)
+
+
+def test_hosts_down_alike_are_one_finding_though_each_error_names_its_address():
+    """sshd down on three nodes: one item naming node-[01-03], where the address each error quotes
+    made three; a node alone keeps its own text, address and port included."""
+    from preflight.check import CheckInfo, Verdict
+    from preflight.facts import HostFacts
+    from preflight.reachable import DECLARATION, judge
+    from tests.factsets import make_host
+
+    info = CheckInfo(id="cluster.reachable", severity="error", **DECLARATION)
+    hosts = [dataclasses.replace(make_host(f"node-0{i}", address=f"10.0.0.{i}"), port=2222) for i in (1, 2, 3)]
+    hosts.append(make_host("node-04", address="10.0.0.14"))
+    results = []
+    for h in hosts:
+        why = "connection refused (sshd not running, or the port is closed)" if h.name != "node-04" else \
+            "no answer within 10s (connect timed out)"
+        verdict = Verdict(info, h.name)
+        judge(h, HostFacts(host=h.name, address=h.address, reachable=False, error=f"{h.name} ({h.address}): {why}",
+                           error_kind="unreachable"), verdict)
+        results += [r.to_json() if hasattr(r, "to_json") else r.__dict__ for r in verdict.results]
+    document = {"schema": 1, "results": results,
+                "hosts": [{"name": h.name, "address": h.address, "reachable": False} for h in hosts]}
+    p = Page()
+    p.feed(page(document))
+    p.close()
+    assert len(p.findings) == 2, p.findings
+    many = next(f for f in p.findings if "node-[01-03] (3 hosts)" in f)
+    assert "cannot log in (connection refused" in many and "an SSH login to its address port 2222" in many
+    assert "10.0.0." not in many
+    one = next(f for f in p.findings if "on node-04" in f)
+    assert "cannot log in (node-04 (10.0.0.14): no answer within 10s" in one and "an SSH login to 10.0.0.14 within" in one
 
 
 # ------------------------------------------------------------------------------ files
