@@ -233,6 +233,10 @@ def _translate(exc: BaseException, label: str, timeout: float) -> TransportError
     if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
         return TransportError("config", f"{label}: the controller ran out of open files "
                                         f"({exc.strerror}); raise `ulimit -n` where the checker runs")
+    if isinstance(exc, OSError) and exc.filename:
+        # A local file (the identity_file, most often): which one, and it is not the node's fault.
+        return TransportError("config", f"{label}: {exc.strerror or exc}: {exc.filename} (check identity_file "
+                                        f"and the other paths in the inventory)")
     if isinstance(exc, OSError):
         return TransportError("unreachable", f"{label}: {exc.strerror or exc}")
     return TransportError("unreachable", f"{label}: {type(exc).__name__}: {exc}")

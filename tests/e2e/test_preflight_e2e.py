@@ -261,6 +261,18 @@ def test_changed_host_key_is_always_refused(sim, inventory, tmp_path):
             assert {p[3] for p in problems(doc) if p[1] != "node-01"} <= {"error"}  # ray: head unreachable
 
 
+def test_an_identity_file_that_does_not_exist_is_named(sim, inventory, tmp_path):
+    missing = tmp_path / "keys" / "id_missing"
+    inv = sim.write_inventory(tmp_path / "hosts.yaml", defaults={"identity_file": str(missing)},
+                              **_groups_of(inventory))
+    proc, doc = run_preflight(inv, tmp_path)
+    down = [r for r in by_check(doc, "cluster.reachable") if r["outcome"] == "failed"]
+    assert len(down) == len(sim.nodes)
+    for r in down:
+        assert f"No such file or directory: {missing}" in r["message"] and "identity_file" in r["message"], r
+    assert proc.returncode == 1
+
+
 def _groups_of(inventory):
     import yaml
 
