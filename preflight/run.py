@@ -16,6 +16,7 @@ from . import __version__, forked
 from .activeprobe import run_phase_two
 from .facts import HostFacts, SharedOutputs, is_secret_name, remedy_for_unevaluated, resolve
 from .gather import Gatherer, GatherSettings, raise_open_files_limit
+from .hostlist import fold
 from .inventory import Host, Inventory, check_host, load_inventory
 from .probe import packed
 from .reachable import unjudged_failures
@@ -547,6 +548,18 @@ class PreflightRun:
                 tr.write_line(f"  note: {visible(note)}")
             if len(notes) > JOB_NOTES_SHOWN:
                 tr.write_line(f"  ... and {len(notes) - JOB_NOTES_SHOWN} more notes in preflight.json (jobs)")
+        # What pytest itself does not print: the run's own findings (a host it could not reach
+        # while cluster.reachable was not selected) and warnings, which fail no test without --strict.
+        own = [r for r in self.store.all() if r.nodeid is None and r.outcome in ("failed", "error")]
+        for line in brief(own):
+            tr.write_line(line, red=True)
+        if not self.strict:
+            warned = [r for r in self.store.all() if r.outcome == "warning"]
+            if warned:
+                tr.write_line(f"{len(warned)} warning(s), not blocking the verdict (--strict makes them so):",
+                              yellow=True)
+                for line in brief(warned):
+                    tr.write_line("  " + line, yellow=True)
         tr.write_line("results: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
         verdict = "INTERRUPTED" if self.interrupted else "READY" if self.ready() else "NOT READY"
         if self.ready() and counts.get("skipped") == len(self.store):
@@ -618,6 +631,30 @@ JOB_NOTES_SHOWN = 8  # in the terminal; all of them in preflight.json and matrix
 # pytest's report of that item (terminal, preflight.html) shows the first ones; every result is
 # in preflight.json and matrix.html.
 MAX_FINDINGS_SHOWN = 20
+
+
+def brief(results: list[Result], limit: int = MAX_FINDINGS_SHOWN, width: int = 240) -> list[str]:
+    """One line per distinct finding, the hosts that share it folded into a node set
+    (``WARNING [npu.idle] node-[02-05] (4 hosts) npu3: ...``); the rest are in the reports."""
+    groups: dict[tuple, list[str]] = {}
+    for r in results:
+        message = r.message
+        if r.host and message.startswith(f"{r.host}: "):
+            message = message[len(r.host) + 2:]
+        elif r.host and message.startswith(f"{r.host} "):
+            message = message[len(r.host) + 1:]
+        # "node-02 npu3: ..." keeps its subject after the hosts; "node-03: cannot log in" its colon.
+        sep = " " if r.subject and message.startswith(f"{r.subject}: ") else ": "
+        groups.setdefault((r.outcome, r.check, sep, message), []).append(r.host)
+    lines = []
+    for (outcome, check, sep, message), hosts in list(groups.items())[:limit]:
+        named = list(dict.fromkeys(h for h in hosts if h))
+        where = (fold(named) + (f" ({len(named)} hosts)" if len(named) > 1 else "")) if named else "cluster"
+        line = f"{outcome.upper()} [{check}] {where}{sep}{message}"
+        lines.append(line if len(line) <= width else line[:width - 3] + "...")
+    if len(groups) > limit:
+        lines.append(f"... and {len(groups) - limit} more, in matrix.html and preflight.json")
+    return lines
 
 
 def render_failures(results: list[Result], limit: int = MAX_FINDINGS_SHOWN) -> str:

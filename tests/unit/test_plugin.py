@@ -220,6 +220,18 @@ def test_user_check_module_runs_alongside_the_builtin_ones(pytester, inv):
     assert_report_contract(doc)
 
 
+def test_a_warning_is_printed_in_the_terminal_without_strict(pytester, inv):
+    """A warning fails no test, so pytest printed nothing of it: the summary lists it, one line."""
+    pytester.makepyfile(test_mine=USER_CHECK)
+    result = run(pytester, "--inventory", "inv.yaml", "test_mine.py", "-k", "warns")
+    assert result.ret == 0, output(result)
+    result.stdout.fnmatch_lines(["*1 warning(s), not blocking the verdict (--strict makes them so):",
+                                 "  WARNING [[]mine.always_warns[]] localhost: something odd; expected nothing odd",
+                                 "verdict: READY"])
+    result = run(pytester, "--inventory", "inv.yaml", "test_mine.py", "-k", "warns", "--strict")
+    assert result.ret == 1 and "not blocking the verdict" not in output(result)
+
+
 SKIPPING_CHECKS = '''
 import pytest
 from preflight.check import check
@@ -722,6 +734,8 @@ def test_a_dead_host_fails_the_run_when_no_selected_check_looks_at_it(pytester):
                  "-k", "versions_agree")
     text = output(result)
     assert result.ret == 1 and "verdict: NOT READY" in text, text
+    # No test failed for it, so the summary says why the verdict is NOT READY.
+    assert "FAILED [cluster.reachable] dead: cannot log in" in text, text
     doc = load(pytester.path / "reports" / "preflight.json")
     assert doc["ready"] is False
     dead = next(h for h in doc["hosts"] if h["name"] == "dead")
