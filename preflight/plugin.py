@@ -251,6 +251,14 @@ def pytest_collect_file(file_path: Path, parent):
     return None
 
 
+def pytest_itemcollected(item):
+    """A check's id is one of its keywords, so ``-k hccl.link_up`` selects it (the id is what the
+    reports show; pytest's own keywords are the function and module names)."""
+    info = info_of(item)
+    if info is not None:
+        item.extra_keyword_matches.add(info.id)
+
+
 def pytest_generate_tests(metafunc):
     run = _run(metafunc.config)
     if run is not None and "job" in metafunc.fixturenames:

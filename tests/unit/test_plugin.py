@@ -182,6 +182,12 @@ def test_k_selects_only_the_reachability_check(pytester, inv):
     assert doc["ready"] is True
 
 
+def test_k_selects_a_check_by_the_id_the_reports_show(pytester, inv):
+    result = run(pytester, "--inventory", "inv.yaml", "-k", "hccl.link_up or limits.nofile")
+    doc = load(pytester.path / "reports" / "preflight.json")
+    assert {r["check"] for r in doc["results"]} == {"hccl.link_up", "limits.nofile"}, output(result)
+
+
 # ------------------------------------------------------------------------------ 4: a user's own check
 
 
