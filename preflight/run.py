@@ -160,6 +160,10 @@ class PreflightRun:
         if inventory_path:
             inventory: Inventory = load_inventory(inventory_path)
             hosts = inventory.hosts
+            if facts_in:
+                # Read now, as without --inventory: a facts file that cannot be read is a usage error
+                # before any report is started (it wrote an empty one and moved reports/latest to it).
+                _read_facts_file(facts_in)
         elif facts_in:
             hosts, inventory_path = _hosts_from_facts_file(facts_in)
         else:

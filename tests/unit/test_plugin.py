@@ -335,6 +335,14 @@ def test_a_report_given_as_facts_file_says_which_file_to_give(pytester):
     assert result.ret == 4 and "inventory is not a mapping" in output(result)
 
 
+def test_a_facts_file_beside_an_inventory_that_cannot_be_read_writes_no_report(pytester, inv):
+    """With --inventory too, the facts file was read only when gathering: an empty report was
+    written and reports/latest moved to it, then the error came."""
+    result = run(pytester, "--inventory", "inv.yaml", "--facts-in", "missing.json")
+    assert result.ret == 4 and "missing.json: cannot read facts file" in output(result), output(result)
+    assert not (pytester.path / "reports").exists()
+
+
 @pytest.mark.parametrize("content", [
     '{"schema": 1, "hosts": [{}], "inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
     '{"schema": 1, "hosts": [], "inventory": {"hosts": [{"name": "x"}]}}',
