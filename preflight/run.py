@@ -519,9 +519,13 @@ class PreflightRun:
             return
         for name in ("preflight.json", "matrix.html", "preflight.html", "latest"):
             target = os.path.join("runs", self.run_id, name) if name != "latest" else os.path.join("runs", self.run_id)
-            if name != "latest" and not os.path.exists(os.path.join(self.report_dir, target)):
-                continue
             link = os.path.join(self.report_dir, name)
+            if name != "latest" and not os.path.exists(os.path.join(self.report_dir, target)):
+                # Not written this run (--html elsewhere): a link left by an earlier run would pass
+                # that run's page off as this one's.
+                if os.path.islink(link):
+                    os.unlink(link)
+                continue
             tmp = f"{link}.{os.getpid()}.tmp"
             try:
                 if os.path.lexists(link) and not os.path.islink(link):
@@ -569,7 +573,12 @@ class PreflightRun:
         if self.ready() and counts.get("skipped") == len(self.store):
             verdict += " (but no selected check applied here: every one was skipped)"
         tr.write_line(f"verdict: {verdict}", bold=True, green=self.ready(), red=not self.ready())
+        html = getattr(self.config.option, "htmlpath", None)
         for name in ("preflight.html", "matrix.html", "preflight.json"):
+            if name == "preflight.html" and html != os.path.join(self.run_dir, name):
+                if html:
+                    tr.write_line(f"report: {html} (--html)")
+                continue
             tr.write_line(f"report: {os.path.join(self.report_dir, name)} (this run: {self.run_dir})")
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ NPU, so checks fail or error: the assertions are on the reports, not on readines
 from __future__ import annotations
 
 import json
+import os
 import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
@@ -333,6 +334,20 @@ def test_a_report_given_as_facts_file_says_which_file_to_give(pytester):
     (pytester.path / "f.json").write_text('{"schema": 1, "inventory": "hosts.yaml", "hosts": []}')
     result = run(pytester, "--facts-in", "f.json")
     assert result.ret == 4 and "inventory is not a mapping" in output(result)
+
+
+def test_html_elsewhere_is_the_page_the_terminal_names(pytester, inv):
+    """--html mine.html: the terminal named reports/preflight.html, which was not written (or was an
+    earlier run's, through the link that run left)."""
+    first = run(pytester, "--inventory", "inv.yaml", "-k", "reachable")
+    assert "report: reports/preflight.html" in output(first)
+    assert (pytester.path / "reports" / "preflight.html").is_file()
+    result = run(pytester, "--inventory", "inv.yaml", "-k", "reachable", "--html", "mine.html")
+    text = output(result)
+    assert "report: mine.html (--html)" in text and "reports/preflight.html" not in text, text
+    assert (pytester.path / "mine.html").is_file()
+    assert not os.path.lexists(pytester.path / "reports" / "preflight.html")  # the first run's page, no longer linked
+    assert (pytester.path / "reports" / "matrix.html").is_file()
 
 
 def test_a_facts_file_beside_an_inventory_that_cannot_be_read_writes_no_report(pytester, inv):
