@@ -119,6 +119,10 @@ def _host_problem(value: str) -> str | None:
         try:
             ipaddress.IPv6Address(addr)
         except ValueError:
+            host, _, port = value.rpartition(":")
+            if port.isdigit() and ":" not in host and not _host_problem(host):
+                # node-01:2222 is the ssh-style address with a port, not a broken IPv6 address.
+                return f"has a port in it: write address: {host} and port: {port}"
             return "is not a valid IPv6 address"
         return None
     if "%" in value:
@@ -574,11 +578,22 @@ def _suggest(key: str, candidates: list[str]) -> str:
     return f" (allowed: {', '.join(candidates)})"
 
 
+# "[head]" or "[workers:vars]" alone on the first line: an INI section, never a YAML inventory.
+_INI_SECTION = re.compile(r"\[[A-Za-z0-9_.-]+(:(vars|children))?\]")
+
+
 class _Doc:
     """One parsed YAML file: composes nodes, constructs values, reports errors with lines."""
 
     def __init__(self, file: str, text: str):
         self.file = file
+        first = next(((n, line.strip()) for n, line in enumerate(text.splitlines(), 1)
+                      if line.strip() and not line.lstrip().startswith(("#", ";"))), None)
+        if first and _INI_SECTION.fullmatch(first[1]):
+            raise InventoryError(file, first[0], None,
+                                 f"{first[1]} starts an Ansible INI inventory; this reads YAML inventories (its "
+                                 f"own or Ansible's YAML form): convert it with ansible-inventory -i "
+                                 f"{os.path.basename(file)} --list --yaml > hosts.yaml")
         try:
             self.loader = yaml.SafeLoader(text)
             self.root = self.loader.get_single_node()

@@ -362,6 +362,21 @@ def test_valid_addresses(tmp_path, address):
     assert h.address == address
 
 
+@pytest.mark.parametrize("address, host, port", [("node-01:2222", "node-01", "2222"), ("10.0.0.1:22", "10.0.0.1", "22")])
+def test_an_address_with_a_port_says_so_not_that_it_is_bad_ipv6(tmp_path, address, host, port):
+    e = error(tmp_path, f"hosts:\n  - {{name: a, address: '{address}'}}\n")
+    assert where(e) == (2, "hosts[0].address")
+    assert f"has a port in it: write address: {host} and port: {port}" in e.message, e.message
+    assert "IPv6" not in e.message
+
+
+def test_an_ansible_ini_inventory_is_named_with_the_command_that_converts_it(tmp_path):
+    e = error(tmp_path, "# cluster\n\n[head]\nnode-01 ansible_host=10.0.0.1\n\n[worker]\nnode-02 ansible_host=10.0.0.2\n")
+    assert where(e) == (3, None)
+    assert "[head] starts an Ansible INI inventory" in e.message and "ansible-inventory -i" in e.message
+    assert "--list --yaml" in e.message and "YAML syntax error" not in e.message
+
+
 def test_merge_keys_and_anchors(tmp_path):
     inv = load(tmp_path, """
         defaults: &d {user: root, port: 22}
