@@ -7,9 +7,13 @@ and without a cache directory (the current directory may be read-only).
 
 from __future__ import annotations
 
+import difflib
 import sys
 
 import pytest
+
+# The options that make a run (one of them is needed): a misspelt one is named, not a bare usage.
+_RUN_OPTIONS = ("--inventory", "--preflight-inventory", "--facts-in", "--job", "--job-local")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     if not local_job and not any(a in ("--inventory", "--preflight-inventory", "--facts-in") or
                                  a.startswith(("--inventory=", "--preflight-inventory=", "--facts-in="))
                                  or a in ("-h", "--help") for a in args):
+        for arg in args:
+            name = arg.split("=", 1)[0]
+            close = difflib.get_close_matches(name, _RUN_OPTIONS, n=1, cutoff=0.75) if name.startswith("--") else []
+            if close and name not in _RUN_OPTIONS:
+                print(f"preflight: unknown option {name} (did you mean {close[0]}?)", file=sys.stderr)
+                return int(pytest.ExitCode.USAGE_ERROR)
         print("usage: preflight --inventory hosts.yaml [--report-dir DIR] [pytest options]\n"
               "       preflight --facts-in facts.json   (re-check saved facts, no network)\n"
               "       preflight --job run.sh --job-local (check a job on this machine)\n"

@@ -418,6 +418,9 @@ def test_console_script_without_arguments_prints_usage(pytester):
     assert result.ret == 4
     assert "usage: preflight --inventory" in output(result)
     assert not (pytester.path / "reports").exists()
+    for typo, meant in (("--inventroy", "--inventory"), ("--facts_in=f.json", "--facts-in")):
+        result = _cli(pytester, typo, "inv.yaml")
+        assert result.ret == 4 and f"did you mean {meant}?" in output(result), output(result)
 
 
 def test_console_script_runs_a_local_job_check_and_says_its_version(pytester):
