@@ -543,11 +543,14 @@ class PreflightRun:
                           f"last run's")
             return
         counts = self.store.counts()
-        unreachable = [h for h in self.hosts if not (self.facts.get(h.name) and self.facts[h.name].reachable)]
+        down = [self.facts.get(h.name) for h in self.hosts if not (self.facts.get(h.name) and self.facts[h.name].reachable)]
+        cut = sum(1 for f in down if f is None or f.error_kind == "interrupted")
         tr.section("ascend-preflight")
         if self.hosts or not self.jobs:
+            # A host the interrupted run never tried is not "unreachable".
             tr.write_line(f"inventory {self.inventory_path}: {len(self.hosts)} host(s), "
-                          f"{len(unreachable)} unreachable; facts gathered in {self.gather_s:.1f}s")
+                          f"{len(down) - cut} unreachable" + (f", {cut} not tried (interrupted)" if cut else "")
+                          + f"; facts gathered in {self.gather_s:.1f}s")
         if self.jobs:
             where = "this machine (--job-local)" if self.job_local else "the nodes"
             tr.write_line(f"job(s): {', '.join(j.path for j in self.jobs)}; model and paths read on {where}")
