@@ -660,6 +660,17 @@ def test_versions_agree_compares_the_mindspeed_release_not_its_pip_version():
     explained(r, "node-02: 2.1.0_core_r0.12.1")
 
 
+@pytest.mark.parametrize("odd, outcome", [("3.10.14", "warning"), ("3.11.9", "failed")])
+def test_versions_agree_python_a_patch_release_apart_is_a_warning(odd, outcome):
+    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    raws = {"node-01": node_raw(), "node-02": node_raw(python_dot_stack=out(stack_output(version=odd))),
+            "node-03": node_raw()}
+    [r] = bad(run(versions.test_versions_agree, cluster=cluster_of(*[(h, make_facts(h.name, raw=raws[h.name]))
+                                                                     for h in hosts])))
+    assert r.subject == "python" and r.outcome == outcome and r.outliers == ("node-02",), r.message
+    assert ("patch releases of one Python" in r.message) == (outcome == "warning")
+
+
 def test_versions_agree_on_two_nodes_that_differ_blames_neither():
     """Two nodes, two torch_npu versions: node-02 was named the outlier because it came second."""
     one, two = make_host("node-01"), make_host("node-02")
