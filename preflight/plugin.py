@@ -167,6 +167,10 @@ def pytest_configure(config):
         if not getattr(config.option, "htmlpath", None) and not config.option.collectonly:
             config.option.htmlpath = os.path.join(run.run_dir, "preflight.html")
             config.option.self_contained_html = True
+        elif os.path.islink(config.option.htmlpath or ""):
+            # --html reports/preflight.html, a link an earlier run left: writing through it would
+            # overwrite that run's page; this run's page replaces the link instead.
+            os.unlink(config.option.htmlpath)
         from .report.html import HtmlHooks
 
         brief = len(run.hosts) > FLEET_HOSTS and not config.getoption("preflight_html_all_rows")

@@ -523,7 +523,8 @@ class PreflightRun:
             if name != "latest" and not os.path.exists(os.path.join(self.report_dir, target)):
                 # Not written this run (--html elsewhere): a link left by an earlier run would pass
                 # that run's page off as this one's.
-                if os.path.islink(link):
+                html = getattr(self.config.option, "htmlpath", None)
+                if os.path.islink(link) and not (html and os.path.abspath(html) == os.path.abspath(link)):
                     os.unlink(link)
                 continue
             tmp = f"{link}.{os.getpid()}.tmp"
@@ -544,7 +545,8 @@ class PreflightRun:
             return
         counts = self.store.counts()
         down = [self.facts.get(h.name) for h in self.hosts if not (self.facts.get(h.name) and self.facts[h.name].reachable)]
-        cut = sum(1 for f in down if f is None or f.error_kind == "interrupted")
+        cut = sum(1 for f in down if f is not None and f.error_kind == "interrupted"
+                  or f is None and self.interrupted)
         tr.section("ascend-preflight")
         if self.hosts or not self.jobs:
             # A host the interrupted run never tried is not "unreachable".

@@ -348,6 +348,14 @@ def test_html_elsewhere_is_the_page_the_terminal_names(pytester, inv):
     assert (pytester.path / "mine.html").is_file()
     assert not os.path.lexists(pytester.path / "reports" / "preflight.html")  # the first run's page, no longer linked
     assert (pytester.path / "reports" / "matrix.html").is_file()
+    # --html naming the link a default run leaves: this run's page replaces it, the earlier run's stays.
+    third = run(pytester, "--inventory", "inv.yaml", "-k", "reachable")
+    earlier = (pytester.path / "reports" / "preflight.html").resolve()
+    before = earlier.read_bytes()
+    result = run(pytester, "--inventory", "inv.yaml", "-k", "reachable", "--html", "reports/preflight.html")
+    assert third.ret == 0 and result.ret == 0, output(result)
+    page = pytester.path / "reports" / "preflight.html"
+    assert page.is_file() and not page.is_symlink() and earlier.read_bytes() == before
 
 
 def test_a_facts_file_beside_an_inventory_that_cannot_be_read_writes_no_report(pytester, inv):
