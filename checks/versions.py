@@ -569,10 +569,21 @@ def _item_value(item, files, stack):
         return files.atb_version
     if item == "python":
         return stack.version
-    if item == "mindspeed":
-        # Its pip version follows the Megatron core (0.12.1 for 2.1.0 to 26.x); the git branch names the release.
-        return _mindspeed_release(stack, "mindspeed", stack.version_of(item))[0]
     return stack.version_of(item)
+
+
+def _mindspeed_values(per_host: dict, stacks: dict) -> dict:
+    """MindSpeed by its release where every node's comes from a git branch (its pip version follows
+    the Megatron core: 0.12.1 for 2.1.0 to 26.x); else by the pip version, which a branch and a
+    tag or wheel of the same code share."""
+    releases = {}
+    for h, v in per_host.items():
+        if v != "not installed":
+            release, how = _mindspeed_release(stacks[h], "mindspeed", v)
+            releases[h] = release if how.startswith("branch ") else None
+    if releases and all(releases.values()):
+        return {h: releases.get(h, v) for h, v in per_host.items()}
+    return per_host
 
 
 @check("cluster.versions_agree", title="Driver, firmware, CANN and the Python stack identical on all nodes",
@@ -581,6 +592,7 @@ def _item_value(item, files, stack):
                "(one image or one install script for all), then re-run the preflight."))
 def test_versions_agree(cluster, verdict):
     values: dict[str, dict[str, str]] = defaultdict(dict)
+    stacks = {}
     unreadable = []
     for host, facts in cluster.reachable():
         try:
@@ -589,8 +601,11 @@ def test_versions_agree(cluster, verdict):
         except FactUnavailable as exc:
             unreadable.append(f"{host.name} ({exc})")
             continue
+        stacks[host.name] = stack
         for item, _ in AGREE_ITEMS:
             values[item][host.name] = _item_value(item, files, stack) or "not installed"
+    if values.get("mindspeed"):
+        values["mindspeed"] = _mindspeed_values(values["mindspeed"], stacks)
     for item, _ in AGREE_ITEMS:
         per_host = values.get(item) or {}
         if not per_host or all(v == "not installed" for v in per_host.values()):

@@ -658,6 +658,14 @@ def test_versions_agree_compares_the_mindspeed_release_not_its_pip_version():
            if r.subject == "mindspeed"]
     assert r.outcome == "failed" and r.outliers == ("node-02",), r.message
     explained(r, "node-02: 2.1.0_core_r0.12.1")
+    # The same code from a branch on two nodes and a detached tag on the third: one pip version.
+    heads["node-02"] = "3f2c9a1d0b7e"
+    raws = {n: node_raw(python_dot_stack=out(mindspeed_mm_stack(ms_head=b if "_" not in b else f"ref: refs/heads/{b}")))
+            for n, b in heads.items()}
+    results = run(versions.test_versions_agree, cluster=cluster_of(*[(h, make_facts(h.name, raw=raws[h.name]))
+                                                                    for h in hosts]))
+    [r] = [r for r in results if r.subject == "mindspeed"]
+    assert r.outcome == "passed" and "0.12.1 on all 3 nodes" in r.message, r.message
 
 
 @pytest.mark.parametrize("odd, outcome", [("3.10.14", "warning"), ("3.11.9", "failed")])
