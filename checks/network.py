@@ -499,7 +499,7 @@ def no_ping_reason(host, facts, cluster) -> str | None:
         return f"{host.name}: {why}"
     try:
         if not device_ips(facts):
-            return f"{host.name}: no device IP read (hccl.device_ip says why), so no NPU of it to ping from"
+            return None  # the check says so itself
         peers = [h.name for h, f in cluster.reachable() if h.name != host.name and device_ips(f)]
     except KeyError:
         return None
@@ -522,6 +522,23 @@ def test_device_ping(host, facts, cluster, verdict):
         why = no_ping_reason(host, facts, cluster)
         if why:
             verdict.skipped(message=why)
+            return
+        try:
+            ips = facts.per_device("hccn.ip")
+        except KeyError:
+            ips = {}
+        if ips and not device_ips(facts):
+            # Not a skip: with hccl.device_ip deselected nothing else would say this node cannot ping.
+            unread = [d for d, v in ips.items() if isinstance(v, FactUnavailable)]
+            if unread:
+                verdict.error(message=f"{host.name}: device IPs unreadable on npu{fold(map(str, unread))}: "
+                                      f"{ips[unread[0]]}", remedy=remedy_for_unevaluated(str(ips[unread[0]])))
+            else:
+                verdict.failed(observed=f"none of the {len(ips)} NPUs has a device IP (hccn_tool -i N -ip -g), so "
+                                        f"no NPU of {host.name} can be pinged or reach a peer over RoCE",
+                               expected="a device IP on every NPU",
+                               remedy="Give every NPU its RoCE address: hccn_tool -i <N> -ip -s address <IP> "
+                                      "netmask <MASK> (as /etc/hccn.conf records them), then re-run the preflight.")
             return
     matrix = _probes(verdict, facts, "hccn.ping", host.name)
     if matrix is None:

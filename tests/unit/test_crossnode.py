@@ -468,7 +468,7 @@ def test_device_ping_not_run_says_why_where_the_cluster_explains_it():
     [r] = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
     assert r.outcome == "skipped" and "node-01 is the only node whose device IPs were read" in r.message
     [r] = run_check(network.test_device_ping, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
-    assert r.outcome == "skipped" and "node-02: no device IP read" in r.message
+    assert r.outcome == "failed" and "none of the 8 NPUs has a device IP" in r.message, r.message
     hosts, cl = _cluster({h: {**ips[h], "npu_smi.info": fixture("npu-smi/info/310p3-25.2.0-duo-npu2-3.txt")}
                           for h in ("node-01", "node-02", "node-03")})
     [r] = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
