@@ -16,6 +16,36 @@ import pytest
 _RUN_OPTIONS = ("--inventory", "--preflight-inventory", "--facts-in", "--job", "--job-local")
 
 
+def _plugin_options() -> set[str]:
+    """Every option the plugin defines (--facts-out is one, not a misspelt --facts-in)."""
+    names: set[str] = set()
+
+    class _Group:
+        def addoption(self, *opts, **_):
+            names.update(opts)
+
+    class _Parser:
+        _groups: list = []
+        _anonymous = None
+
+        def getgroup(self, *_, **__):
+            return _Group()
+
+        def addini(self, *_, **__):
+            pass
+
+        def __getattr__(self, _):
+            return lambda *a, **k: None
+
+    from . import plugin
+
+    try:
+        plugin.pytest_addoption(_Parser(), None)
+    except Exception:  # noqa: BLE001 - a guess at a typo must never stop the usage text
+        pass
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["merge"]:  # `preflight merge ...` = preflight-merge (shards from several controllers)
@@ -35,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         for arg in args:
             name = arg.split("=", 1)[0]
             close = difflib.get_close_matches(name, _RUN_OPTIONS, n=1, cutoff=0.75) if name.startswith("--") else []
-            if close and name not in _RUN_OPTIONS:
+            if close and name not in _RUN_OPTIONS and name not in _plugin_options():
                 print(f"preflight: unknown option {name} (did you mean {close[0]}?)", file=sys.stderr)
                 return int(pytest.ExitCode.USAGE_ERROR)
         print("usage: preflight --inventory hosts.yaml [--report-dir DIR] [pytest options]\n"

@@ -429,6 +429,9 @@ def test_console_script_without_arguments_prints_usage(pytester):
     for typo, meant in (("--inventroy", "--inventory"), ("--facts_in=f.json", "--facts-in")):
         result = _cli(pytester, typo, "inv.yaml")
         assert result.ret == 4 and f"did you mean {meant}?" in output(result), output(result)
+    # A real option of the plugin is never taken for a typo of a near one.
+    result = _cli(pytester, "--facts-out", "f.json")
+    assert result.ret == 4 and "did you mean" not in output(result) and "usage: preflight" in output(result)
 
 
 def test_console_script_runs_a_local_job_check_and_says_its_version(pytester):
