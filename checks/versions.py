@@ -305,14 +305,11 @@ def _mindspeed_mcore(compat, version: str):
     m = re.search(r"core_r(\d+\.\d+\.\d+)", version)
     if m:
         return [m.group(1)], f"MindSpeed {version} is the core_r{m.group(1)} branch"
-    row = None
-    for r in compat.rows("mindspeed"):
-        if C.base_release(r["mindspeed"]) == C.base_release(version) and not re.search("rc", str(r["mindspeed"]), re.I):
-            row = r
-            break
-        if str(r["mindspeed"]).lower() == version.lower():
-            row = r
-            break
+    # The release itself first: 1.0.RC2 is not the 1.0.0 row (base_release reads both as 1.0.0).
+    row = next((r for r in compat.rows("mindspeed") if str(r["mindspeed"]).lower() == version.lower()), None)
+    if row is None and not re.search("rc", version, re.I):
+        row = next((r for r in compat.rows("mindspeed") if C.base_release(r["mindspeed"]) == C.base_release(version)
+                    and not re.search("rc", str(r["mindspeed"]), re.I)), None)
     if row is not None:
         return C.as_list(row["megatron_core"]), compat.source(row)
     if version.startswith("0."):
@@ -399,6 +396,9 @@ def test_mindspeed_megatron(host, facts, verdict, compat):
 def _same_mindspeed(wanted: str, have: str) -> bool:
     """The same release and, where both name one, the same Megatron core: MindSpeed 2.1.0 has a
     core_r0.8.0 and a core_r0.12.1 branch, and MindSpeed-MM 2.1.0 runs on the first only."""
+    release = [v.split("_core_r")[0].lower() for v in (wanted, have)]
+    if "rc" in release[0] + release[1] and release[0] != release[1]:
+        return False  # 1.0.RC3 is not 1.0.0, though both read as 1.0.0
     if C.base_release(wanted) != C.base_release(have):
         return False
     cores = [re.search(r"core_r(\d+\.\d+\.\d+)", v) for v in (wanted, have)]

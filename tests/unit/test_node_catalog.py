@@ -528,7 +528,7 @@ def test_mindspeed_mm_as_installed_by_its_guide():
 @pytest.mark.parametrize("mm, ms, outcome", [
     ("2.1.0", "2.1.0_core_r0.8.0", "passed"), ("2.1.0", "2.1.0_core_r0.12.1", "failed"),
     ("1.0.0", "1.0.0_core_r0.6.0", "passed"), ("1.0.0", "1.0.0_core_r0.7.0", "failed"),
-    ("2.1.0", "2.1.0", "passed")])
+    ("2.1.0", "2.1.0", "passed"), ("1.0.0", "1.0.RC3_core_r0.6.0", "failed")])
 def test_mindspeed_mm_wants_one_megatron_core_of_a_mindspeed_release(mm, ms, outcome):
     # MindSpeed 2.1.0 and 1.0.0 each have branches on two cores; MindSpeed-MM's README names one.
     stack = mindspeed_mm_stack(ms_head=f"ref: refs/heads/{ms}", mm_head=f"ref: refs/heads/{mm}")
@@ -1383,3 +1383,12 @@ def test_the_board_probe_reads_chip_and_card_side_by_side(tmp_path, chip_ok, car
         assert (board.soc == "ascend910b4") == chip_ok and (board.compatibility == "NOK") == card_ok
         if chip_ok and card_ok:
             assert board.fields.get("card seen") == "yes"  # the card read ran while the chip read did
+
+
+def test_a_mindspeed_rc_release_is_its_own_row_not_the_ga_one():
+    # 1.0.RC2 goes with core 0.6.0 only; the 1.0.0 row also allows 0.7.0.
+    stack = mindspeed_mm_stack(ms_head="ref: refs/heads/1.0.RC2", copied="0.7.0")
+    stack = stack.replace('"mindspeed-mm": "0.1", ', "")
+    [r] = [r for r in run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack)))
+           if r.subject == "megatron"]
+    assert r.outcome == "failed" and "Megatron core 0.6.0" in r.message, r.message
