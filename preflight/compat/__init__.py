@@ -62,6 +62,12 @@ def _read(path: Path) -> dict:
             raise CompatError(f"{path}: {table} must be a list of mappings, each with a {key!r} value")
     if not isinstance(doc.get("known_bad") or [], list):
         raise CompatError(f"{path}: known_bad must be a list")
+    for i, entry in enumerate(doc.get("known_bad") or []):
+        when = entry.get("when") if isinstance(entry, dict) else None
+        if not isinstance(when, dict) or not when or not all(isinstance(k, str) and isinstance(b, str) and b.strip()
+                                                              for k, b in when.items()):
+            raise CompatError(f"{path}: known_bad[{i}] must be a mapping with a `when:` mapping of package to "
+                              f"version bounds (e.g. when: {{cann: \"8.0.RC2\", torch_npu: \">=2.4\"}})")
     return doc
 
 

@@ -745,6 +745,8 @@ def test_facts_out_redacts_the_inventorys_job_environment_and_is_private(pyteste
     (None, "cannot read compatibility file"),
     ("stack: [\n", "not valid YAML"),
     ("stacks: []\n", "unknown table(s) stacks"),
+    ("known_bad: [\"some text\"]\n", "known_bad[0] must be a mapping with a `when:` mapping"),
+    ("known_bad: [{when: {cann: ''}}]\n", "known_bad[0] must be a mapping with a `when:` mapping"),
 ])
 def test_a_bad_compat_file_is_a_usage_error_before_gathering(pytester, inv, content, words):
     path = pytester.path / "extra.yaml"
