@@ -470,6 +470,8 @@ def test_a_flag_string_a_branch_replaces_hides_its_flags(tmp_path):
     [r] = run(jc.test_weights_parallel, job)  # was: failed, "the job sets TP 1 (no --tensor-model-parallel-size)"
     assert r.outcome == "skipped", r.message
     assert "$GPT_ARGS" in r.message and "is set in a branch" in r.message
+    [r] = run(jc.test_parallel_fits, job)
+    assert r.message.count("is set in a branch") == 1, r.message  # one hidden string, said once for all its keys
     [r] = run(jc.test_tp_kv_heads, job)
     assert r.outcome == "skipped" and "$GPT_ARGS" in r.message, r.message
 
