@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import glob
 import math
 import os
 import re
@@ -66,6 +67,9 @@ printf '%s\n' "$PF_JOB_PATHS" | while IFS= read -r p; do
   elif [ -e "$p.bin" ] || [ -e "${p}_text_document.bin" ]; then
     q="$p.bin"; [ -e "$q" ] || q="${p}_text_document.bin"
     printf 'P prefix %s %s\n' "$(stat -Lc %s -- "$q" 2>/dev/null)" "$b"
+  elif pk=( "${p}"_packed_*_document.bin ) && [ -e "${pk[0]}" ]; then
+    # An instruction / DPO dataset (MindSpeed-LLM --is-instruction-dataset): one file per field.
+    printf 'P prefix %s %s\n' "$(stat -Lc %s -- "${pk[@]}" 2>/dev/null | awk '{s += $1} END {print s + 0}')" "$b"
   else printf 'P missing - %s\n' "$b"; fi
 done
 """
@@ -422,6 +426,8 @@ def read_paths_local(paths) -> str:
         elif os.path.exists(p + ".bin") or os.path.exists(p + "_text_document.bin"):
             q = p + ".bin" if os.path.exists(p + ".bin") else p + "_text_document.bin"
             out.append(f"P prefix {os.path.getsize(q)} {b}")
+        elif packed := glob.glob(glob.escape(p) + "_packed_*_document.bin"):
+            out.append(f"P prefix {sum(os.path.getsize(f) for f in packed)} {b}")
         else:
             out.append(f"P missing - {b}")
     return "\n".join(out) + "\n"

@@ -224,6 +224,23 @@ def test_node_command_and_local_reader_agree(tmp_path):
     assert parse_paths(paths.stdout)[str(tmp_path / "a b")].status == "missing"
 
 
+def test_an_instruction_dataset_prefix_is_found_by_its_packed_files(tmp_path):
+    """MindSpeed-LLM's --is-instruction-dataset writes <prefix>_packed_<field>_document.bin/.idx:
+    the prefix read as missing, an error on a correct job."""
+    data = tmp_path / "alpaca"
+    data.mkdir()
+    for field, size in (("input_ids", 300), ("labels", 200), ("attention_mask", 100)):
+        (data / f"alpaca_packed_{field}_document.bin").write_bytes(b"x" * size)
+        (data / f"alpaca_packed_{field}_document.idx").write_bytes(b"i")
+    wanted = [str(data / "alpaca"), str(data / "other")]
+    env = dict(os.environ, PF_JOB_PATHS="\n".join(wanted))
+    node = parse_paths(subprocess.run(["bash", "-c", PATHS_COMMAND], env=env, capture_output=True, text=True,
+                                      check=True).stdout)
+    assert node == parse_paths(read_paths_local(wanted))
+    assert (node[wanted[0]].status, node[wanted[0]].size) == ("prefix", 600)
+    assert node[wanted[1]].status == "missing"
+
+
 def test_truncated_bundle_keeps_what_arrived():
     import base64
     import gzip
