@@ -1,5 +1,6 @@
 """What two nodes must be able to do to each other (phase two: probes between nodes)."""
 
+import ipaddress
 from collections import Counter, defaultdict
 
 from preflight import faq
@@ -172,6 +173,14 @@ def test_rendezvous(cluster, verdict):
     if plan.master is None:
         shared = [h.name for h, f in cluster.reachable()
                   if plan.address in {ip for i in f.optional("net.interfaces", {}).values() for ip in i.ips()}]
+        if _is_loopback(plan.address):
+            verdict.failed(subject, observed=f"MASTER_ADDR={plan.address} ({plan.source}) is a loopback address: each "
+                                             f"node would wait for the others at its own address",
+                           expected="MASTER_ADDR set to the rank-0 node's address the other nodes reach",
+                           remedy="Set MASTER_ADDR to the rank-0 node's address (as the inventory lists it) on every "
+                                  "node or in the launch script; a single-node script's localhost does not carry "
+                                  "over to several nodes.")
+            return
         verdict.error(subject, message=(f"MASTER_ADDR={plan.address} ({plan.source}) is an address of {fold(shared)} "
                                         f"alike (a bridge every node has), so no one node is the master: its port "
                                         f"cannot be probed" if len(shared) > 1 else
@@ -489,6 +498,15 @@ def test_shared_storage(cluster, verdict):
 
 
 # -- NPU-to-NPU ping -------------------------------------------------------------------------
+
+
+def _is_loopback(address: str) -> bool:
+    if address.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 def no_ping_reason(host, facts, cluster) -> str | None:

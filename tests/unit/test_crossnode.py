@@ -435,6 +435,12 @@ def test_rendezvous_master_on_another_nic_of_a_node():
     assert rendezvous_plan(cl).master is None
     [r] = [r for r in run_check(network.test_rendezvous, cluster=cl) if r.subject == "172.18.0.1:29500"]
     assert r.outcome == "error" and "is an address of node-[01-03] alike" in r.message and "rank-0" in r.remedy
+    # A single-node script's MASTER_ADDR=127.0.0.1: a failure saying so, not "a bridge every node has".
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    cl = cluster_of(*zip(hosts, [make_facts(h.name, raw=healthy_raw(env=env, interfaces=nics(i, ())))
+                                 for i, h in zip((1, 2, 3), hosts)]))
+    [r] = [r for r in run_check(network.test_rendezvous, cluster=cl) if r.subject == "127.0.0.1:29500"]
+    assert r.outcome == "failed" and "is a loopback address" in r.message and "bridge" not in r.message
 
 
 def test_device_ping_rows():
