@@ -95,6 +95,11 @@ def parse_roll(path: str, text: str) -> Job:
                 raw = scalar(index, key) or ""
             if raw in ("", "null", "None", "~"):
                 continue
+            if "${" in raw:
+                # OmegaConf fills it in when ROLL starts: not knowable here, and no reason to stop the run.
+                job.notes.append(f"{key}: {raw} ({path}:{line}) is interpolated when ROLL starts; its devices are "
+                                 f"not checked")
+                continue
             try:
                 devices = parse_device_mapping(raw)
             except ValueError as exc:

@@ -522,6 +522,13 @@ def test_data_paths_with_nothing_to_look_up_is_skipped(tmp_path):
     assert results and {r.outcome for r in results} == {"skipped"}, [r.message for r in results]
 
 
+def test_a_roll_device_mapping_omegaconf_fills_in_is_a_note_not_a_usage_error(tmp_path):
+    text = roll_yaml(train="list(range(0, ${oc.env:NPUS}))")
+    job = load_job(write(tmp_path, "r.yaml", text))  # raised JobError: no check ran on any host
+    assert "actor_train" not in job.device_mappings and "actor_infer" in job.device_mappings
+    assert any("actor_train.device_mapping" in n and "interpolated when ROLL starts" in n for n in job.notes), job.notes
+
+
 def test_roll_values_omegaconf_fills_in_are_not_checked(tmp_path):
     text = roll_yaml().replace("num_gpus_per_node: 8", "num_gpus_per_node: ${oc.env:NPUS_PER_NODE,8}")
     job = load_job(write(tmp_path, "r.yaml", text))
