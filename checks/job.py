@@ -318,6 +318,12 @@ def test_weights_format(job, job_facts, verdict):
         _fail(verdict, job, load, observed=f"{load.shown()} holds HuggingFace weights ({shown}){_read_on(where, job_facts)}",
               expected="a converted Megatron checkpoint (latest_checkpointed_iteration.txt, iter_*/ or release/ "
                        "with mp_rank_* folders)")
+    elif layout == "megatron" and d.tracker_problem():
+        _fail(verdict, job, load, observed=f"{load.shown()}: {d.tracker_problem()}{_read_on(where, job_facts)}",
+              expected="latest_checkpointed_iteration.txt naming an iter_*/ (or release/) folder of the checkpoint",
+              remedy="Point --load at the folder the conversion or the last run wrote whole: its "
+                     "latest_checkpointed_iteration.txt names the iteration (or 'release') whose folder holds the "
+                     "mp_rank_* shards; re-run the conversion if it is missing.")
     elif layout == "megatron":
         verdict.passed(job.name, message=f"{load.shown()}: Megatron checkpoint {d.megatron_iteration() or ''}")
     else:

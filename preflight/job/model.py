@@ -188,6 +188,23 @@ class ModelDir:
             return None
         return sorted(dirs, key=lambda d: (d == "release", d))[-1]
 
+    def tracker_problem(self) -> str | None:
+        """Why Megatron would not load this checkpoint as it stands: no tracker file (it warns and
+        starts from random weights), or one naming a folder that is not there (it fails)."""
+        if "latest_checkpointed_iteration.txt" not in self.entries:
+            return ("no latest_checkpointed_iteration.txt: Megatron does not load the checkpoint and starts from "
+                    "random weights")
+        latest = (self.texts.get("latest_checkpointed_iteration.txt") or "").strip()
+        if latest == "release":
+            wanted = "release"
+        elif latest.isdigit():
+            wanted = f"iter_{int(latest):07d}"
+        else:
+            return f"latest_checkpointed_iteration.txt holds {latest[:40]!r}, not an iteration or 'release'"
+        if wanted not in self.top_dirs():
+            return f"latest_checkpointed_iteration.txt names {wanted}, which is not in the folder"
+        return None
+
     def megatron_ranks(self) -> list[str]:
         it = self.megatron_iteration()
         if it is None:

@@ -137,6 +137,21 @@ def test_hf_weights_given_to_megatron(tmp_path):
     assert r.outcome == "error" and "does not exist" in r.message
 
 
+@pytest.mark.parametrize("tracker, says", [
+    (None, "no latest_checkpointed_iteration.txt: Megatron does not load the checkpoint and starts from random"),
+    ("1000", "latest_checkpointed_iteration.txt names iter_0001000, which is not in the folder"),
+    ("release", "names release, which is not in the folder")])
+def test_a_megatron_checkpoint_its_tracker_does_not_point_at_fails(tmp_path, tracker, says):
+    mg = megatron_ckpt(tmp_path / "mm_path", tp=1, pp=4, iteration=500)
+    if tracker is None:
+        (mg / "latest_checkpointed_iteration.txt").unlink()
+    else:
+        (mg / "latest_checkpointed_iteration.txt").write_text(tracker + "\n")
+    [r] = run(jc.test_weights_format, mm_job(tmp_path, load=str(mg)))
+    assert r.outcome == "failed", r.message
+    explained(r, says)
+
+
 def test_checkpoint_split_must_match_the_job(tmp_path):
     mg = megatron_ckpt(tmp_path / "mm_path", tp=2, pp=1, iteration=2000)
     results = run(jc.test_weights_parallel, mm_job(tmp_path, load=str(mg), tp=1, pp=4))
