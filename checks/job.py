@@ -312,7 +312,11 @@ def test_weights_format(job, job_facts, verdict):
         verdict.error(job.name, message=f"{job.cite(load)}: not evaluated: {why}")
         return
     layout = d.layout()
-    if layout == "hf":
+    convert = job.arg("hf2mg_convert")
+    if layout == "hf" and convert is not None:
+        verdict.passed(job.name, message=f"{load.shown()}: HuggingFace weights, converted when the job starts "
+                                         f"({convert.name}, {job.where(convert)})")
+    elif layout == "hf":
         files = d.hf_weight_files()
         shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
         _fail(verdict, job, load, observed=f"{load.shown()} holds HuggingFace weights ({shown}){_read_on(where, job_facts)}",

@@ -13,6 +13,12 @@ from . import (Arg, Job, JobError, LayerList, branch_reason, hidden_word, is_pla
 from .shell import ShellError, read_script
 from .yamlindex import compose, index_of, scalar
 
+# Switches (no value) a check reads: flag -> canonical name.
+SWITCHES = {
+    # MindSpeed-LLM converts the HuggingFace weights --load names while the job starts.
+    "--enable-hf2mg-convert": "hf2mg_convert",
+}
+
 # flag -> canonical name; the ones whose value must be an integer are marked.
 FLAGS = {
     "--tensor-model-parallel-size": ("tp", True),
@@ -103,6 +109,9 @@ def parse_mindspeed(path: str, text: str) -> Job:
             else:
                 value = None
         i += 1
+        if flag in SWITCHES:
+            job.set_arg(SWITCHES[flag], Arg(flag, "", w.line))
+            continue
         if flag not in FLAGS:
             continue
         key, numeric = FLAGS[flag]

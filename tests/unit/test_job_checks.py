@@ -152,6 +152,20 @@ def test_a_megatron_checkpoint_its_tracker_does_not_point_at_fails(tmp_path, tra
     explained(r, says)
 
 
+def test_hf_weights_converted_when_the_job_starts_pass(tmp_path):
+    # MindSpeed-LLM's All-in-One training: --load <HF folder> --enable-hf2mg-convert --model-type-hf qwen3.
+    hf = hf_model(tmp_path / "Qwen3-8B")
+    script = llm_script(load=str(hf)).replace("    --load ${CKPT_LOAD_DIR} \\\n",
+                                              "    --load ${CKPT_LOAD_DIR} \\\n    --enable-hf2mg-convert \\\n"
+                                              "    --model-type-hf qwen3 \\\n", 1)
+    assert "--enable-hf2mg-convert" in script
+    job = load_job(write(tmp_path, "p.sh", script))
+    [r] = run(jc.test_weights_format, job)
+    assert r.outcome == "passed" and "converted when the job starts (--enable-hf2mg-convert" in r.message, r.message
+    [r] = run(jc.test_weights_format, load_job(write(tmp_path, "q.sh", llm_script(load=str(hf)))))
+    assert r.outcome == "failed"
+
+
 def test_checkpoint_split_must_match_the_job(tmp_path):
     mg = megatron_ckpt(tmp_path / "mm_path", tp=2, pp=1, iteration=2000)
     results = run(jc.test_weights_parallel, mm_job(tmp_path, load=str(mg), tp=1, pp=4))
