@@ -28,7 +28,10 @@ f firmware "$A/firmware/version.info"
 f install /etc/ascend_install.info
 l driver_dir "$A/driver"
 for p in "$A/driver/lib64" "$A/driver/version.info" "$A/driver/tools" "$A/add-ons" /usr/local/dcmi; do l path "$p"; done
-{ [ -f /.dockerenv ] || [ -f /run/.containerenv ]; } && printf '@@C\n'
+# Docker, podman, and a Kubernetes pod (containerd writes neither marker file; the service
+# account mount or PID 1's cgroup give it away).
+{ [ -f /.dockerenv ] || [ -f /run/.containerenv ] || [ -d /var/run/secrets/kubernetes.io ] \
+  || grep -qsE '/(kubepods|docker|containerd|lxc)' /proc/1/cgroup; } && printf '@@C\n'
 seen='|'
 for r in "$ASCEND_HOME_PATH" "$ASCEND_TOOLKIT_HOME" "$A/ascend-toolkit/latest" "$A/cann" "$A"/cann-* "$A"/ascend-toolkit/* "$A/nnae/latest"; do
   [ -n "$r" ] && [ -d "$r" ] || continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -1392,3 +1393,20 @@ def test_a_mindspeed_rc_release_is_its_own_row_not_the_ga_one():
     [r] = [r for r in run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack)))
            if r.subject == "megatron"]
     assert r.outcome == "failed" and "Megatron core 0.6.0" in r.message, r.message
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare(1)")
+@pytest.mark.parametrize("pod, container", [(False, False), (True, True)])
+def test_a_kubernetes_pod_is_a_container_without_dockers_marker_file(pod, container):
+    """containerd writes no /.dockerenv: a pod read as a host, and the container skips (hccn_tool
+    not mounted, the firewall not the pod's) became errors. In a private mount namespace the marker
+    is hidden (/dev/null bound over it) and a service-account folder made as a pod has it."""
+    from preflight.nodefacts import ASCEND_FILES
+
+    setup = "[ -e /.dockerenv ] && mount --bind /dev/null /.dockerenv; mount -t tmpfs tmpfs /run; "
+    if pod:
+        setup += "mkdir -p /run/secrets/kubernetes.io/serviceaccount; "  # /var/run is /run
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c",
+                           setup + 'exec bash -c "$0"', ASCEND_FILES], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert pv.parse_ascend_files(done.stdout).container is container
