@@ -106,6 +106,9 @@ def test_davinci_nodes(host, facts, verdict):
     for i in not_char:
         verdict.failed(f"davinci{i}", observed=f"/dev/davinci{i} is a {present[i].kind}, not a character device",
                        expected="a character device (major 236 on most drivers)")
+    denied = [present[i] for i in sorted(present) if present[i].usable is False]
+    if denied:
+        _denied(verdict, "access", denied)
     if expected is None:
         if present:
             verdict.passed(message=f"found /dev/{found} ({how}; set npus_per_node to check the count)")
@@ -157,8 +160,23 @@ def test_management_nodes(host, facts, verdict):
             verdict.failed(name, observed=f"/dev/{name} missing", expected="a character device")
         elif node.kind != "char":
             verdict.failed(name, observed=f"/dev/{name} is a {node.kind}", expected="a character device")
+        elif node.usable is False:
+            _denied(verdict, name, [node])
         else:
             verdict.passed(name, message=f"/dev/{name} present")
+
+
+ACCESS_REMEDY = ("Run the job as a user that may open the NPU devices: root, or a member of their group (the driver "
+                 "installs them root:HwHiAiUser or HwHiAiUser:HwHiAiUser, mode 660): usermod -aG HwHiAiUser <user>, "
+                 "then log in again; in a container, run it as root or with that group (--group-add).")
+
+
+def _denied(verdict, subject, nodes):
+    shown = ", ".join(f"/dev/{n.name} ({n.owner}:{n.group} {n.mode})" for n in nodes[:4]) + \
+        (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
+    verdict.failed(subject, observed=f"{shown}: not readable and writable by the login user, whom the job runs as",
+                   expected="the device nodes open to that user (root, or a member of their group)",
+                   remedy=ACCESS_REMEDY)
 
 
 @check("devices.driver_mounts", title="Driver folders present (add-ons, /usr/local/dcmi in containers); npu-smi runs",

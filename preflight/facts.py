@@ -76,7 +76,8 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              ok_rc=(0, 1), display="cat /proc/net/tcp /proc/net/tcp6"),
     FactSpec("dev.nodes",
              "cd /dev && stat -c '%n|%F|%t|%T|%U|%G|%a' -- davinci* vdavinci* davinci_manager devmm_svm hisi_hdc "
-             "2>/dev/null; true",
+             "2>/dev/null; for f in davinci* davinci_manager devmm_svm hisi_hdc; do [ -c \"$f\" ] || continue; "
+             "if [ -r \"$f\" ] && [ -w \"$f\" ]; then echo \"@@A|$f|rw\"; else echo \"@@A|$f|no\"; fi; done; true",
              system.parse_dev_listing, display="ls -l /dev/davinci* /dev/devmm_svm /dev/hisi_hdc"),
     FactSpec("tools.pdsh", "command -v pdsh", _optional_path, ok_rc=(0, 1), display="command -v pdsh"),
     FactSpec("tools.python3", "command -v python3", _optional_path, ok_rc=(0, 1), display="command -v python3"),

@@ -3,6 +3,7 @@ device nodes and listening sockets.  The probe's commands fix these formats."""
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
 from dataclasses import dataclass
@@ -183,6 +184,8 @@ class DevNode:
     owner: str
     group: str
     mode: str
+    # Whether the login user (the one the job runs as) may open it read-write; None: not asked.
+    usable: bool | None = None
 
 
 _KINDS = {
@@ -198,8 +201,13 @@ _KINDS = {
 def parse_dev_listing(text: str) -> dict[str, DevNode]:
     """``stat -c '%n|%F|%t|%T|%U|%G|%a'`` run in /dev (major/minor in hex)."""
     nodes = {}
+    access = {}
     for line in text.splitlines():
         if not line.strip() or line.startswith("stat: "):  # stat's word on a glob that matched nothing
+            continue
+        if line.startswith("@@A|"):  # @@A|<name>|rw or |no: test -r -a -w as the login user
+            _, name, how = (line.split("|") + ["", ""])[:3]
+            access[name] = how == "rw"
             continue
         parts = line.split("|")
         if len(parts) != 7:
@@ -217,7 +225,8 @@ def parse_dev_listing(text: str) -> dict[str, DevNode]:
             )
         except ValueError:
             raise ParseError(f"unreadable stat line {line[:80]!r}") from None
-    return nodes
+    return {name: dataclasses.replace(node, usable=access[name]) if name in access else node
+            for name, node in nodes.items()}
 
 
 def parse_listening_ports(text: str) -> frozenset[int]:

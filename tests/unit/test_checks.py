@@ -1,6 +1,8 @@
 """Every built-in check on a passing and a failing fact set (real captured outputs)."""
 
 import json
+import os
+import stat
 
 import pytest
 
@@ -178,6 +180,50 @@ def test_management_nodes():
                                    if not line.startswith("devmm_svm")))
     results = run_check(devices.test_management_nodes, host=make_host(), facts=make_facts(raw=raw))
     assert outcomes(results) == {("davinci_manager", "passed"), ("devmm_svm", "failed"), ("hisi_hdc", "failed")}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make device nodes and become nobody")
+def test_device_nodes_a_non_root_login_cannot_open_fail():
+    """/dev/davinci* are root:HwHiAiUser 660: a login outside that group found them all present and
+    passed, and the job could not open one. The probe's own command, run in a folder of real
+    device nodes as root and as nobody."""
+    import shutil
+    import tempfile
+
+    dev = tempfile.mkdtemp(prefix="pf-dev-")  # pytest's own tmp_path is closed to other users
+    try:
+        os.chmod(dev, 0o755)
+        for name, minor in (("davinci0", 0), ("davinci1", 1), ("davinci_manager", 2), ("devmm_svm", 3),
+                            ("hisi_hdc", 4)):
+            os.mknod(os.path.join(dev, name), 0o660 | stat.S_IFCHR, os.makedev(236, minor))
+        _judge_device_access(dev)
+    finally:
+        shutil.rmtree(dev)
+
+
+def _judge_device_access(dev):
+    import subprocess
+
+    from preflight.facts import FACTS
+
+    command = FACTS["dev.nodes"].command.replace("cd /dev", f"cd {dev}", 1)
+    as_root = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30).stdout
+    as_nobody = subprocess.run(["su", "nobody", "-s", "/bin/bash", "-c", command], capture_output=True, text=True,
+                               timeout=30).stdout
+    for text, usable in ((as_root, True), (as_nobody, False)):
+        raw = healthy_raw(npus=2)
+        raw["dev.nodes"] = out(text)
+        facts = make_facts(raw=raw)
+        nodes = run_check(devices.test_davinci_nodes, host=make_host(npus_per_node=2), facts=facts)
+        mgmt = run_check(devices.test_management_nodes, host=make_host(), facts=facts)
+        if usable:
+            assert {r.outcome for r in nodes + mgmt} == {"passed"}, [r.message for r in nodes + mgmt]
+        else:
+            [access] = [r for r in nodes if r.subject == "access"]
+            assert access.outcome == "failed" and "/dev/davinci0 (root:root 6" in access.message, access.message
+            assert "not readable and writable by the login user" in access.message and "HwHiAiUser" in access.remedy
+            assert {(r.subject, r.outcome) for r in mgmt} == {(n, "failed") for n in
+                                                               ("davinci_manager", "devmm_svm", "hisi_hdc")}
 
 
 # -- npu.health ------------------------------------------------------------------------
