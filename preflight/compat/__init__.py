@@ -71,6 +71,10 @@ def _read(path: Path) -> dict:
     return doc
 
 
+def _row_key(table: str, value) -> str:
+    return (norm_cann(str(value)) if table == "cann_driver" else norm_pip(str(value))).upper()
+
+
 def load(extra=()) -> Compat:
     compat = Compat()
     paths = [DATA] + [Path(p) for p in extra or ()]
@@ -84,7 +88,9 @@ def load(extra=()) -> Compat:
             for row in doc.get(table) or []:
                 row = dict(row)
                 row.setdefault("source", str(path) if path != DATA else "")
-                rows[:] = [r for r in rows if str(r[key]) != str(row[key])]
+                # A user row replaces the shipped one however it spells the release (8.2.rc1, 8.2.RC1).
+                same = _row_key(table, row[key])
+                rows[:] = [r for r in rows if _row_key(table, r[key]) != same]
                 rows.append(row)
         compat.known_bad.extend(doc.get("known_bad") or [])
         if doc.get("verl_min_mindspeed"):

@@ -290,6 +290,10 @@ def test_compat_file_extends_and_is_validated(tmp_path):
     table = C.load([extra])
     row = next(r for r in table.rows("torch_npu") if r["torch_npu"] == "2.6.0")
     assert row["cann"] == ["8.3.RC1"] and table.known_bad
+    # A site row replaces the shipped one however it spells the release (install.info writes 8.2.rc1).
+    extra.write_text("cann_driver:\n  - {cann: '8.2.rc1', driver_min: '25.2.0', source: site}\n")
+    rows = [r for r in C.load([extra]).rows("cann_driver") if r["cann"].upper() == "8.2.RC1"]
+    assert [r["driver_min"] for r in rows] == ["25.2.0"]
     (tmp_path / "bad.yaml").write_text("torch_npu: {x: 1}\n")
     with pytest.raises(C.CompatError, match="bad.yaml"):
         C.load([tmp_path / "bad.yaml"])
