@@ -205,7 +205,12 @@ def _line_of(text: str, *keys: str) -> int | None:
 
 def _stages(value) -> tuple[int, ...] | None:
     if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
-        value = value[0]  # mm-convert style [[1, 10, 10, 7]]
+        # [[1, 10, 10, 7]] (mm-convert), or one row per virtual-pipeline chunk ([[0,0,0,1],[4,4,4,4],
+        # [4,3,2,2]] with VPP 3): a stage holds its layers of every chunk.
+        if len({len(v) for v in value}) != 1:
+            return None
+        value = [sum(col) if all(isinstance(x, int) and not isinstance(x, bool) for x in col) else None
+                 for col in zip(*value)]
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value) and value:
         return tuple(value)
     return None

@@ -124,6 +124,17 @@ def test_zero_llm_layer_stage_and_wrong_sum(tmp_path):
     assert outcomes(run(jc.test_pp_layers, mm_job(tmp_path))) == ["passed"]  # vit [32, 0, 0, 0] is fine
 
 
+def test_a_virtual_pipeline_split_is_judged_per_stage_over_its_chunks(tmp_path):
+    # MindSpeed-MM's VPP doc, PP 4 and VPP 3: one row per chunk; stage 0 holds 0 + 4 + 4 layers.
+    vpp = mm_job(tmp_path, llm=[[0, 0, 0, 1], [4, 4, 4, 4], [4, 3, 2, 2]],
+                 vit=[[32, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
+    assert outcomes(run(jc.test_pp_layers, vpp)) == ["passed"], [r.message for r in run(jc.test_pp_layers, vpp)]
+    wrong = mm_job(tmp_path, llm=[[0, 0, 0, 1], [4, 4, 4, 4], [4, 3, 2, 1]],
+                   vit=[[32, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
+    [r] = run(jc.test_pp_layers, wrong)
+    assert r.outcome == "failed" and "sums to 27 but text_decoder.num_layers: 28" in r.message, r.message
+
+
 # -- job.weights_format / job.weights_parallel -------------------------------------------------
 
 def test_hf_weights_given_to_megatron(tmp_path):
