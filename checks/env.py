@@ -265,7 +265,9 @@ def test_cann_loaded(host, facts, verdict):
         return
     real = files.roots.get(home, home)
     cann_py = [f"{r}/python/site-packages" for r in {home, real}]
-    on_path = any(p.rstrip("/") in cann_py for p in stack.sys_path)
+    # The inventory's env: (what the launch script exports) reaches the job, not the probe's python.
+    declared = str((host.vars.get("env") or {}).get("PYTHONPATH") or "").split(":")
+    on_path = any(p.rstrip("/") in cann_py for p in [*stack.sys_path, *declared] if p)
     if stack.modules.get("acl"):
         verdict.passed(message=f"{present[0]}={home}; python3 finds acl at {stack.modules['acl']}")
     elif not on_path:
@@ -273,6 +275,9 @@ def test_cann_loaded(host, facts, verdict):
                                 f"Python path of {stack.executable or 'python3'}: import acl fails "
                                 f"(No module named 'acl')",
                        expected=f"PYTHONPATH with {home}/python/site-packages, as set_env.sh exports it")
+    elif not any(p.rstrip("/") in cann_py for p in stack.sys_path):
+        verdict.passed(message=f"{present[0]}={home}; {home}/python/site-packages is on the job's Python path "
+                               f"through PYTHONPATH under env: in the inventory")
     else:
         verdict.passed(message=f"{present[0]}={home}, {home}/python/site-packages on the Python path "
                                f"(the toolkit ships no acl module here)")

@@ -724,6 +724,10 @@ def test_cann_loaded_acl_not_on_python_path():
     raw = node_raw(python_dot_stack=out(stack_output(modules={"acl": None}, path=("/usr/lib/python3",))))
     [r] = run(env.test_cann_loaded, H, make_facts(raw=raw))
     explained(r, "import acl fails")
+    # The inventory's env: declares what the launch script's set_env.sh exports: that Python path counts.
+    declared = make_host(env={"PYTHONPATH": f"{TOOLKIT}/python/site-packages:/opt/extra"})
+    [r] = run(env.test_cann_loaded, declared, make_facts(raw=raw))
+    assert r.outcome == "passed" and "through PYTHONPATH under env: in the inventory" in r.message, r.message
 
 
 def test_nnal_atb():
