@@ -213,6 +213,18 @@ def test_parallel_fits(job, job_facts, verdict):
             problems.append((parts[0] if parts else None,
                              f"{product_text} does not divide the world size {world_text}",
                              f"TP × PP × CP a divisor of {world}"))
+        # Megatron lays the experts over the data-parallel ranks (core 0.8: DP × CP a multiple of EP;
+        # 0.12: the world a multiple of expert-TP × EP × PP, expert-TP being TP by default): the same rule.
+        ep = job.arg("ep")
+        tp_pp = [a for a in (job.arg("tp"), job.arg("pp")) if a is not None]
+        if world is not None and ep is not None and not ep.unresolved and not any(a.unresolved for a in tp_pp):
+            tp_pp_n = math.prod(a.int_value(job.path) for a in tp_pp) if tp_pp else 1
+            epn = ep.int_value(job.path)
+            if epn > 1 and not world % tp_pp_n and (world // tp_pp_n) % epn:
+                problems.append((ep, f"{ep.shown()} does not divide the {world // tp_pp_n} ranks left by "
+                                     f"{' × '.join(a.shown() for a in tp_pp) or 'TP 1 × PP 1'} in the world size "
+                                     f"{world_text}",
+                                 f"an expert-parallel size that divides world / (TP × PP) = {world // tp_pp_n}"))
         rtp = job.arg("rollout_tp")
         if world is not None and rtp is not None and not rtp.unresolved and world % rtp.int_value(job.path):
             problems.append((rtp, f"{rtp.shown()} does not divide the world size {world_text}",

@@ -102,6 +102,18 @@ def test_parallel_layout_must_divide_world_and_fit_inventory(tmp_path):
     assert "--nnodes 4 but the inventory has 2 host(s)" in messages
 
 
+@pytest.mark.parametrize("tp, pp, ep, outcome", [(2, 2, 8, "failed"), (2, 2, 2, "passed"), (1, 1, 8, "passed"),
+                                                (8, 1, 1, "passed")])
+def test_expert_parallel_size_must_divide_what_tp_and_pp_leave(tmp_path, tp, pp, ep, outcome):
+    # 8 NPUs: TP 2 × PP 2 leave 2 data-parallel ranks, which EP 8 cannot be laid over.
+    job = load_job(write(tmp_path, "p.sh", llm_script(tp=tp, pp=pp, ep=ep)))
+    results = run(jc.test_parallel_fits, job)
+    assert [r.outcome for r in results] == [outcome], [r.message for r in results]
+    if outcome == "failed":
+        explained(results[0], "--expert-model-parallel-size 8 does not divide the 2 ranks left by "
+                              "--tensor-model-parallel-size 2 × --pipeline-model-parallel-size 2")
+
+
 def test_roll_device_mapping_beyond_the_cluster(tmp_path):
     job = load_job(write(tmp_path, "r.yaml", roll_yaml(train="list(range(0, 8))", infer="list(range(8, 16))")))
     [r] = run(jc.test_parallel_fits, job, hosts=[make_host("node-01", npus_per_node=8)])
