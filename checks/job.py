@@ -149,6 +149,10 @@ def _world(job):
     if nn is not None and npn is not None and not (nn.unresolved or npn.unresolved):
         n = nn.int_value(job.path) * npn.int_value(job.path)
         return n, f"{nn.shown()} × {npn.shown()} = {n}"
+    if job.kind == "mindspeed" and nn is None and npn is not None and not npn.unresolved:
+        # torchrun without --nnodes runs one node, however many the inventory lists.
+        n = npn.int_value(job.path)
+        return n, f"{npn.shown()} on one node (torchrun's default --nnodes 1) = {n}"
     return None, None
 
 

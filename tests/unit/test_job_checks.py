@@ -114,6 +114,16 @@ def test_expert_parallel_size_must_divide_what_tp_and_pp_leave(tmp_path, tp, pp,
                               "--tensor-model-parallel-size 2 × --pipeline-model-parallel-size 2")
 
 
+def test_torchrun_without_nnodes_is_one_node_whatever_the_inventory(tmp_path):
+    script = llm_script(tp=4, pp=4).replace(" --nnodes $NNODES", "")
+    assert "--nnodes" not in script
+    hosts = [make_host(f"node-0{i}", npus_per_node=8) for i in (1, 2)]
+    [r] = run(jc.test_parallel_fits, load_job(write(tmp_path, "p.sh", script)), hosts=hosts)
+    assert r.outcome == "failed", r.message  # 16 NPUs in the inventory, but the job runs on 8
+    explained(r, "does not divide the world size --nproc_per_node 8 on one node (torchrun's default "
+                 "--nnodes 1) = 8")
+
+
 def test_roll_device_mapping_beyond_the_cluster(tmp_path):
     job = load_job(write(tmp_path, "r.yaml", roll_yaml(train="list(range(0, 8))", infer="list(range(8, 16))")))
     [r] = run(jc.test_parallel_fits, job, hosts=[make_host("node-01", npus_per_node=8)])
