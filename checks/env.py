@@ -266,8 +266,9 @@ def test_cann_loaded(host, facts, verdict):
     real = files.roots.get(home, home)
     cann_py = [f"{r}/python/site-packages" for r in {home, real}]
     # The inventory's env: (what the launch script exports) reaches the job, not the probe's python.
+    on_sys_path = any(p.rstrip("/") in cann_py for p in stack.sys_path)
     declared = str((host.vars.get("env") or {}).get("PYTHONPATH") or "").split(":")
-    on_path = any(p.rstrip("/") in cann_py for p in [*stack.sys_path, *declared] if p)
+    on_path = on_sys_path or any(p.rstrip("/") in cann_py for p in declared if p)
     if stack.modules.get("acl"):
         verdict.passed(message=f"{present[0]}={home}; python3 finds acl at {stack.modules['acl']}")
     elif not on_path:
@@ -275,7 +276,7 @@ def test_cann_loaded(host, facts, verdict):
                                 f"Python path of {stack.executable or 'python3'}: import acl fails "
                                 f"(No module named 'acl')",
                        expected=f"PYTHONPATH with {home}/python/site-packages, as set_env.sh exports it")
-    elif not any(p.rstrip("/") in cann_py for p in stack.sys_path):
+    elif not on_sys_path:
         verdict.passed(message=f"{present[0]}={home}; {home}/python/site-packages is on the job's Python path "
                                f"through PYTHONPATH under env: in the inventory")
     else:

@@ -256,8 +256,8 @@ def test_device_ip(host, facts, verdict):
         elif ip is None:
             verdict.failed(subject, observed=f"hccn_tool -i {dev} -ip -g: no device IP configured",
                            expected="an ipaddr/netmask for the NPU's RoCE port", where=_where(host, facts, dev))
-        elif _unusable(ip.address):
-            verdict.failed(subject, observed=f"hccn_tool -i {dev} -ip -g: ipaddr {ip.address}, {_unusable(ip.address)}",
+        elif why := _unusable(ip.address):
+            verdict.failed(subject, observed=f"hccn_tool -i {dev} -ip -g: ipaddr {ip.address}, {why}",
                            expected="a unicast ipaddr/netmask for the NPU's RoCE port", where=_where(host, facts, dev))
         elif len(owners[ip.address]) > 1:
             others = fold(f"npu{d}" for d in owners[ip.address] if d != dev)

@@ -4,8 +4,8 @@ import ipaddress
 from collections import Counter, defaultdict
 
 from preflight import faq
-from preflight.activeprobe import (device_ips, hccl_endpoint, hccl_ports_of, launcher_hosts, launcher_targets, ray_plan,
-                                  rendezvous_plan, shared_paths)
+from preflight.activeprobe import (device_ips, hccl_endpoint, hccl_ports_of, launcher_hosts, launcher_targets,
+                                  node_addresses, ray_plan, rendezvous_plan, shared_paths)
 from preflight.check import check
 from preflight.checks.hccl import not_applicable
 from preflight.facts import FactUnavailable, remedy_for_unevaluated
@@ -171,8 +171,7 @@ def test_rendezvous(cluster, verdict):
         return
     subject = f"{plan.address}:{plan.port}"
     if plan.master is None:
-        shared = [h.name for h, f in cluster.reachable()
-                  if plan.address in {ip for i in f.optional("net.interfaces", {}).values() for ip in i.ips()}]
+        shared = [h.name for h, f in cluster.reachable() if plan.address in node_addresses(f)]
         if _is_loopback(plan.address):
             verdict.failed(subject, observed=f"MASTER_ADDR={plan.address} ({plan.source}) is a loopback address: each "
                                              f"node would wait for the others at its own address",
@@ -231,8 +230,7 @@ def test_hccl_ports(host, facts, cluster, verdict):
         return
     address, why = hccl_endpoint(peer, peer_facts)
     why = "" if address == peer.address else f" ({why})"
-    interfaces = facts.optional("net.interfaces", {})
-    own = {ip for iface in interfaces.values() for ip in iface.ips()}
+    own = node_addresses(facts)
     for probe in probes:
         path = f"{host.name} -> {peer.name} HCCL port {probe.port} at {probe.address}{why}"
         if probe.address in own:

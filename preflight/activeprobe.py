@@ -173,6 +173,11 @@ done
 """.replace("@HOME_P@", expand_home("p"))
 
 
+def node_addresses(facts) -> set[str]:
+    """Every address on the node's own interfaces (empty when they could not be read)."""
+    return {ip for iface in facts.optional("net.interfaces", {}).values() for ip in iface.ips()}
+
+
 def device_ips(facts) -> dict[int, str]:
     """The device IPs hccn_tool read on a node, by device: the NPUs that take part in the pings."""
     return {dev: ip.address for dev, ip in facts.per_device("hccn.ip").items()
@@ -837,8 +842,7 @@ def rendezvous_plan(cluster) -> RendezvousPlan | None:
                 master = host
     if address and master is None:
         # MASTER_ADDR on another NIC of a node (the training network, not the one SSH uses).
-        owners = [host for host, facts in cluster.reachable()
-                  if address in {ip for iface in facts.optional("net.interfaces", {}).values() for ip in iface.ips()}]
+        owners = [host for host, facts in cluster.reachable() if address in node_addresses(facts)]
         master = owners[0] if len(owners) == 1 else None
     sources = [h for h, _ in cluster.reachable() if master is None or h.name != master.name]
     if address is None or port is None:
