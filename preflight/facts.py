@@ -79,7 +79,11 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              "2>/dev/null; for f in davinci* davinci_manager devmm_svm hisi_hdc; do [ -c \"$f\" ] || continue; "
              "if [ -r \"$f\" ] && [ -w \"$f\" ]; then echo \"@@A|$f|rw\"; else echo \"@@A|$f|no\"; fi; done; true",
              system.parse_dev_listing, display="ls -l /dev/davinci* /dev/devmm_svm /dev/hisi_hdc"),
-    FactSpec("tools.pdsh", "command -v pdsh", _optional_path, ok_rc=(0, 1), display="command -v pdsh"),
+    # -V names the rcmd modules: yum's pdsh comes without ssh (package pdsh-rcmd-ssh).
+    FactSpec("tools.pdsh", "command -v pdsh && { pdsh -V 2>&1; f=" + system.RCMD_DEFAULT_FILE + "; "
+             "[ -r $f ] && echo \"" + system.RCMD_DEFAULT_MARK + "$(head -c 64 $f)\"; true; }",
+             system.parse_pdsh, ok_rc=(0, 1),
+             display="command -v pdsh; pdsh -V"),
     FactSpec("tools.python3", "command -v python3", _optional_path, ok_rc=(0, 1), display="command -v python3"),
     FactSpec("npu_smi.info", '"$PF_NPUSMI" info', npu_smi.parse_npu_smi_info, tool="npu-smi",
              display="npu-smi info"),

@@ -64,7 +64,7 @@ def healthy_raw(npus=8, env=None, nofile="65536 65536", interfaces=None) -> dict
         "net.interfaces": out(json.dumps(interfaces if interfaces is not None else IFACES)),
         "net.listening": out("  sl  local_address rem_address   st\n"),
         "dev.nodes": out(devs),
-        "tools.pdsh": out("/usr/bin/pdsh\n"),
+        "tools.pdsh": out("/usr/bin/pdsh\npdsh-2.34 (+readline+debug)\nrcmd modules: ssh,rsh,exec (default: ssh)\nmisc modules: machines,dshgroup,netgroup,genders\n"),
         "tools.python3": out("/usr/bin/python3\n"),
         "npu_smi.info": out(fixture("npu-smi/info/a2-910b4-25.0.rc1.1-idle.txt")),
     }

@@ -48,6 +48,52 @@ def parse_nofile(text: str) -> NofileLimit:
     return NofileLimit(_limit(tokens[0]), _limit(tokens[1]))
 
 
+RCMD_DEFAULT_FILE = "/etc/pdsh/rcmd_default"  # Debian's /usr/bin/pdsh wrapper reads it
+RCMD_DEFAULT_MARK = "@@RCMD_DEFAULT "
+
+
+@dataclass(frozen=True)
+class Pdsh:
+    path: str
+    # From ``pdsh -V``: the remote-command modules it can load, and the one it was built to use
+    # without ``-R`` or PDSH_RCMD_TYPE.  None: this pdsh did not say.
+    rcmd: tuple[str, ...] | None = None
+    default_rcmd: str | None = None
+    # The module named in /etc/pdsh/rcmd_default, which Debian's wrapper exports as
+    # PDSH_RCMD_TYPE (``pdsh -V`` still prints the built-in default).
+    default_file: str | None = None
+
+    @property
+    def site_default(self) -> str | None:
+        """What a plain ``pdsh -w`` connects with when PDSH_RCMD_TYPE is not set."""
+        return self.default_file or self.default_rcmd
+
+
+def parse_pdsh(text: str) -> Pdsh | None:
+    """``command -v pdsh``, then ``pdsh -V``, then an ``@@RCMD_DEFAULT`` line with the contents
+    of /etc/pdsh/rcmd_default when it exists.  None when pdsh is not on PATH.
+
+    ``pdsh -V`` prints ``pdsh-2.34 (+readline+debug)``, then ``rcmd modules: ssh,rsh,exec
+    (default: rsh)`` (``(none)`` when no module loads), then the misc modules."""
+    lines = text.splitlines()
+    if not lines or not lines[0].strip():
+        return None
+    path = lines[0].strip()
+    rcmd = default = chosen = None
+    for line in lines[1:]:
+        if line.startswith(RCMD_DEFAULT_MARK):
+            chosen = line[len(RCMD_DEFAULT_MARK):].strip() or None
+            continue
+        key, sep, value = line.partition(":")
+        if not sep or key.strip() != "rcmd modules" or rcmd is not None:
+            continue
+        names, _, default = value.partition("(default:")
+        rcmd = tuple(n.strip() for n in names.split(",") if n.strip() and n.strip() != "(none)")
+        default = default.rstrip().rstrip(")").strip()
+        default = None if default in ("", "none", "(none)") else default
+    return Pdsh(path, rcmd, default, chosen)
+
+
 @dataclass(frozen=True)
 class NetInterface:
     name: str

@@ -511,6 +511,58 @@ def test_pdsh_everywhere_when_no_launcher_is_marked():
         assert bad.outcome == "failed"
 
 
+def _pdsh(modules="ssh,rsh,exec", default="rsh"):
+    return out(f"/usr/bin/pdsh\npdsh-2.34 (+readline+debug)\nrcmd modules: {modules} (default: {default})\n"
+               "misc modules: machines,dshgroup,netgroup,genders\n")
+
+
+def test_pdsh_without_its_ssh_module_fails_naming_the_package():
+    head, worker = make_host("node-01", groups=["head"]), make_host("node-02")
+    cl = cluster_of((head, make_facts("node-01")), (worker, make_facts("node-02")))
+    [bad] = run_check(tools.test_pdsh, host=head, facts=make_facts(tools_dot_pdsh=_pdsh("rsh,exec")), cluster=cl)
+    assert bad.outcome == "failed" and bad.severity == "error"
+    assert_explained(bad, "no ssh rcmd module")
+    assert "rsh,exec" in bad.observed and "pdsh-rcmd-ssh" in bad.remedy
+
+
+def test_pdsh_defaulting_to_rsh_warns_unless_the_session_chooses_ssh():
+    head, worker = make_host("node-01", groups=["head"]), make_host("node-02")
+    cl = cluster_of((head, make_facts("node-01")), (worker, make_facts("node-02")))
+    [warn] = run_check(tools.test_pdsh, host=head, facts=make_facts(tools_dot_pdsh=_pdsh()), cluster=cl)
+    assert warn.outcome == "warning" and "default rcmd module is rsh" in warn.observed
+    assert "PDSH_RCMD_TYPE=ssh" in warn.remedy
+    env = make_facts()
+    chosen = make_facts(tools_dot_pdsh=_pdsh(), session_dot_env=out(
+        "\0".join(f"{k}={v}" for k, v in {**env.get("session.env"), "PDSH_RCMD_TYPE": "ssh"}.items()) + "\0"))
+    assert outcomes(run_check(tools.test_pdsh, host=head, facts=chosen, cluster=cl)) == {(None, "passed")}
+    # Declared in the inventory's job environment: the launcher runs with it.
+    declared = make_host("node-01", groups=["head"], env={"PDSH_RCMD_TYPE": "ssh"})
+    [ok] = run_check(tools.test_pdsh, host=declared, facts=make_facts(tools_dot_pdsh=_pdsh()), cluster=cl)
+    assert ok.outcome == "passed" and "ssh" in ok.message
+    rsh = make_facts(tools_dot_pdsh=_pdsh(default="ssh"), session_dot_env=out(
+        "\0".join(f"{k}={v}" for k, v in {**env.get("session.env"), "PDSH_RCMD_TYPE": "rsh"}.items()) + "\0"))
+    [warn] = run_check(tools.test_pdsh, host=head, facts=rsh, cluster=cl)
+    assert warn.outcome == "warning" and "PDSH_RCMD_TYPE=rsh" in warn.observed
+
+
+def test_pdsh_follows_debians_rcmd_default_file():
+    head, worker = make_host("node-01", groups=["head"]), make_host("node-02")
+    cl = cluster_of((head, make_facts("node-01")), (worker, make_facts("node-02")))
+    debian = out(_pdsh().stdout + "@@RCMD_DEFAULT ssh\n")
+    [ok] = run_check(tools.test_pdsh, host=head, facts=make_facts(tools_dot_pdsh=debian), cluster=cl)
+    assert ok.outcome == "passed", ok.message
+    rsh = out(_pdsh(default="ssh").stdout + "@@RCMD_DEFAULT rsh\n")
+    [warn] = run_check(tools.test_pdsh, host=head, facts=make_facts(tools_dot_pdsh=rsh), cluster=cl)
+    assert warn.outcome == "warning" and "/etc/pdsh/rcmd_default names rsh" in warn.observed
+
+
+def test_pdsh_whose_modules_are_unknown_passes_saying_so():
+    head, worker = make_host("node-01", groups=["head"]), make_host("node-02")
+    cl = cluster_of((head, make_facts("node-01")), (worker, make_facts("node-02")))
+    [ok] = run_check(tools.test_pdsh, host=head, facts=make_facts(tools_dot_pdsh=out("/usr/bin/pdsh\n")), cluster=cl)
+    assert ok.outcome == "passed" and "not listed" in ok.message
+
+
 def test_pdsh_not_needed_on_a_single_node():
     host = make_host("node-01", groups=["head"])
     cl = cluster_of((host, make_facts("node-01")))

@@ -12,11 +12,12 @@ import shlex
 import shutil
 import socket
 import subprocess
+from dataclasses import replace as dataclasses_replace
 
 import pytest
 
 from preflight.ifname import route_nics, route_to
-from preflight.parsers import ParseError
+from preflight.parsers import ParseError, system
 from preflight.parsers.system import (
     DevNode,
     NetInterface,
@@ -419,3 +420,81 @@ def test_tcp_probe_garbage_is_a_parse_error(text):
 
 def test_tcp_probe_unicode_digit_port_is_a_parse_error():
     assert_parse_error(parse_tcp_probe, "open 10.0.0.1 ² none")
+
+
+# -- pdsh: command -v, then pdsh -V ------------------------------------------------------------
+# The -V formats as pdsh prints them (src/pdsh/opt.c _show_version): 2.34 from Debian's apt,
+# 2.26 built with ssh and exec only, 2.23 with mrsh as its default.
+
+def test_pdsh_modules_and_default():
+    pdsh = system.parse_pdsh("/usr/bin/pdsh\npdsh-2.34 (+readline+debug)\nrcmd modules: ssh,rsh,exec (default: rsh)\n"
+                             "misc modules: machines,dshgroup,netgroup,genders\n")
+    assert pdsh == system.Pdsh("/usr/bin/pdsh", ("ssh", "rsh", "exec"), "rsh")
+    pdsh = system.parse_pdsh("/usr/local/bin/pdsh\npdsh-2.26\nrcmd modules: ssh,exec (default: ssh)\nmisc modules: (none)\n")
+    assert pdsh.rcmd == ("ssh", "exec") and pdsh.default_rcmd == "ssh"
+    pdsh = system.parse_pdsh("/usr/bin/pdsh\npdsh-2.23 (+debug)\nrcmd modules: ssh,rsh,mrsh,exec (default: mrsh)\n"
+                             "misc modules: slurm,dshgroup,nodeupdown (*conflicting: genders)\n"
+                             "[* To force-load a conflicting module, use the -M <name> option]\n")
+    assert pdsh.rcmd == ("ssh", "rsh", "mrsh", "exec") and pdsh.default_rcmd == "mrsh"
+
+
+def test_pdsh_yum_build_without_ssh():
+    pdsh = system.parse_pdsh("/usr/bin/pdsh\npdsh-2.34\nrcmd modules: rsh,exec (default: rsh)\nmisc modules: (none)\n")
+    assert "ssh" not in pdsh.rcmd and pdsh.default_rcmd == "rsh"
+
+
+def test_pdsh_absent_or_silent():
+    assert system.parse_pdsh("") is None
+    assert system.parse_pdsh("\n") is None
+    # A pdsh whose -V says nothing about modules: installed, modules unknown.
+    assert system.parse_pdsh("/opt/pdsh/bin/pdsh\n") == system.Pdsh("/opt/pdsh/bin/pdsh")
+    assert system.parse_pdsh("/usr/bin/pdsh\nrcmd modules: (none)\n") == system.Pdsh("/usr/bin/pdsh", (), None)
+
+
+# Captured from Debian bookworm's pdsh 2.34-0.2 package (genders' library absent: no misc module),
+# then the same with its sshcmd.so removed, as yum's pdsh is without pdsh-rcmd-ssh.
+DEBIAN_PDSH_V = "pdsh-2.34 (+readline+debug)\nrcmd modules: ssh,rsh,exec (default: rsh)\nmisc modules: (none)\n"
+NO_SSH_PDSH_V = "pdsh-2.34 (+readline+debug)\nrcmd modules: rsh,exec (default: rsh)\nmisc modules: (none)\n"
+
+
+def _can_overlay_etc() -> bool:
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as layer:
+        probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                                f"mount -t overlay overlay -o lowerdir={layer}:/etc /etc"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _can_overlay_etc(), reason="needs root, unshare -m and overlayfs")
+@pytest.mark.parametrize("rcmd_default, version, expected", [
+    (None, DEBIAN_PDSH_V, system.Pdsh("@", ("ssh", "rsh", "exec"), "rsh", None)),
+    ("ssh\n", DEBIAN_PDSH_V, system.Pdsh("@", ("ssh", "rsh", "exec"), "rsh", "ssh")),
+    ("", NO_SSH_PDSH_V, system.Pdsh("@", ("rsh", "exec"), "rsh", None)),
+    ("absent", "", None),
+])
+def test_pdsh_fact_command_reads_version_and_debians_default_file(tmp_path, rcmd_default, version, expected):
+    """The probe's own command, run by bash with a pdsh that prints the captured bytes, and in a
+    private mount namespace an /etc/pdsh/rcmd_default (an overlay on /etc; the real one is untouched)."""
+    from preflight.facts import FACTS
+
+    bindir, etc = tmp_path / "bin", tmp_path / "etc"
+    bindir.mkdir()
+    (etc / "pdsh").mkdir(parents=True)
+    if rcmd_default not in (None, "absent"):
+        (etc / "pdsh" / "rcmd_default").write_text(rcmd_default)
+    if rcmd_default != "absent":
+        (bindir / "pdsh").write_text("#!/bin/sh\n[ \"$1\" = -V ] && printf '%s' " + shlex.quote(version) + "\n")
+        (bindir / "pdsh").chmod(0o755)
+    setup = f"mount -t overlay overlay -o lowerdir={etc}:/etc /etc && PATH={bindir}:/usr/bin:/bin exec bash -c \"$0\""
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", setup, FACTS["tools.pdsh"].command],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode in FACTS["tools.pdsh"].ok_rc, done.stderr
+    pdsh = system.parse_pdsh(done.stdout)
+    if expected is None:
+        assert pdsh is None
+    else:
+        assert pdsh == dataclasses_replace(expected, path=str(bindir / "pdsh"))
+        assert pdsh.site_default == (expected.default_file or "rsh")
