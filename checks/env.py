@@ -205,6 +205,15 @@ def set_env_script(files) -> str:
     return SET_ENV
 
 
+def atb_set_env_script(files) -> str:
+    """nnal/atb's set_env.sh beside the libatb.so found (~/Ascend/nnal/atb for a non-root install)."""
+    for lib in files.libatb:
+        prefix, sep, _ = lib.partition("/nnal/atb/")
+        if sep:
+            return f"{prefix}/nnal/atb/set_env.sh"
+    return ATB_SET_ENV
+
+
 def _login_env(facts):
     return facts.optional("session.env_login")
 
@@ -293,7 +302,7 @@ def test_nnal_atb(host, facts, verdict):
     env = effective_env(host, facts.get("session.env"))
     if not files.libatb:
         verdict.failed(observed="nnal/atb is not installed: no libatb.so under "
-                                "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_*/lib",
+                                "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_*/lib (nor ~/Ascend/nnal/atb)",
                        expected="the nnal package of the CANN release installed",
                        remedy=(f"Install the nnal package of the CANN release after sourcing {set_env_script(files)} "
                                f"(the installer needs it), then add `source {ATB_SET_ENV}` to ~/.bashrc above its "
@@ -301,7 +310,8 @@ def test_nnal_atb(host, facts, verdict):
         return
     atb_home = env.get("ATB_HOME_PATH")
     if not atb_home:
-        _not_loaded(verdict, None, ("ATB_HOME_PATH",), env, _login_env(facts), ATB_SET_ENV, "nnal/atb's set_env.sh")
+        _not_loaded(verdict, None, ("ATB_HOME_PATH",), env, _login_env(facts), atb_set_env_script(files),
+                    "nnal/atb's set_env.sh")
         return
     lib = f"{atb_home.rstrip('/')}/lib/libatb.so"
     if lib not in files.libatb:

@@ -15,8 +15,8 @@ from .parsers import versions as v
 
 # Version files. Search order for the toolkit (ascend-formats.md 3.3): $ASCEND_HOME_PATH,
 # $ASCEND_TOOLKIT_HOME, ascend-toolkit/latest, cann, cann-* (8.5 layout), then the other
-# ascend-toolkit/<version> folders and nnae. Duplicates (a symlink and its target) are
-# dropped by the parser via readlink -f.
+# ascend-toolkit/<version> folders and nnae, then the same in ~/Ascend (a non-root install).
+# Duplicates (a symlink and its target) are dropped by the parser via readlink -f.
 ASCEND_FILES = r"""
 f() { [ -f "$2" ] && [ -r "$2" ] || return 0; printf '@@F\t%s\t%s\n' "$1" "$2"; head -c 65536 -- "$2"; printf '\n@@E\n'; }
 # Links are resolved together at the end: one readlink for all, not one process each.
@@ -33,7 +33,11 @@ for p in "$A/driver/lib64" "$A/driver/version.info" "$A/driver/tools" "$A/add-on
 { [ -f /.dockerenv ] || [ -f /run/.containerenv ] || [ -d /var/run/secrets/kubernetes.io ] \
   || grep -qsE '/(kubepods|docker|containerd|lxc)' /proc/1/cgroup; } && printf '@@C\n'
 seen='|'
-for r in "$ASCEND_HOME_PATH" "$ASCEND_TOOLKIT_HOME" "$A/ascend-toolkit/latest" "$A/cann" "$A"/cann-* "$A"/ascend-toolkit/* "$A/nnae/latest"; do
+# A CANN installed by a non-root user lives in ~/Ascend (the driver always in /usr/local/Ascend).
+H=${HOME:+${HOME%/}/Ascend}
+[ -n "$H" ] && [ "$H" != "$A" ] && [ -d "$H" ] || H=
+for r in "$ASCEND_HOME_PATH" "$ASCEND_TOOLKIT_HOME" "$A/ascend-toolkit/latest" "$A/cann" "$A"/cann-* "$A"/ascend-toolkit/* "$A/nnae/latest" \
+         ${H:+"$H/ascend-toolkit/latest" "$H/cann" "$H"/cann-* "$H"/ascend-toolkit/* "$H/nnae/latest"}; do
   [ -n "$r" ] && [ -d "$r" ] || continue
   r=${r%/}
   case "$seen" in *"|$r|"*) continue;; esac
@@ -44,8 +48,8 @@ for r in "$ASCEND_HOME_PATH" "$ASCEND_TOOLKIT_HOME" "$A/ascend-toolkit/latest" "
   f "kernels:$r" "$r/opp_kernel/version.info"
   for k in "$r"/opp/built-in/op_impl/ai_core/tbe/kernel/*/; do [ -d "$k" ] && { k=${k%/}; printf '@@K\t%s\t%s\n' "$r" "${k##*/}"; }; done
 done
-for r in "${ATB_HOME_PATH:+$ATB_HOME_PATH/../..}" "$A/nnal/atb/latest"; do [ -n "$r" ] && f atb "$r/version.info"; done
-for s in "$A"/nnal/atb/latest/atb/cxx_abi_*/lib/libatb.so "${ATB_HOME_PATH:+$ATB_HOME_PATH/lib/libatb.so}"; do [ -n "$s" ] && l libatb "$s"; done
+for r in "${ATB_HOME_PATH:+$ATB_HOME_PATH/../..}" "$A/nnal/atb/latest" ${H:+"$H/nnal/atb/latest"}; do [ -n "$r" ] && f atb "$r/version.info"; done
+for s in "$A"/nnal/atb/latest/atb/cxx_abi_*/lib/libatb.so ${H:+"$H"/nnal/atb/latest/atb/cxx_abi_*/lib/libatb.so} "${ATB_HOME_PATH:+$ATB_HOME_PATH/lib/libatb.so}"; do [ -n "$s" ] && l libatb "$s"; done
 real=()
 # NUL-separated, so any path survives; a path readlink could not resolve would shift the rest,
 # so then each is resolved alone.

@@ -1251,6 +1251,44 @@ def test_ascend_files_probe_resolves_every_link_and_names_kernel_dirs(tmp_path):
     assert {soc for root, soc in kernels if root == latest} == {"ascend910b", "ascend910_93"}
 
 
+def test_a_cann_installed_in_the_users_home_is_found_and_its_set_env_named(tmp_path):
+    """A non-root user's CANN installs to ~/Ascend; the driver stays in /usr/local/Ascend. Before,
+    such a node read as "no CANN" and the remedy named /usr/local/Ascend's set_env.sh."""
+    import subprocess
+
+    from preflight.nodefacts import ASCEND_FILES
+
+    home = tmp_path / "home" / "alice"
+    toolkit = home / "Ascend" / "ascend-toolkit" / "8.2.RC1"
+    (toolkit / "toolkit").mkdir(parents=True)
+    (home / "Ascend" / "ascend-toolkit" / "latest").symlink_to(toolkit)
+    atb = home / "Ascend" / "nnal" / "atb" / "latest"
+    (atb / "atb" / "cxx_abi_1" / "lib").mkdir(parents=True)
+    (atb / "atb" / "cxx_abi_1" / "lib" / "libatb.so").write_text("")
+    (atb / "version.info").write_text((FIXTURES / "files" / "atb-version-info" / "8.2.RC1.txt").read_text())
+    (toolkit / "toolkit" / "version.info").write_text("Version=8.2.RC1\n")
+    command = ASCEND_FILES.replace("A=/usr/local/Ascend", f"A={tmp_path / 'no-usr-local'}")
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(home)})
+    files = pv.parse_ascend_files(proc.stdout)
+    latest = str(home / "Ascend" / "ascend-toolkit" / "latest")
+    assert files.active_cann() is not None and files.active_cann().root == latest
+    assert files.active_cann().version == "8.2.RC1"
+    assert files.libatb and files.atb_version == "8.2.RC1"
+    assert env.set_env_script(files) == str(home / "Ascend" / "ascend-toolkit" / "set_env.sh")
+    assert env.atb_set_env_script(files) == str(home / "Ascend" / "nnal" / "atb" / "set_env.sh")
+    # What the operator reads: the scripts in their home, not /usr/local/Ascend's.
+    raw = dict(healthy_raw(), **{"ascend.files": out(proc.stdout)})
+    raw["session.env"] = out("PATH=/usr/bin:/bin\0HOME=" + str(home) + "\0")
+    facts_ = make_facts(raw=raw)
+    for check_fn, script in ((env.test_cann_loaded, "ascend-toolkit/set_env.sh"), (env.test_nnal_atb, "nnal/atb/set_env.sh")):
+        [r] = run(check_fn, H, facts_)
+        assert r.outcome == "failed" and str(home / "Ascend" / script) in (r.expected + r.observed + r.remedy), r
+    # Without HOME, or with HOME the same as the system root, nothing is searched twice.
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+    assert pv.parse_ascend_files(proc.stdout).active_cann() is None
+
+
 @pytest.mark.skipif(not os.path.exists("/usr/sbin/iptables"), reason="needs iptables in /usr/sbin")
 def test_the_firewall_probe_finds_the_tools_off_a_non_root_path():
     """Debian gives a non-root SSH session PATH=/usr/local/bin:/usr/bin:/bin: iptables, nft and ufw
