@@ -1,6 +1,7 @@
 """What two nodes must be able to do to each other (phase two: probes between nodes)."""
 
 import ipaddress
+import shlex
 from collections import Counter, defaultdict
 
 from preflight import faq
@@ -33,8 +34,16 @@ HELD_PORT_REMEDY = ("See what holds the port on the target: ss -tanp 'sport = :{
                     "later; persist it in /etc/sysctl.d/); then run the preflight again.")
 
 
-def judge_tcp(verdict, probe, path: str, subject: str, severity=None, **kw) -> None:
-    """One TCP probe -> one result: open, dropped, rejected, or undecidable."""
+def target_python(cluster, node) -> str | None:
+    """The python3 phase one found on ``node`` (what opens the temporary listeners), if known."""
+    facts = cluster.facts.get(node.name)
+    return facts.optional("tools.python3") if facts is not None else None
+
+
+def judge_tcp(verdict, probe, path: str, subject: str, severity=None, python: str | None = None, **kw) -> None:
+    """One TCP probe -> one result: open, dropped, rejected, or undecidable.  ``python``: the
+    target's python3, when phase one found one (then a listener that did not open is not for
+    want of python3)."""
     if probe.state == "open":
         how = "through a temporary listener" if probe.listener == "temporary" else "something listens there"
         verdict.passed(subject, message=f"{path}: TCP connect succeeded ({how})", **kw)
@@ -55,6 +64,14 @@ def judge_tcp(verdict, probe, path: str, subject: str, severity=None, **kw) -> N
                                        f"temporary listener could be opened and a firewall cannot be told from a "
                                        f"service not started",
                       remedy=HELD_PORT_REMEDY.format(port=probe.port), **kw)
+    elif probe.state == "refused" and python:
+        verdict.error(subject, message=f"{path}: connection refused and nothing listens there yet; the temporary "
+                                       f"listener ({python} on the target) did not open port {probe.port}, so a "
+                                       f"firewall cannot be told from a service not started",
+                      remedy=f"On the target, see whether port {probe.port} can be bound: ss -tanp 'sport = "
+                             f":{probe.port}' and {shlex.quote(python)} -c \"import socket; socket.socket().bind(('', "
+                             f"{probe.port}))\" (a failure names the cause); or start the service that listens on "
+                             f"{probe.port} there, and re-run the preflight.", **kw)
     elif probe.state == "refused":
         verdict.error(subject, message=f"{path}: connection refused and nothing listens there yet; no temporary "
                                        f"listener could be opened (python3 missing, or the port could not be "
@@ -117,7 +134,7 @@ def test_ray_ports(host, facts, cluster, verdict):
                           remedy=NO_RECORD_REMEDY)
             continue
         judge_tcp(verdict, probe, f"{host.name} -> {node.name} Ray {label} port ({probe.address}:{port})", subject,
-                  severity=RAY_SEVERITY[label])
+                  severity=RAY_SEVERITY[label], python=target_python(cluster, node))
 
 
 # -- rendezvous ------------------------------------------------------------------------------
@@ -195,7 +212,8 @@ def test_rendezvous(cluster, verdict):
             verdict.error(subject, message=f"{host.name} -> {subject}: {exc}", host=host.name)
             continue
         judge_tcp(verdict, probes[0], f"{host.name} -> {plan.master.name} MASTER_PORT ({subject}, from the "
-                                      f"{plan.source})", subject, host=host.name)
+                                      f"{plan.source})", subject, host=host.name,
+                  python=target_python(cluster, plan.master))
 
 
 # -- HCCL host ports ---------------------------------------------------------------------------
@@ -245,7 +263,7 @@ def test_hccl_ports(host, facts, cluster, verdict):
                                   "network the nodes share, e.g. HCCL_SOCKET_IFNAME==enp189s0f0 (declare it "
                                   "under env: in the inventory if the launch script sets it).")
             continue
-        judge_tcp(verdict, probe, path, f"{peer.name}:{probe.port}")
+        judge_tcp(verdict, probe, path, f"{peer.name}:{probe.port}", python=peer_facts.optional("tools.python3"))
 
 
 # -- launcher SSH ----------------------------------------------------------------------------

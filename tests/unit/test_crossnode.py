@@ -1005,6 +1005,13 @@ def test_checks_that_cannot_be_evaluated_still_say_what_to_do():
                                                    "node-01 within 30s (the ping run was abandoned)\n"}})
     [gcs] = [r for r in run_check(network.test_ray_ports, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
              if r.subject == "node-01:6379"]
+    # node-01 has python3 (phase one found it): the listener failed for another reason.
+    assert gcs.outcome == "error" and "Install python3" not in gcs.remedy
+    assert "/usr/bin/python3 did" not in gcs.message and "(/usr/bin/python3 on the target) did not open" in gcs.message
+    assert "ss -tanp 'sport = :6379'" in gcs.remedy
+    cl.facts["node-01"] = make_facts("node-01", raw={**cl.facts["node-01"].raw, "tools.python3": out("", rc=1)})
+    [gcs] = [r for r in run_check(network.test_ray_ports, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
+             if r.subject == "node-01:6379"]
     assert gcs.outcome == "error" and "Install python3 on the target node" in gcs.remedy
     cl.facts["node-01"].raw.update({f"hccn.ip/{d}": out(f"ipaddr:29.1.1.{d}\nnetmask:255.255.0.0\n") for d in range(8)})
     [ping] = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
