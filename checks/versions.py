@@ -451,6 +451,80 @@ def _vllm_row(compat, version):
     return None
 
 
+def _public(version: str) -> str:
+    """``0.13.0+empty`` (vllm built from source for a plugin device) -> ``0.13.0``."""
+    return str(version).split("+", 1)[0]
+
+
+def _release_line(version: str) -> tuple[str, ...]:
+    return tuple(C.base_release(version).split(".")[:2])
+
+
+VLLM_REMEDY = ("Install the vllm release the vllm-ascend release was made for, from source without its CUDA parts: "
+               "git clone --depth 1 --branch v<vllm> https://github.com/vllm-project/vllm && cd vllm && "
+               "VLLM_TARGET_DEVICE=empty pip install -v -e . ; or install the vllm-ascend release made for the "
+               "installed vllm (vllm-ascend's versioning policy lists the pairs).")
+
+
+@check("versions.vllm", title="vllm-ascend pairs with the installed vllm, CANN and torch_npu",
+       reference=faq.R_VLLM_VERSIONS, needs=("python.stack", "ascend.files?"), remedy=VLLM_REMEDY)
+def test_vllm(host, facts, verdict, compat):
+    stack = facts.get("python.stack")
+    plugin = stack.version_of("vllm-ascend") or stack.version_of("vllm_ascend")
+    vllm = stack.version_of("vllm")
+    if not plugin:
+        verdict.skipped(message="vllm-ascend not installed in the job's Python"
+                                + (f" (vllm {vllm} alone)" if vllm else ""))
+        return
+    row = _vllm_row(compat, plugin)
+    wanted = [str(v) for v in C.as_list(row.get("vllm"))] if row is not None else []
+    remedy = VLLM_REMEDY.replace("<vllm>", wanted[-1] if wanted else "<vllm>")
+    if not vllm:
+        need = f"vllm {' or '.join(wanted)}" if wanted else "the vllm release of the same version"
+        verdict.failed("vllm", observed=f"vllm-ascend {plugin} installed without vllm",
+                       expected=f"{need} (vllm-ascend is a plugin that vllm loads)", remedy=remedy)
+        return
+    if not wanted:
+        if _release_line(vllm) != _release_line(plugin):
+            verdict.failed("vllm", severity="warning",
+                           observed=f"vllm-ascend {plugin} with vllm {vllm}: different release lines, and "
+                                    f"vllm-ascend {plugin} is not in the table",
+                           expected=f"vllm {'.'.join(_release_line(plugin))}.x, the release vllm-ascend follows "
+                                    f"(extend the table with --compat for the exact pair)")
+        else:
+            verdict.passed("vllm", message=f"vllm-ascend {plugin} with vllm {vllm} (same release line; "
+                                           f"the pair is not in the table)")
+        return
+    source = compat.source(row)
+    if not any(C.pip_equal(_public(vllm), w) for w in wanted):
+        verdict.failed("vllm", observed=f"vllm-ascend {plugin} with vllm {vllm}",
+                       expected=f"vllm {' or '.join(wanted)}, the release vllm-ascend {plugin} was made for ({source})",
+                       remedy=remedy)
+    else:
+        verdict.passed("vllm", message=f"vllm-ascend {plugin} with vllm {vllm}")
+    files = facts.optional("ascend.files")
+    cann = _cann_of(files) if files is not None else None
+    if cann and row.get("cann"):
+        if _cann_in(cann, row["cann"]):
+            verdict.passed("cann", message=f"vllm-ascend {plugin} with CANN {cann}")
+        else:
+            verdict.failed("cann", severity="warning",
+                           observed=f"vllm-ascend {plugin} with CANN {cann}: not the release it was tested with",
+                           expected=f"CANN {', '.join(C.as_list(row['cann']))} ({source})",
+                           remedy=f"Use the CANN release vllm-ascend {plugin} names ({', '.join(C.as_list(row['cann']))}: "
+                                  f"the vllm-ascend image of that release has it), or the vllm-ascend release made "
+                                  f"for CANN {cann}.")
+    tnpu = stack.version_of("torch_npu")
+    if tnpu and row.get("torch_npu") and not C.pip_equal(tnpu, str(row["torch_npu"])):
+        verdict.failed("torch_npu", severity="warning",
+                       observed=f"vllm-ascend {plugin} with torch_npu {tnpu}",
+                       expected=f"torch_npu {row['torch_npu']} ({source})",
+                       remedy=f"pip install torch_npu=={row['torch_npu']} (with torch {row.get('torch')}), as "
+                              f"vllm-ascend {plugin} was built against it.")
+    elif tnpu and row.get("torch_npu"):
+        verdict.passed("torch_npu", message=f"vllm-ascend {plugin} with torch_npu {tnpu}")
+
+
 @check("versions.triton", title="triton-ascend (not the standard triton) beside vllm-ascend",
        reference=faq.R_TRITON, needs=("python.stack",),
        remedy=("Remove the standard triton and install the triton-ascend release for the CANN in use: "

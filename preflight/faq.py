@@ -50,6 +50,7 @@ M20 = "MindSpeed-MM FAQ #20: model-specific Python dependencies missing from the
 R_VLLM_IMPORT = "ROLL Ascend NPU FAQ: vLLM-Ascend import error / torch_npu unusable (CANN environment not loaded)"
 R_TORCH_NPU = "ROLL Ascend NPU FAQ: torch_npu unusable (torch and torch_npu versions must match)"
 R_TRITON = "ROLL Ascend NPU FAQ: triton import error (use triton-ascend, not the standard triton)"
+R_VLLM_VERSIONS = "ROLL Ascend NPU FAQ: slow vLLM inference, step 1 (CANN and vLLM-Ascend of matching releases)"
 R_SOC = "ROLL Ascend NPU FAQ: SOC version mismatch (A2 image on A3 hardware or the reverse)"
 R_NZ = "ROLL Ascend NPU FAQ: disable FRACTAL_NZ mode for RL (VLLM_ASCEND_ENABLE_NZ=0)"
 R_HCCL_IP = "ROLL Ascend NPU FAQ: HCCL communication timeout, step 2 (every NPU has a device IP, no duplicates)"

@@ -24,12 +24,13 @@ HEALTHY_SKIPS = {
     ("cluster.shared_storage", None),  # the default inventory names no shared path
     # node catalog: nothing to judge on the healthy nodes (no vllm-ascend, no triton, one process per NPU,
     # no checkpoint_dir or python_modules in the default inventory)
-    *{(c, n) for c in ("versions.triton", "env.vllm_nz", "hccl.port_range", "storage.checkpoint_dir",
+    *{(c, n) for c in ("versions.triton", "versions.vllm", "env.vllm_nz", "hccl.port_range", "storage.checkpoint_dir",
                        "packages.required") for n in ("node-01", "node-02", "node-03")},
 }
 
 NODE_CATALOG = {
-    "versions.stack", "versions.torch_pair", "versions.mindspeed_megatron", "versions.triton", "versions.soc_match",
+    "versions.stack", "versions.torch_pair", "versions.mindspeed_megatron", "versions.triton", "versions.vllm",
+    "versions.soc_match",
     "cluster.versions_agree", "env.cann_loaded", "env.nnal_atb", "env.single_cann", "env.visible_devices",
     "env.hccl_timeouts", "env.recommended", "env.vllm_nz", "hccl.device_ip", "hccl.net_health",
     "cluster.device_ip_unique", "npu.count_and_type", "cluster.hardware_agree", "npu.idle",

@@ -576,6 +576,56 @@ def test_triton(extra, outcome):
     assert r.outcome == outcome
 
 
+def _vllm_results(files=None, **packages):
+    raw = node_raw(python_dot_stack=out(stack_output(packages={**PACKAGES, **packages})))
+    if files is not None:
+        raw["ascend.files"] = out(files)
+    return {r.subject: r for r in run(versions.test_vllm, H, make_facts(raw=raw))}
+
+
+def test_vllm_ascend_needs_the_vllm_release_it_was_made_for():
+    # The table (vllm-ascend's versioning policy): 0.13.0 goes with vllm 0.13.0, CANN 8.5.0, torch_npu 2.8.0.post2.
+    cann_85 = files_output(toolkit="toolkit-install-info/8.5.0-aarch64-cann-root.txt", kernels=None, atb=None)
+    ok = _vllm_results(cann_85, **{"vllm-ascend": "0.13.0", "vllm": "0.13.0+empty", "torch": "2.8.0",
+                                   "torch_npu": "2.8.0.post2"})
+    assert {s: r.outcome for s, r in ok.items()} == {"vllm": "passed", "cann": "passed", "torch_npu": "passed"}
+    bad = _vllm_results(cann_85, **{"vllm-ascend": "0.13.0", "vllm": "0.11.0", "torch_npu": "2.8.0.post2"})
+    assert bad["vllm"].outcome == "failed" and bad["vllm"].severity == "error"
+    explained(bad["vllm"], "vllm-ascend 0.13.0 with vllm 0.11.0", "expected vllm 0.13.0")
+    assert "--branch v0.13.0" in bad["vllm"].remedy and "VLLM_TARGET_DEVICE=empty" in bad["vllm"].remedy
+    assert bad["vllm"].reference.startswith("ROLL Ascend NPU FAQ")
+
+
+def test_vllm_ascend_with_another_cann_or_torch_npu_warns():
+    # The default node has CANN 8.2.RC1 and torch_npu 2.6.0.
+    r = _vllm_results(**{"vllm-ascend": "0.13.0", "vllm": "0.13.0"})
+    assert r["vllm"].outcome == "passed"
+    assert r["cann"].outcome == "warning"
+    explained(r["cann"], "vllm-ascend 0.13.0 with CANN 8.2.RC1", "CANN 8.5.0")
+    assert r["torch_npu"].outcome == "warning"
+    explained(r["torch_npu"], "torch_npu 2.6.0", "torch_npu 2.8.0.post2")
+    assert "pip install torch_npu==2.8.0.post2" in r["torch_npu"].remedy
+
+
+def test_vllm_ascend_without_vllm_or_off_the_table():
+    r = _vllm_results(**{"vllm-ascend": "0.13.0rc1"})
+    assert r["vllm"].outcome == "failed"
+    explained(r["vllm"], "installed without vllm", "vllm 0.13.0")
+    # Not in the table: the release lines are compared.
+    r = _vllm_results(**{"vllm-ascend": "0.6.2rc1", "vllm": "0.6.2"})
+    assert set(r) == {"vllm"} and r["vllm"].outcome == "passed" and "not in the table" in r["vllm"].message
+    r = _vllm_results(**{"vllm-ascend": "0.6.2rc1", "vllm": "0.11.0"})
+    assert r["vllm"].outcome == "warning"
+    explained(r["vllm"], "different release lines", "vllm 0.6.x")
+    # A row naming two vllm releases accepts either.
+    r = _vllm_results(**{"vllm-ascend": "0.10.1rc1", "vllm": "0.10.1.1"})
+    assert r["vllm"].outcome == "passed"
+    r = _vllm_results(**{"vllm-ascend": "0.10.1rc1", "vllm": "0.10.2"})
+    explained(r["vllm"], "expected vllm 0.10.1 or 0.10.1.1")
+    [skip] = _vllm_results(vllm="0.11.0").values()
+    assert skip.outcome == "skipped" and "vllm 0.11.0 alone" in skip.message
+
+
 def test_soc_match():
     [r] = run(versions.test_soc_match, H, facts_of())
     assert r.outcome == "passed"
