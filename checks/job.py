@@ -671,6 +671,10 @@ def test_data_paths(job, job_facts, verdict):
             verdict.passed(job.name, host=host, message=f"{place}: {ok} path(s) present{extra}")
 
 
+# The dataset files a MindSpeed job loads (the --mm-data json only names them).
+SIZED_DATA = ("--data-path", "dataset_param.basic_parameters.dataset", "data.dataset_param.basic_parameters.dataset")
+
+
 @check("job.distributed_timeout", title="Large datasets come with a raised --distributed-timeout-minutes",
        severity="warning", scope="cluster", reference=faq.M11, needs=NEEDS,
        remedy=("Raise --distributed-timeout-minutes (e.g. to 60 or more) for large datasets, or preprocess the data "
@@ -682,10 +686,10 @@ def test_distributed_timeout(job, job_facts, verdict):
     for name, stats in job_facts.paths().items():
         if isinstance(stats, dict):
             for a in job.path_args():
-                if a.name in ("--data-path", "--mm-data") and a.value in stats and stats[a.value].size:
+                if a.name in SIZED_DATA and a.value in stats and stats[a.value].size:
                     sizes[a] = max(sizes.get(a, 0), stats[a.value].size)
     if not sizes:
-        unknown = _unknown(job, "data_path", "mm_data")
+        unknown = _unknown(job, "data_path")
         verdict.skipped(job.name, message=_not_checked(job, unknown) if unknown
                         else f"{job.name}: dataset size unknown")
         return

@@ -73,7 +73,7 @@ def parse_mindspeed(path: str, text: str) -> Job:
         raise JobError(path, None, "no torchrun/msrun (or pretrain_*.py) command found: not a MindSpeed launch "
                                    "script (give --job-kind if it is another framework's)")
     job = Job(path=path, kind="mindspeed", is_script=True, crlf_lines=script.crlf_lines,
-              data_args=("data_path", "mm_data"))
+              data_args=("data_path", "mm_data", "dataset_dir"))
     words = launch.words
     positional = []
     i = 0
@@ -135,6 +135,7 @@ def parse_mindspeed(path: str, text: str) -> Job:
         if re.search(r"\.ya?ml$", w.text, re.I):
             _trainer_config(job, w, script.conditional)
     _layer_lists(job)
+    _data_json(job)
     return job
 
 
@@ -230,6 +231,43 @@ def _find_key(doc, key):
             if found is not None:
                 return found
     return None
+
+
+# MindSpeed-MM's --mm-data json names the paths the job reads (data.json of every example):
+# key path -> (canonical name, as the FSDP2 trainer YAML's keys map).
+DATA_JSON_KEYS = {
+    ("dataset_param", "preprocess_parameters", "model_name_or_path"): "tokenizer",
+    ("dataset_param", "basic_parameters", "dataset"): "data_path",
+    ("dataset_param", "basic_parameters", "dataset_dir"): "dataset_dir",
+}
+
+
+def _data_json(job: Job) -> None:
+    """The model and dataset paths in the --mm-data json, found as --mm-model is; a flag on the
+    command line wins."""
+    mm = job.args.get("mm_data")
+    if mm is None:
+        return
+    found = _beside(job.path, mm.value)
+    if found is None:
+        job.notes.append(f"--mm-data {mm.value} ({job.where(mm)}) was not found next to the job (run the preflight "
+                         f"from the launch directory): the model and dataset paths in it are not checked")
+        return
+    try:
+        with open(found, encoding="utf-8") as fh:
+            text = fh.read(8 << 20)
+        doc = json.loads(text)
+    except OSError as exc:
+        raise JobError(found, None, f"cannot read data json: {exc.strerror}") from None
+    except ValueError as exc:
+        raise JobError(found, getattr(exc, "lineno", None), f"not valid JSON: {getattr(exc, 'msg', exc)}") from None
+    for keys, canon in DATA_JSON_KEYS.items():
+        value = doc
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if not isinstance(value, str) or not value.strip() or canon in job.args or canon in job.unresolved:
+            continue
+        job.set_arg(canon, Arg(".".join(keys), value, _line_of(text, *keys), sep=": ", file=found))
 
 
 def _layer_lists(job: Job) -> None:

@@ -3,11 +3,13 @@ names the argument and the value that is wrong."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from preflight.check import Verdict, info_of
 from preflight.checks import job as jc
-from preflight.job import load_job
+from preflight.job import JobError, load_job
 from preflight.job.facts import JobFacts, local_hostfacts
 from tests.factsets import make_host
 from tests.unit.job_files import (hf_model, llm_script, megatron_ckpt, mm_model_json, mm_script, roll_yaml,
@@ -348,6 +350,53 @@ def test_large_dataset_with_default_timeout_warns(tmp_path):
     job = load_job(write(tmp_path, "q.sh", llm_script(data=str(tmp_path / "big_text_document")).replace(
         "--split 100,0,0", "--split 100,0,0 --distributed-timeout-minutes 120")))
     assert outcomes(run(jc.test_distributed_timeout, job)) == ["passed"]
+
+
+def _mm_data_json(model, dataset, dataset_dir) -> str:
+    """MindSpeed-MM's examples/qwen2vl/data_7b.json, the fields a job reads paths from."""
+    return json.dumps({"dataset_param": {
+        "dataset_type": "huggingface",
+        "preprocess_parameters": {"model_name_or_path": model, "image_max_pixels": 262144},
+        "basic_parameters": {"template": "qwen2vl", "dataset_dir": dataset_dir, "dataset": dataset,
+                             "cache_dir": "./data/cache_dir", "val_dataset": None}},
+        "dataloader_param": {"dataloader_mode": "sampler", "shuffle": True, "num_workers": 8}}, indent=4)
+
+
+def test_the_mm_data_json_paths_are_looked_up_and_its_dataset_sized(tmp_path):
+    """--mm-data names a json; the model, dataset and image folder in it are what the job reads.
+    Before, only the json itself was looked up, and its 1 KB sized the dataset."""
+    hf = hf_model(tmp_path / "Qwen2-VL-7B-Instruct")
+    dataset = tmp_path / "mllm_format_llava_instruct_data.json"
+    with open(dataset, "wb") as fh:
+        fh.truncate(11 << 30)  # sparse
+    data_json = tmp_path / "data_7b.json"
+    data_json.write_text(_mm_data_json(str(hf), str(dataset), str(tmp_path / "no-such-images")))
+    job = load_job(write(tmp_path, "mm.sh", mm_script(data=str(data_json), load=str(hf))))
+    assert job.arg("data_path").value == str(dataset) and job.arg("tokenizer").value == str(hf)
+    [r] = run(jc.test_data_paths, job)
+    assert r.outcome == "failed"
+    explained(r, f"dataset_param.basic_parameters.dataset_dir: {tmp_path / 'no-such-images'} ({data_json}:10)",
+              "does not exist")
+    [r] = run(jc.test_distributed_timeout, job)
+    assert r.outcome == "warning"
+    explained(r, f"dataset_param.basic_parameters.dataset: {dataset} ({data_json}:11)", "11.0 GiB")
+    (tmp_path / "no-such-images").mkdir()
+    assert outcomes(run(jc.test_data_paths, job)) == ["passed"]
+
+
+def test_an_mm_data_json_not_found_is_said_and_a_flag_wins_over_it(tmp_path):
+    job = load_job(write(tmp_path, "mm.sh", mm_script(data="./examples/qwen2vl/data_7b.json")))
+    assert any("--mm-data ./examples/qwen2vl/data_7b.json" in n and "not checked" in n for n in job.notes), job.notes
+    hf = hf_model(tmp_path / "tok")
+    data_json = tmp_path / "data.json"
+    data_json.write_text(_mm_data_json("/elsewhere/model", "/elsewhere/data.json", "/elsewhere"))
+    script = mm_script(data=str(data_json)).replace("--mm-tool $MM_TOOL", f"--mm-tool $MM_TOOL --tokenizer-name-or-path {hf}")
+    job = load_job(write(tmp_path, "mm2.sh", script))
+    assert job.arg("tokenizer").value == str(hf) and job.arg("data_path").value == "/elsewhere/data.json"
+    (tmp_path / "bad.json").write_text("{\n  \"dataset_param\": ,\n}")
+    with pytest.raises(JobError) as err:
+        load_job(write(tmp_path, "mm3.sh", mm_script(data=str(tmp_path / "bad.json"))))
+    assert "bad.json" in str(err.value) and "not valid JSON" in str(err.value)
 
 
 def test_checks_of_other_frameworks_are_skipped(tmp_path):
