@@ -86,6 +86,10 @@ def _kv_heads(job, job_facts):
     a = job.arg("num_query_groups")
     if a is not None:
         return a.int_value(job.path), f"{a.shown()} ({job.where(a)})"
+    heads = job.arg("num_attention_heads")
+    if heads is not None and not heads.unresolved and "gqa" not in job.args:
+        return heads.int_value(job.path), (f"{heads.shown()} ({job.where(heads)}) without --group-query-attention "
+                                           f"(one KV head per attention head)")
     d, arg, where = _model_source(job, job_facts)
     if d is None:
         return None, None

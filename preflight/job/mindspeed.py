@@ -17,6 +17,8 @@ from .yamlindex import compose, index_of, scalar
 SWITCHES = {
     # MindSpeed-LLM converts the HuggingFace weights --load names while the job starts.
     "--enable-hf2mg-convert": "hf2mg_convert",
+    # Megatron reads --num-query-groups only with it; without, each attention head has its own K/V.
+    "--group-query-attention": "gqa",
 }
 
 # flag -> canonical name; the ones whose value must be an integer are marked.

@@ -83,6 +83,28 @@ def test_tp_above_kv_heads_of_config_json(tmp_path):
     assert outcomes(run(jc.test_tp_kv_heads, load_job(write(tmp_path, "ok.sh", llm_script(tp=4, kv=4))))) == ["passed"]
 
 
+def test_tp_kv_heads_without_group_query_attention_are_the_attention_heads(tmp_path):
+    """Megatron without --group-query-attention gives every attention head its own K/V: the job's
+    --num-attention-heads is the count, whatever config.json says (it was: "KV heads unknown"
+    without a readable config.json)."""
+    def mha_script(tp):
+        return llm_script(tp=tp, kv=None).replace("    --group-query-attention \\\n", "").replace(
+            "    --num-query-groups None \\\n", "")
+
+    mha = mha_script(8)
+    assert "--group-query-attention" not in mha and "--num-query-groups" not in mha
+    [r] = run(jc.test_tp_kv_heads, load_job(write(tmp_path, "mha.sh", mha)))
+    assert r.outcome == "failed"
+    explained(r, "--tensor-model-parallel-size 8 does not divide --num-attention-heads 28 (", "mha.sh:",
+              "without --group-query-attention")
+    assert outcomes(run(jc.test_tp_kv_heads, load_job(write(tmp_path, "ok.sh", mha_script(4))))) == ["passed"]
+    # With the switch and no --num-query-groups, the model's config.json says.
+    model = hf_model(tmp_path / "models" / "qwen", kv_heads=4)
+    gqa = llm_script(tp=8, tokenizer=str(model), kv=None).replace("    --num-query-groups None \\\n", "")
+    [r] = run(jc.test_tp_kv_heads, load_job(write(tmp_path, "gqa.sh", gqa)))
+    explained(r, "--tensor-model-parallel-size 8 > num_key_value_heads 4 in")
+
+
 def test_tp_kv_heads_from_the_mm_model_json(tmp_path):
     [r] = run(jc.test_tp_kv_heads, mm_job(tmp_path, tp=8))  # model_7b.json: num_query_groups 4
     assert r.outcome == "failed"
