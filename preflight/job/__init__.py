@@ -170,6 +170,18 @@ def unresolved_reason(value: str, path: str, conditional: dict) -> str | None:
     return "is set from outside the script"
 
 
+def single_quoted_error(flag: str, value: str, line: int, path: str, single_quoted: dict) -> "JobError | None":
+    """A flag whose value is a ``$`` reference written inside single quotes (GPT_ARGS='... --tp
+    ${TP}'): bash passes the text itself, so the job gets ``${TP}``, not the number; None if not."""
+    refs = re.findall(r"\$\{[^}]*\}|\$[A-Za-z_]\w*|\$\(", value)
+    pieces = single_quoted.get(line, ())
+    if not refs or not any(ref in piece for ref in refs for piece in pieces):
+        return None
+    return JobError(path, line, f"{flag} {value}: written inside single quotes, which bash does not expand, so the "
+                                f"job receives the text {value} itself and stops at it; use double quotes there "
+                                f"(\"...\") so that {refs[0]} is replaced by its value")
+
+
 def branch_reason(lines, path: str, branch_lines: dict) -> str | None:
     """Why a flag written on one of ``lines`` is given only when a branch runs (the script appends
     it to a variable in an if/case: :attr:`preflight.job.shell.Script.branch_lines`); None if not."""

@@ -89,6 +89,9 @@ class Script:
     # Lines whose text a variable holds only when a branch runs (it was appended there, the rest
     # of the variable is known): line -> the variable.
     branch_lines: dict[int, str] = field(default_factory=dict)
+    # Text in single quotes with a $ in it, by line: bash passes '${TP}' on as those five
+    # characters, unexpanded.
+    single_quoted: dict[int, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -167,6 +170,7 @@ class _Reader:
         self.vars: dict[str, LStr] = {}
         self.unknown: dict[str, list[tuple[int, str]]] = {}  # set in a branch: see Script.conditional
         self.branch_lines: dict[int, str] = {}  # see Script.branch_lines
+        self.single_quoted: dict[int, list[str]] = {}  # see Script.single_quoted
         self.arrays: dict[str, list[LStr]] = {}  # NAME=( a b c ): its elements, as words
         self.frames: list[_Frame] = []
         self.function_body = False  # "name()" or "function" seen: the next { } is a function body
@@ -387,6 +391,8 @@ class _Reader:
                 if self.i >= len(self.s):
                     raise ShellError(line, "unterminated single quote (')")
                 self.take()
+                for ln in {ln for b, ln in buf if b == "$"}:  # '$X' is text: bash does not expand it
+                    self.single_quoted.setdefault(ln, []).append("".join(b for b, bl in buf if bl == ln))
                 segs.append((LStr("".join(b for b, _ in buf), [ln for _, ln in buf]), False))
                 continue
             if c == '"':
@@ -794,4 +800,5 @@ def read_script(text: str) -> Script:
         reader.run()
     except RecursionError:  # ${X:-${X:-...}} nested past Python's stack
         raise ShellError(reader.line, "expansions nested too deeply to read") from None
-    return Script(reader.commands, reader.vars, crlf, dict(reader.unknown), dict(reader.branch_lines))
+    return Script(reader.commands, reader.vars, crlf, dict(reader.unknown), dict(reader.branch_lines),
+                  dict(reader.single_quoted))

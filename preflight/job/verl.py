@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from . import Arg, Job, JobError, branch_reason, hidden_word, passed_on_note, unresolved_reason
+from . import (Arg, Job, JobError, branch_reason, hidden_word, passed_on_note, single_quoted_error,
+                unresolved_reason)
 from .shell import ShellError, read_script
 
 KEYS = {
@@ -55,6 +56,9 @@ def parse_verl(path: str, text: str) -> Job:
         key, value = m.group(1), m.group(2)
         canon, numeric = KEYS[key]
         vline = w.line_at(len(w.text) - len(value))
+        if best.words[0].text != "eval" and (quoted := single_quoted_error(key, value, vline, path,
+                                                                          script.single_quoted)) is not None:
+            raise quoted
         reason = (unresolved_reason(value, path, script.conditional)
                   or branch_reason((w.line, vline), path, script.branch_lines))
         if reason is not None:

@@ -317,6 +317,31 @@ def test_mindspeed_keeps_an_unresolved_argument_as_given(tmp_path, setup, shown,
         tp.int_value(job.path)
 
 
+def test_a_reference_in_single_quotes_is_the_literal_text_the_job_receives(tmp_path):
+    """GPT_ARGS='--tensor-model-parallel-size ${TP}': bash does not expand inside single quotes, so
+    the job gets the text ${TP} and stops. It was reported as "set from outside the script"."""
+    p = write(tmp_path, "p.sh", "TP=4\nGPT_ARGS='\n    --tensor-model-parallel-size ${TP}\n    --num-layers 28\n'\n"
+                                "torchrun --nproc_per_node 8 pretrain_gpt.py $GPT_ARGS\n")
+    with pytest.raises(JobError) as err:
+        load_job(str(p))
+    assert f"{p}:3: --tensor-model-parallel-size ${{TP}}: written inside single quotes" in str(err.value)
+    assert "use double quotes" in str(err.value)
+    # In double quotes it is TP's value; a '$' elsewhere on a line in single quotes is not this value's.
+    p = write(tmp_path, "q.sh", "TP=4\nGPT_ARGS=\"--tensor-model-parallel-size ${TP}\"\n"
+                                "echo '$HOME' >/dev/null; torchrun pretrain_gpt.py $GPT_ARGS --pipeline-model-parallel-size $PP\n")
+    job = load_job(str(p))
+    assert job.arg("tp").value == "4" and job.arg("pp").unresolved == "is set from outside the script"
+    # eval expands the text once more: the single quotes are meant.
+    p = write(tmp_path, "e.sh", "export TP=4\nARGS='--tensor-model-parallel-size ${TP}'\n"
+                                "eval torchrun pretrain_gpt.py $ARGS\n")
+    assert load_job(str(p)).arg("tp").unresolved == "is set from outside the script"
+    # verl's key=value overrides alike
+    p = write(tmp_path, "v.sh", "TP=4\npython3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=/m \\\n"
+                                "  'actor_rollout_ref.actor.megatron.tensor_model_parallel_size=$TP'\n")
+    with pytest.raises(JobError, match="tensor_model_parallel_size \\$TP: written inside single quotes"):
+        load_job(str(p))
+
+
 def test_expert_parallel_size_is_read_by_both_parsers(tmp_path):
     job = load_job(str(write(tmp_path, "moe.sh", llm_script(tp=1, ep=8))))
     assert job.arg("ep").value == "8" and job.arg("ep").line == 26
