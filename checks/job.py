@@ -640,6 +640,7 @@ def test_data_paths(job, job_facts, verdict):
         verdict.skipped(job.name, message=_not_checked(job, unknown) if unknown
                         else f"{job.name}: no model or data path in the job")
         return
+    model_keys = {job.args["model_path"].name} if "model_path" in job.args else set()
     per_source = job_facts.paths()
     for name, stats in per_source.items():
         host = None if job_facts.local else name
@@ -657,8 +658,8 @@ def test_data_paths(job, job_facts, verdict):
                     notes.append(f"{a.shown()} (relative path, not looked up on the nodes)")
                 continue
             if st.status == "missing":
-                if job.kind in ("roll", "verl") and a.name in ("pretrain", "actor_rollout_ref.model.path") \
-                        and _hub_id(a.value) and job_facts.local:
+                # ROLL and verl download a model named by its Hub id (Qwen/Qwen2.5-7B-Instruct).
+                if job.kind in ("roll", "verl") and a.name in model_keys and _hub_id(a.value) and job_facts.local:
                     notes.append(f"{a.shown()} (a Hub model id)")
                     continue
                 missing.append(a)

@@ -655,6 +655,28 @@ def test_data_paths_with_nothing_to_look_up_is_skipped(tmp_path):
     assert results and {r.outcome for r in results} == {"skipped"}, [r.message for r in results]
 
 
+def test_a_hub_model_id_under_any_of_rolls_model_keys_is_not_a_missing_path(tmp_path, monkeypatch):
+    """student_pretrain (distillation) and actor_train.model_args.model_name_or_path name the model
+    as pretrain does; only pretrain's Hub id was exempt, so a distillation job read "does not exist"."""
+    from tests.unit.job_files import roll_distill_yaml
+
+    monkeypatch.chdir(tmp_path)  # relative paths are looked up from here
+    data = tmp_path / "gsm8k_zh.json"
+    data.write_text("[]")
+    job = load_job(write(tmp_path, "distill.yaml", roll_distill_yaml(data=str(data))))
+    [r] = run(jc.test_data_paths, job)
+    assert r.outcome == "passed" and "student_pretrain: Qwen/Qwen2.5-7B-Instruct (a Hub model id)" in r.message
+    text = roll_yaml().replace("\npretrain: Qwen/Qwen2.5-7B\n", "\n").replace(
+        "model_name_or_path: ${pretrain}", "model_name_or_path: Qwen/Qwen2.5-7B", 1)
+    job = load_job(write(tmp_path, "rlvr.yaml", text))
+    assert job.arg("model_path").name == "actor_train.model_args.model_name_or_path"
+    assert all("does not exist" not in r.message for r in run(jc.test_data_paths, job))
+    # A path that only looks like one (no such directory here, and it names a data file) still fails.
+    job = load_job(write(tmp_path, "d2.yaml", roll_distill_yaml(data="data/gsm8k_zh.json")))
+    [r] = [r for r in run(jc.test_data_paths, job) if r.outcome == "failed"]
+    assert "data/gsm8k_zh.json" in r.message and "does not exist" in r.message
+
+
 def test_a_roll_device_mapping_omegaconf_fills_in_is_a_note_not_a_usage_error(tmp_path):
     text = roll_yaml(train="list(range(0, ${oc.env:NPUS}))")
     job = load_job(write(tmp_path, "r.yaml", text))  # raised JobError: no check ran on any host
