@@ -510,6 +510,18 @@ def mindspeed_mm_stack(ms_head="ref: refs/heads/2.3.0_core_r0.12.1", mm_head="re
                         megatron_core={"path": "/opt/MindSpeed-MM/megatron", "version": copied} if copied else None)
 
 
+@pytest.mark.parametrize("release", ["26.1.0", "26.0.0"])
+def test_mindspeed_mm_26_releases_pair_with_their_mindspeed_branch(release):
+    stack = mindspeed_mm_stack(ms_head=f"ref: refs/heads/{release}_core_r0.12.1", mm_head=f"ref: refs/heads/{release}")
+    by = {r.subject: r for r in run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack)))}
+    assert by["mindspeed-mm"].outcome == "passed", by["mindspeed-mm"].message
+    assert f"MindSpeed-MM {release} with MindSpeed {release}_core_r0.12.1" in by["mindspeed-mm"].message
+    other = "26.0.0" if release == "26.1.0" else "26.1.0"
+    stack = mindspeed_mm_stack(ms_head=f"ref: refs/heads/{other}_core_r0.12.1", mm_head=f"ref: refs/heads/{release}")
+    by = {r.subject: r for r in run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack)))}
+    assert by["mindspeed-mm"].outcome == "failed"
+
+
 def test_mindspeed_mm_as_installed_by_its_guide():
     results = ok(run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(mindspeed_mm_stack()))))
     by = {r.subject: r for r in results}
