@@ -517,7 +517,7 @@ class PreflightRun:
         """report_dir/{preflight.json, matrix.html, preflight.html, latest} -> this run's files."""
         if self.is_xdist_worker or self.no_report:
             return
-        for name in ("preflight.json", "matrix.html", "preflight.html", "latest"):
+        for name in ("preflight.json", "matrix.html", "matrix.css", "preflight.html", "latest"):
             target = os.path.join("runs", self.run_id, name) if name != "latest" else os.path.join("runs", self.run_id)
             link = os.path.join(self.report_dir, name)
             if name != "latest" and not os.path.exists(os.path.join(self.report_dir, target)):

@@ -276,11 +276,21 @@ def _without_where(message: str, host, subject) -> str:
     return message
 
 
-def page(document: dict, body: str | None = None) -> str:
-    """matrix.html; ``body`` is :func:`fragment` of the same document when the caller has it."""
+def stylesheet_of(path: str) -> str:
+    """The stylesheet written beside a page: matrix.html -> matrix.css."""
+    return os.path.splitext(path)[0] + ".css"
+
+
+def page(document: dict, body: str | None = None, stylesheet: str | None = None) -> str:
+    """matrix.html; ``body`` is :func:`fragment` of the same document when the caller has it.
+
+    ``stylesheet``: a file name beside the page with the same rules as the inline <style>. A
+    Content-Security-Policy such as Jenkins' default (``style-src 'self'``) drops inline styles,
+    and the page would lose its colours there; the inline copy keeps a page sent alone styled."""
     tool = document.get("tool", {})
+    link = f'<link rel="stylesheet" href="{html.escape(stylesheet, quote=True)}">' if stylesheet else ""
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
-            f"<title>ascend-preflight: {text(document.get('inventory'))}</title></head><body>"
+            f"<title>ascend-preflight: {text(document.get('inventory'))}</title>{link}</head><body>"
             f"<h1>ascend-preflight {text(tool.get('version'))}</h1>"
             f"<p>Inventory <code>{text(document.get('inventory'))}</code>, started "
             f"{text(document.get('started_at'))}, {text(document.get('duration_s'))} s.</p>"
@@ -288,8 +298,11 @@ def page(document: dict, body: str | None = None) -> str:
 
 
 def write_matrix(path: str, document: dict, body: str | None = None) -> None:
+    """The page at ``path`` and its stylesheet beside it (:func:`stylesheet_of`)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as fh:  # see write_atomically
-        fh.write(page(document, body))
-    os.replace(tmp, path)
+    css = stylesheet_of(path)
+    for target, content in ((css, CSS), (path, page(document, body, os.path.basename(css)))):
+        tmp = target + ".tmp"
+        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as fh:  # see write_atomically
+            fh.write(content)
+        os.replace(tmp, target)

@@ -69,11 +69,12 @@ def test_inventory_run_collects_builtin_checks_and_writes_reports(pytester, inv)
     for name in ("preflight.html", "matrix.html", "preflight.json"):
         assert (reports / name).is_file(), name
     # Each run has its own folder; the stable names point at the latest finished run.
-    assert sorted(p.name for p in reports.iterdir()) == ["latest", "matrix.html", "preflight.html",
+    assert sorted(p.name for p in reports.iterdir()) == ["latest", "matrix.css", "matrix.html", "preflight.html",
                                                          "preflight.json", "runs"]
     [run_dir] = (reports / "runs").iterdir()
-    assert sorted(p.name for p in run_dir.iterdir()) == ["matrix.html", "preflight.html", "preflight.json"]
-    for name in ("matrix.html", "preflight.html", "preflight.json"):
+    assert sorted(p.name for p in run_dir.iterdir()) == ["matrix.css", "matrix.html", "preflight.html",
+                                                         "preflight.json"]
+    for name in ("matrix.css", "matrix.html", "preflight.html", "preflight.json"):
         assert (reports / name).resolve() == (run_dir / name).resolve()
 
     doc = load(reports / "preflight.json")

@@ -363,11 +363,22 @@ def test_hosts_down_alike_are_one_finding_though_each_error_names_its_address():
 # ------------------------------------------------------------------------------ files
 
 
-def test_write_matrix_writes_the_page(doc, tmp_path):
+def test_write_matrix_writes_the_page_and_its_stylesheet(doc, tmp_path):
+    """Under a Content-Security-Policy without 'unsafe-inline' (Jenkins' default: style-src 'self')
+    the inline <style> is dropped; the linked file beside the page is not, so the cells keep their
+    colours. The inline copy stays for a page sent on its own."""
+    from preflight.report.matrix import CSS
+
     path = tmp_path / "out" / "matrix.html"
     write_matrix(str(path), doc)
-    assert path.read_text(encoding="utf-8") == page(doc)
-    assert sorted(os.listdir(path.parent)) == ["matrix.html"]
+    text = path.read_text(encoding="utf-8")
+    assert text == page(doc, stylesheet="matrix.css")
+    assert '<link rel="stylesheet" href="matrix.css"></head>' in text and f"<style>{CSS}</style>" in text
+    assert (path.parent / "matrix.css").read_text(encoding="utf-8") == CSS
+    assert sorted(os.listdir(path.parent)) == ["matrix.css", "matrix.html"]  # no temp file left
+    write_matrix(str(tmp_path / "fleet.html"), doc)  # a merged page: its own stylesheet name
+    assert 'href="fleet.css"' in (tmp_path / "fleet.html").read_text(encoding="utf-8")
+    assert (tmp_path / "fleet.css").exists()
 
 
 def test_write_json_is_valid_and_atomic(doc, tmp_path):
