@@ -459,6 +459,15 @@ def test_shared_storage(cluster, verdict):
     if not paths:
         verdict.skipped(message="no shared_paths or checkpoint_dir in the inventory")
         return
+    reachable = cluster.reachable()
+    if not reachable:
+        verdict.error(message="not evaluated: no node was reached")
+        return
+    if len(reachable) < 2:
+        # Phase two writes no marker then (activeprobe.shared_storage): there is no other node to look.
+        verdict.skipped(message=f"only {reachable[0][0].name} was reached: no other node to share "
+                                f"{', '.join(paths)} with")
+        return
     views = {}
     for host, facts in cluster.reachable():
         try:

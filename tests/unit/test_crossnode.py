@@ -386,6 +386,25 @@ def test_shared_storage_views():
     assert bad.outcome == "warning" and "checkpoint metadata present on node-[02-03]" in bad.message
 
 
+def test_shared_storage_with_fewer_than_two_reached_nodes_says_so():
+    """Phase two writes no marker with one node reached; the check read that as "not gathered" and
+    "no node could write the marker files", both untrue, and the run was NOT READY (found by review)."""
+    from preflight.facts import HostFacts
+
+    one = make_host("node-01", checkpoint_dir="/ckpt")
+    [r] = run_check(network.test_shared_storage, cluster=cluster_of((one, make_facts("node-01"))))
+    assert r.outcome == "skipped" and "only node-01 was reached" in r.message and "/ckpt" in r.message
+    hosts = [make_host(f"node-0{i}", checkpoint_dir="/ckpt") for i in (1, 2)]
+    down = [HostFacts(host=h.name, address=h.address, reachable=False, error=f"{h.name}: connection refused",
+                      error_kind="unreachable") for h in hosts]
+    [r] = run_check(network.test_shared_storage, cluster=cluster_of(*zip(hosts, down)))
+    assert r.outcome == "error" and "no node was reached" in r.message
+    # One of two reached: skipped, naming it.
+    [r] = run_check(network.test_shared_storage, cluster=cluster_of((hosts[0], make_facts("node-01")),
+                                                                      (hosts[1], down[1])))
+    assert r.outcome == "skipped" and "only node-01 was reached" in r.message
+
+
 def test_rendezvous_agreement():
     def env(addr, port, rank, size):
         return {"MASTER_ADDR": addr, "MASTER_PORT": port, "RANK": rank, "WORLD_SIZE": size}
