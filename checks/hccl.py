@@ -4,7 +4,7 @@ import ipaddress
 from collections import Counter
 
 from preflight import faq
-from preflight.check import check
+from preflight.check import check, nothing_to_compare
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
 from preflight.ifname import effective_env
@@ -159,6 +159,8 @@ def test_tls_node(host, facts, verdict):
 @check("cluster.tls_agree", title="TLS switch identical across all NPUs of all nodes", scope="cluster",
        reference=faq.R_HCCL_TLS, needs=("hccn.tls", *HCCN_NEEDS), remedy=TLS_REMEDY)
 def test_tls_agree(cluster, verdict):
+    if nothing_to_compare(cluster, verdict, "the TLS switch"):
+        return
     per_host: dict[str, dict[int, bool]] = {}
     unreadable, outside = [], []
     for host, facts in cluster.reachable():
@@ -308,6 +310,8 @@ def test_net_health(host, facts, verdict):
        remedy=("Give every NPU in the cluster its own device IP (hccn_tool -i <N> -ip -s address ... on the "
                "duplicate, by an operator); copied /etc/hccn.conf files are the usual cause."))
 def test_device_ip_unique(cluster, verdict):
+    if nothing_to_compare(cluster, verdict, "device IPs"):
+        return
     owners: dict[str, list[str]] = {}
     unreadable, outside = [], []
     for host, facts in cluster.reachable():

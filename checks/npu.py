@@ -3,7 +3,7 @@
 from collections import defaultdict
 
 from preflight import faq
-from preflight.check import check
+from preflight.check import check, nothing_to_compare
 
 
 def chip_subject(info, chip) -> str:
@@ -86,6 +86,8 @@ def test_count_and_type(host, facts, verdict):
        remedy=("Put only identical nodes in one group (a job's ranks assume the same NPUs everywhere), or fix the "
                "node whose NPU count dropped (driver or hardware fault)."))
 def test_hardware_agree(cluster, verdict):
+    if nothing_to_compare(cluster, verdict, "NPU count and chip"):
+        return
     per_group: dict[str, dict[str, str]] = defaultdict(dict)
     unreadable = []
     for host, facts in cluster.reachable():

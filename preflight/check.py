@@ -47,6 +47,18 @@ def check(id: str, *, title: str, remedy: str, reference: str, severity: str = "
     return getattr(pytest.mark, MARKER)(info)
 
 
+def nothing_to_compare(cluster, verdict, what: str) -> bool:
+    """For a check that compares the nodes: True (and a result saying why) when there is nothing to
+    compare: a single-node inventory (its host checks judge that node), or no node reached."""
+    if len(cluster.hosts) < 2:
+        verdict.skipped(message=f"a single-node inventory: no other node to compare {what} with")
+        return True
+    if not cluster.reachable():
+        verdict.error(message="not evaluated: no node was reached")
+        return True
+    return False
+
+
 def info_of(item) -> CheckInfo | None:
     marker = item.get_closest_marker(MARKER)
     return marker.args[0] if marker else None

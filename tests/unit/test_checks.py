@@ -630,3 +630,21 @@ def test_ray_without_probe_record_is_an_error():
     _, worker, wf, cl = _ray_cluster(None)
     [result] = run_check(network.test_ray_ports, host=worker, facts=wf, cluster=cl)
     assert result.outcome == "error" and "not gathered" in result.message
+
+
+def test_checks_comparing_nodes_skip_a_single_node_and_say_when_none_was_reached():
+    """A one-host inventory got "no node's TLS switch could be read" and "npu-smi info unreadable"
+    from the cluster checks, repeating the host's own errors; with every host down,
+    cluster.hardware_agree recorded nothing at all (found by review)."""
+    from preflight.facts import HostFacts
+
+    one = make_host("node-01")
+    for func in (hccl.test_tls_agree, hccl.test_device_ip_unique, npu.test_hardware_agree):
+        [r] = run_check(func, cluster=cluster_of((one, make_facts("node-01"))))
+        assert r.outcome == "skipped" and "single-node inventory" in r.message, (func.__name__, r.message)
+    hosts = [make_host(f"node-0{i}") for i in (1, 2)]
+    down = [HostFacts(host=h.name, address=h.address, reachable=False, error=f"{h.name}: refused",
+                      error_kind="unreachable") for h in hosts]
+    for func in (hccl.test_tls_agree, hccl.test_device_ip_unique, npu.test_hardware_agree):
+        [r] = run_check(func, cluster=cluster_of(*zip(hosts, down)))
+        assert r.outcome == "error" and "no node was reached" in r.message, (func.__name__, r.message)
