@@ -206,12 +206,15 @@ def set_env_script(files) -> str:
 
 
 def atb_set_env_script(files) -> str:
-    """nnal/atb's set_env.sh beside the libatb.so found (~/Ascend/nnal/atb for a non-root install)."""
-    for lib in files.libatb:
-        prefix, sep, _ = lib.partition("/nnal/atb/")
-        if sep:
-            return f"{prefix}/nnal/atb/set_env.sh"
-    return ATB_SET_ENV
+    """nnal/atb's set_env.sh beside the libatb.so found (~/Ascend/nnal/atb for a non-root install);
+    with several, the one in the same Ascend folder as the active CANN."""
+    active = files.active_cann()
+    prefixes = [lib.partition("/nnal/atb/")[0] for lib in files.libatb if "/nnal/atb/" in lib]
+    if not prefixes:
+        return ATB_SET_ENV
+    if active is not None:
+        prefixes.sort(key=lambda prefix: not (active.root + "/").startswith(prefix + "/"))
+    return f"{prefixes[0]}/nnal/atb/set_env.sh"
 
 
 def _login_env(facts):

@@ -84,12 +84,18 @@ def test_script_line_endings(job, verdict):
 def _kv_heads(job, job_facts):
     """(value, described source) of the number of KV heads (query groups)."""
     a = job.arg("num_query_groups")
-    if a is not None:
+    gqa = "gqa" in job.args
+    # Megatron reads the --num-query-groups flag only with --group-query-attention; MindSpeed-MM's
+    # model json (text_decoder.num_query_groups) needs no switch.
+    if a is not None and (gqa or a.name != "--num-query-groups"):
         return a.int_value(job.path), f"{a.shown()} ({job.where(a)})"
     heads = job.arg("num_attention_heads")
-    if heads is not None and not heads.unresolved and "gqa" not in job.args:
+    # MindSpeed-MM scripts carry placeholder model flags (--num-attention-heads 1): its model is
+    # the --mm-model json.
+    if heads is not None and not heads.unresolved and not gqa and "mm_model" not in job.args:
+        ignored = f"; {a.shown()} is ignored without it" if a is not None else ""
         return heads.int_value(job.path), (f"{heads.shown()} ({job.where(heads)}) without --group-query-attention "
-                                           f"(one KV head per attention head)")
+                                           f"(one KV head per attention head{ignored})")
     d, arg, where = _model_source(job, job_facts)
     if d is None:
         return None, None
@@ -694,7 +700,7 @@ def test_distributed_timeout(job, job_facts, verdict):
                 if a.name in SIZED_DATA and a.value in stats and stats[a.value].size:
                     sizes[a] = max(sizes.get(a, 0), stats[a.value].size)
     if not sizes:
-        unknown = _unknown(job, "data_path")
+        unknown = _unknown(job, "data_path", "mm_data")
         verdict.skipped(job.name, message=_not_checked(job, unknown) if unknown
                         else f"{job.name}: dataset size unknown")
         return

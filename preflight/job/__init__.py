@@ -170,16 +170,27 @@ def unresolved_reason(value: str, path: str, conditional: dict) -> str | None:
     return "is set from outside the script"
 
 
-def single_quoted_error(flag: str, value: str, line: int, path: str, single_quoted: dict) -> "JobError | None":
-    """A flag whose value is a ``$`` reference written inside single quotes (GPT_ARGS='... --tp
-    ${TP}'): bash passes the text itself, so the job gets ``${TP}``, not the number; None if not."""
-    refs = re.findall(r"\$\{[^}]*\}|\$[A-Za-z_]\w*|\$\(", value)
-    pieces = single_quoted.get(line, ())
-    if not refs or not any(ref in piece for ref in refs for piece in pieces):
+# Launchers that hand the words to another shell or expander, which may expand '${TP}' itself.
+RELAUNCHERS = frozenset({"eval", "ssh", "pdsh", "clush", "srun", "mpirun", "bash", "sh"})
+
+
+def single_quoted_reason(value: str, line: int, path: str, script, launcher: str) -> str | None:
+    """Why a value like ``${TP}`` is not the variable's value: it was written inside single
+    quotes (GPT_ARGS='... --tp ${TP}'), which bash does not expand, so the job receives the text
+    itself; None when it was not, or when it cannot be told (the same text also appears outside
+    single quotes on that line, or ``launcher`` is one that expands the words again)."""
+    if os.path.basename(launcher) in RELAUNCHERS:
         return None
-    return JobError(path, line, f"{flag} {value}: written inside single quotes, which bash does not expand, so the "
-                                f"job receives the text {value} itself and stops at it; use double quotes there "
-                                f"(\"...\") so that {refs[0]} is replaced by its value")
+    refs = re.findall(r"\$\{[^}]*\}|\$[A-Za-z_]\w*|\$\(", value)
+    pieces = script.single_quoted.get(line, ())
+    raw = script.text_lines[line - 1] if 0 < line <= len(script.text_lines) else ""
+    quoted = [r for r in refs if sum(piece.count(r) for piece in pieces) and
+              sum(piece.count(r) for piece in pieces) == raw.count(r)]
+    if not quoted:
+        return None
+    return (f"is written inside single quotes ({path}:{line}), which bash does not expand: the job receives the "
+            f"text {quoted[0]} itself unless something expands it again; in double quotes it is the variable's "
+            f"value")
 
 
 def branch_reason(lines, path: str, branch_lines: dict) -> str | None:

@@ -9,7 +9,7 @@ import os
 import re
 
 from . import (Arg, Job, JobError, LayerList, branch_reason, hidden_word, is_placeholder, passed_on_note,
-               passes_script_args, single_quoted_error, unresolved_reason)
+               passes_script_args, single_quoted_reason, unresolved_reason)
 from .shell import ShellError, read_script
 from .yamlindex import compose, index_of, scalar
 
@@ -119,10 +119,8 @@ def parse_mindspeed(path: str, text: str) -> Job:
         key, numeric = FLAGS[flag]
         if value is None:
             raise JobError(path, w.line, f"{flag} has no value")
-        if words[0].text != "eval" and (quoted := single_quoted_error(flag, value, vline, path,
-                                                                     script.single_quoted)) is not None:
-            raise quoted
-        reason = (unresolved_reason(value, path, script.conditional)
+        reason = (single_quoted_reason(value, vline, path, script, words[0].text)
+                  or unresolved_reason(value, path, script.conditional)
                   or branch_reason((w.line, vline), path, script.branch_lines))
         if reason is not None:
             # Given, so not its default: the checks that read it say they cannot tell.

@@ -92,6 +92,7 @@ class Script:
     # Text in single quotes with a $ in it, by line: bash passes '${TP}' on as those five
     # characters, unexpanded.
     single_quoted: dict[int, list[str]] = field(default_factory=dict)
+    text_lines: tuple[str, ...] = ()  # the script as written (LF line endings)
 
 
 @dataclass
@@ -801,4 +802,4 @@ def read_script(text: str) -> Script:
     except RecursionError:  # ${X:-${X:-...}} nested past Python's stack
         raise ShellError(reader.line, "expansions nested too deeply to read") from None
     return Script(reader.commands, reader.vars, crlf, dict(reader.unknown), dict(reader.branch_lines),
-                  dict(reader.single_quoted))
+                  dict(reader.single_quoted), tuple(text.replace("\r\n", "\n").split("\n")))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from . import (Arg, Job, JobError, branch_reason, hidden_word, passed_on_note, single_quoted_error,
+from . import (Arg, Job, JobError, branch_reason, hidden_word, passed_on_note, single_quoted_reason,
                 unresolved_reason)
 from .shell import ShellError, read_script
 
@@ -25,6 +25,9 @@ KEYS = {
     "data.val_files": ("val_files", False),
 }
 DEFAULT_BUCKET_MB = 2048  # verl's default update_weights_bucket_megabytes (verl NPU FAQ Q3)
+# ${oc.env:MODEL_PATH}, ${actor_rollout_ref.actor.megatron.tensor_model_parallel_size}: written in
+# single quotes on purpose, for Hydra to resolve when verl starts (bash would reject them).
+_HYDRA = re.compile(r"\$\{[^}]*[.:][^}]*\}")
 _OVERRIDE = re.compile(r"^\+{0,2}([A-Za-z_][\w]*(?:\.[\w]+)+)=(.*)$", re.S)
 
 
@@ -56,10 +59,9 @@ def parse_verl(path: str, text: str) -> Job:
         key, value = m.group(1), m.group(2)
         canon, numeric = KEYS[key]
         vline = w.line_at(len(w.text) - len(value))
-        if best.words[0].text != "eval" and (quoted := single_quoted_error(key, value, vline, path,
-                                                                          script.single_quoted)) is not None:
-            raise quoted
-        reason = (unresolved_reason(value, path, script.conditional)
+        reason = ("is interpolated by Hydra (OmegaConf) when verl starts" if _HYDRA.search(value)
+                  else single_quoted_reason(value, vline, path, script, best.words[0].text)
+                  or unresolved_reason(value, path, script.conditional)
                   or branch_reason((w.line, vline), path, script.branch_lines))
         if reason is not None:
             # Given, so not its default: the checks that read it say they cannot tell.

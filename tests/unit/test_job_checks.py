@@ -98,6 +98,18 @@ def test_tp_kv_heads_without_group_query_attention_are_the_attention_heads(tmp_p
     explained(r, "--tensor-model-parallel-size 8 does not divide --num-attention-heads 28 (", "mha.sh:",
               "without --group-query-attention")
     assert outcomes(run(jc.test_tp_kv_heads, load_job(write(tmp_path, "ok.sh", mha_script(4))))) == ["passed"]
+    # --num-query-groups without the switch is ignored by Megatron.
+    ignored = mha_script(8).replace("    --num-attention-heads 28 \\\n",
+                                    "    --num-attention-heads 28 \\\n    --num-query-groups 4 \\\n")
+    [r] = run(jc.test_tp_kv_heads, load_job(write(tmp_path, "ign.sh", ignored)))
+    explained(r, "does not divide --num-attention-heads 28", "--num-query-groups 4 is ignored without it")
+    # MindSpeed-MM's placeholder --num-attention-heads 1 is not the model's (that is the --mm-model json).
+    placeholders = mm_script(tp=2, mm_model="./absent/model.json").replace(
+        "    --use-mcore-models \\\n",
+        "    --use-mcore-models \\\n    --num-layers 1 \\\n    --hidden-size 1 \\\n    --num-attention-heads 1 \\\n")
+    assert "--num-attention-heads 1" in placeholders
+    [r] = run(jc.test_tp_kv_heads, load_job(write(tmp_path, "mm.sh", placeholders)))
+    assert r.outcome == "error" and "KV heads are unknown" in r.message, r.message
     # With the switch and no --num-query-groups, the model's config.json says.
     model = hf_model(tmp_path / "models" / "qwen", kv_heads=4)
     gqa = llm_script(tp=8, tokenizer=str(model), kv=None).replace("    --num-query-groups None \\\n", "")
@@ -415,6 +427,10 @@ def test_an_mm_data_json_not_found_is_said_and_a_flag_wins_over_it(tmp_path):
     script = mm_script(data=str(data_json)).replace("--mm-tool $MM_TOOL", f"--mm-tool $MM_TOOL --tokenizer-name-or-path {hf}")
     job = load_job(write(tmp_path, "mm2.sh", script))
     assert job.arg("tokenizer").value == str(hf) and job.arg("data_path").value == "/elsewhere/data.json"
+    # Set from outside: the dataset size check says which argument it could not read.
+    job = load_job(write(tmp_path, "ext.sh", mm_script(data="${DATA_JSON}")))
+    [r] = run(jc.test_distributed_timeout, job)
+    assert r.outcome == "skipped" and "--mm-data ${DATA_JSON}" in r.message and "set from outside" in r.message
     (tmp_path / "bad.json").write_text("{\n  \"dataset_param\": ,\n}")
     with pytest.raises(JobError) as err:
         load_job(write(tmp_path, "mm3.sh", mm_script(data=str(tmp_path / "bad.json"))))

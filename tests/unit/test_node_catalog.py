@@ -3,6 +3,7 @@ and a failing fact set built from real captured outputs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -1339,6 +1340,10 @@ def test_a_cann_installed_in_the_users_home_is_found_and_its_set_env_named(tmp_p
     assert files.libatb and files.atb_version == "8.2.RC1"
     assert env.set_env_script(files) == str(home / "Ascend" / "ascend-toolkit" / "set_env.sh")
     assert env.atb_set_env_script(files) == str(home / "Ascend" / "nnal" / "atb" / "set_env.sh")
+    # Both installed: the one beside the active CANN, whichever sorts first.
+    both = dataclasses.replace(files, libatb=("/a/Ascend/nnal/atb/latest/atb/cxx_abi_1/lib/libatb.so",
+                                              *files.libatb))
+    assert env.atb_set_env_script(both) == str(home / "Ascend" / "nnal" / "atb" / "set_env.sh")
     # What the operator reads: the scripts in their home, not /usr/local/Ascend's.
     raw = dict(healthy_raw(), **{"ascend.files": out(proc.stdout)})
     raw["session.env"] = out("PATH=/usr/bin:/bin\0HOME=" + str(home) + "\0")
