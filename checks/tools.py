@@ -31,35 +31,33 @@ def test_pdsh(host, facts, cluster, verdict):
         verdict.failed(observed="pdsh not found on PATH in a non-interactive SSH session",
                        expected="pdsh installed (multi-node launch scripts hang silently without it)")
         return
+    if pdsh.broken:
+        verdict.failed(observed=f"pdsh at {pdsh.path} does not start: pdsh -V says: {pdsh.broken}",
+                       expected="pdsh -V printing its version and rcmd modules",
+                       remedy="Reinstall pdsh on the launcher node (its modules, under /usr/lib*/pdsh, are missing "
+                              "or unreadable), with its ssh module: apt install --reinstall pdsh, or yum reinstall "
+                              "pdsh pdsh-rcmd-ssh.")
+        return
     if pdsh.rcmd is None:
         verdict.passed(message=f"pdsh at {pdsh.path} (its rcmd modules not listed by pdsh -V)")
         return
     modules = ",".join(pdsh.rcmd) or "none"
     if "ssh" not in pdsh.rcmd:
-        # yum's pdsh loads rsh and exec only: `pdsh -R ssh` then fails at once.
+        # yum's pdsh loads rsh and exec only: `pdsh -R ssh` (and DeepSpeed, which sets
+        # PDSH_RCMD_TYPE=ssh) then fails at once.
         verdict.failed(observed=f"pdsh at {pdsh.path} has no ssh rcmd module (pdsh -V: rcmd modules {modules})",
                        expected="pdsh able to log in with ssh, as launch scripts do (pdsh -R ssh, PDSH_RCMD_TYPE=ssh)",
                        remedy="Install pdsh's ssh module on the launcher node: yum install pdsh-rcmd-ssh "
                               "(openEuler/CentOS; Debian's and Ubuntu's pdsh has it built in), then check that "
                               "`pdsh -V` lists ssh.")
         return
+    # Launchers choose ssh themselves (DeepSpeed sets PDSH_RCMD_TYPE=ssh); what a plain `pdsh -w`
+    # would use is said, not judged.
     env = effective_env(host, facts.optional("session.env") or {})
     chosen = env.get("PDSH_RCMD_TYPE")
     used = chosen or pdsh.site_default
-    if used != "ssh":
-        if chosen:
-            why = f"PDSH_RCMD_TYPE={chosen}"
-        elif pdsh.default_file:
-            why = f"{RCMD_DEFAULT_FILE} names {used}"
-        else:
-            why = f"its default rcmd module is {used or 'none'}"
-        verdict.failed(observed=f"pdsh at {pdsh.path} connects with {used or 'no module'} unless told otherwise "
-                                f"({why}; rcmd modules {modules})",
-                       expected="ssh, which the nodes accept (rsh's port 514 is closed on most clusters)",
-                       severity="warning",
-                       remedy="Set PDSH_RCMD_TYPE=ssh in the launcher's environment (~/.bashrc, above its "
-                              f"interactive guard; on Debian and Ubuntu `echo ssh > {RCMD_DEFAULT_FILE}` does it "
-                              "for every user), or pass `-R ssh` to pdsh in the launch script. DeepSpeed's "
-                              "launcher sets PDSH_RCMD_TYPE=ssh itself.")
-        return
-    verdict.passed(message=f"pdsh at {pdsh.path}, connecting with ssh")
+    how = (f"PDSH_RCMD_TYPE={chosen}" if chosen else f"{RCMD_DEFAULT_FILE}" if pdsh.default_file
+           else "its default")
+    plain = f"; a plain `pdsh -w` uses {used or 'no module'} ({how}): pass -R ssh or set PDSH_RCMD_TYPE=ssh" \
+        if used != "ssh" else f"; a plain `pdsh -w` uses ssh ({how})"
+    verdict.passed(message=f"pdsh at {pdsh.path} with its ssh module (rcmd modules {modules}){plain}")

@@ -48,7 +48,7 @@ def parse_nofile(text: str) -> NofileLimit:
     return NofileLimit(_limit(tokens[0]), _limit(tokens[1]))
 
 
-RCMD_DEFAULT_FILE = "/etc/pdsh/rcmd_default"  # Debian's /usr/bin/pdsh wrapper reads it
+RCMD_DEFAULT_FILE = "/etc/pdsh/rcmd_default"  # Debian's /usr/bin/pdsh wrapper (beside pdsh.bin) reads it
 RCMD_DEFAULT_MARK = "@@RCMD_DEFAULT "
 
 
@@ -62,6 +62,9 @@ class Pdsh:
     # The module named in /etc/pdsh/rcmd_default, which Debian's wrapper exports as
     # PDSH_RCMD_TYPE (``pdsh -V`` still prints the built-in default).
     default_file: str | None = None
+    # What ``pdsh -V`` printed instead of its version ("Couldn't load any pdsh modules"): this pdsh
+    # cannot run.
+    broken: str | None = None
 
     @property
     def site_default(self) -> str | None:
@@ -80,6 +83,9 @@ def parse_pdsh(text: str) -> Pdsh | None:
         return None
     path = lines[0].strip()
     rcmd = default = chosen = None
+    said = [ln.strip() for ln in lines[1:] if ln.strip() and not ln.startswith(RCMD_DEFAULT_MARK)]
+    if said and not any(ln.startswith("pdsh-") for ln in said) and not any("rcmd modules" in ln for ln in said):
+        return Pdsh(path, broken="; ".join(said[:3]))
     for line in lines[1:]:
         if line.startswith(RCMD_DEFAULT_MARK):
             chosen = line[len(RCMD_DEFAULT_MARK):].strip() or None
@@ -91,6 +97,8 @@ def parse_pdsh(text: str) -> Pdsh | None:
         rcmd = tuple(n.strip() for n in names.split(",") if n.strip() and n.strip() != "(none)")
         default = default.rstrip().rstrip(")").strip()
         default = None if default in ("", "none", "(none)") else default
+        if default is None and len(rcmd) == 1:
+            default = rcmd[0]  # pdsh names a default only when it has more than one module
     return Pdsh(path, rcmd, default, chosen)
 
 

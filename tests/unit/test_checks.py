@@ -525,24 +525,35 @@ def test_pdsh_without_its_ssh_module_fails_naming_the_package():
     assert "rsh,exec" in bad.observed and "pdsh-rcmd-ssh" in bad.remedy
 
 
-def test_pdsh_defaulting_to_rsh_warns_unless_the_session_chooses_ssh():
+def test_pdsh_with_its_ssh_module_passes_saying_what_a_plain_pdsh_uses():
+    """Launchers choose ssh themselves (DeepSpeed sets PDSH_RCMD_TYPE=ssh): a default of rsh is said,
+    not a warning on every stock Ubuntu launcher."""
     head, worker = make_host("node-01", groups=["head"]), make_host("node-02")
     cl = cluster_of((head, make_facts("node-01")), (worker, make_facts("node-02")))
-    [warn] = run_check(tools.test_pdsh, host=head, facts=make_facts(tools_dot_pdsh=_pdsh()), cluster=cl)
-    assert warn.outcome == "warning" and "default rcmd module is rsh" in warn.observed
-    assert "PDSH_RCMD_TYPE=ssh" in warn.remedy
-    env = make_facts()
+    [ok] = run_check(tools.test_pdsh, host=head, facts=make_facts(tools_dot_pdsh=_pdsh()), cluster=cl)
+    assert ok.outcome == "passed" and "a plain `pdsh -w` uses rsh (its default): pass -R ssh" in ok.message
+    env = make_facts().get("session.env")
     chosen = make_facts(tools_dot_pdsh=_pdsh(), session_dot_env=out(
-        "\0".join(f"{k}={v}" for k, v in {**env.get("session.env"), "PDSH_RCMD_TYPE": "ssh"}.items()) + "\0"))
-    assert outcomes(run_check(tools.test_pdsh, host=head, facts=chosen, cluster=cl)) == {(None, "passed")}
-    # Declared in the inventory's job environment: the launcher runs with it.
+        "\0".join(f"{k}={v}" for k, v in {**env, "PDSH_RCMD_TYPE": "ssh"}.items()) + "\0"))
+    [ok] = run_check(tools.test_pdsh, host=head, facts=chosen, cluster=cl)
+    assert ok.outcome == "passed" and "uses ssh (PDSH_RCMD_TYPE=ssh)" in ok.message
     declared = make_host("node-01", groups=["head"], env={"PDSH_RCMD_TYPE": "ssh"})
     [ok] = run_check(tools.test_pdsh, host=declared, facts=make_facts(tools_dot_pdsh=_pdsh()), cluster=cl)
-    assert ok.outcome == "passed" and "ssh" in ok.message
-    rsh = make_facts(tools_dot_pdsh=_pdsh(default="ssh"), session_dot_env=out(
-        "\0".join(f"{k}={v}" for k, v in {**env.get("session.env"), "PDSH_RCMD_TYPE": "rsh"}.items()) + "\0"))
-    [warn] = run_check(tools.test_pdsh, host=head, facts=rsh, cluster=cl)
-    assert warn.outcome == "warning" and "PDSH_RCMD_TYPE=rsh" in warn.observed
+    assert ok.outcome == "passed" and "uses ssh (PDSH_RCMD_TYPE=ssh)" in ok.message
+    # Only the ssh module (built with one module, pdsh names no default): ssh it is.
+    only = out("/usr/bin/pdsh\npdsh-2.34 (+readline+debug)\nrcmd modules: ssh\nmisc modules: (none)\n")
+    [ok] = run_check(tools.test_pdsh, host=head, facts=make_facts(tools_dot_pdsh=only), cluster=cl)
+    assert ok.outcome == "passed" and "uses ssh (its default)" in ok.message
+
+
+def test_pdsh_that_cannot_load_its_modules_fails():
+    head, worker = make_host("node-01", groups=["head"]), make_host("node-02")
+    cl = cluster_of((head, make_facts("node-01")), (worker, make_facts("node-02")))
+    broken = out('/usr/bin/pdsh\npdsh@vm: Can\'t stat "/usr/lib/x86_64-linux-gnu/pdsh": No such file or directory\n'
+                 "pdsh@vm: Couldn't load any pdsh modules\n")
+    [bad] = run_check(tools.test_pdsh, host=head, facts=make_facts(tools_dot_pdsh=broken), cluster=cl)
+    assert bad.outcome == "failed" and "does not start" in bad.observed
+    assert "Couldn't load any pdsh modules" in bad.observed and "reinstall" in bad.remedy
 
 
 def test_pdsh_follows_debians_rcmd_default_file():
@@ -550,10 +561,10 @@ def test_pdsh_follows_debians_rcmd_default_file():
     cl = cluster_of((head, make_facts("node-01")), (worker, make_facts("node-02")))
     debian = out(_pdsh().stdout + "@@RCMD_DEFAULT ssh\n")
     [ok] = run_check(tools.test_pdsh, host=head, facts=make_facts(tools_dot_pdsh=debian), cluster=cl)
-    assert ok.outcome == "passed", ok.message
+    assert ok.outcome == "passed" and "uses ssh (/etc/pdsh/rcmd_default)" in ok.message
     rsh = out(_pdsh(default="ssh").stdout + "@@RCMD_DEFAULT rsh\n")
-    [warn] = run_check(tools.test_pdsh, host=head, facts=make_facts(tools_dot_pdsh=rsh), cluster=cl)
-    assert warn.outcome == "warning" and "/etc/pdsh/rcmd_default names rsh" in warn.observed
+    [ok] = run_check(tools.test_pdsh, host=head, facts=make_facts(tools_dot_pdsh=rsh), cluster=cl)
+    assert ok.outcome == "passed" and "uses rsh (/etc/pdsh/rcmd_default)" in ok.message
 
 
 def test_pdsh_whose_modules_are_unknown_passes_saying_so():

@@ -443,6 +443,16 @@ def test_pdsh_yum_build_without_ssh():
     assert "ssh" not in pdsh.rcmd and pdsh.default_rcmd == "rsh"
 
 
+def test_pdsh_with_one_module_or_none_that_loads():
+    # pdsh prints "(default: X)" only with more than one rcmd module (src/pdsh/opt.c): one is the default.
+    assert system.parse_pdsh("/usr/bin/pdsh\npdsh-2.34 (+readline+debug)\nrcmd modules: ssh\n"
+                             "misc modules: (none)\n") == system.Pdsh("/usr/bin/pdsh", ("ssh",), "ssh")
+    # Captured: Debian's pdsh.bin with its module folder missing (exit 1).
+    broken = system.parse_pdsh('/usr/bin/pdsh\npdsh@vm: Can\'t stat "/usr/lib/x86_64-linux-gnu/pdsh": No such file or '
+                               "directory\npdsh@vm: Couldn't load any pdsh modules\n")
+    assert broken.rcmd is None and "Couldn't load any pdsh modules" in broken.broken
+
+
 def test_pdsh_absent_or_silent():
     assert system.parse_pdsh("") is None
     assert system.parse_pdsh("\n") is None
@@ -469,6 +479,24 @@ def _can_overlay_etc() -> bool:
 
 
 @pytest.mark.skipif(not _can_overlay_etc(), reason="needs root, unshare -m and overlayfs")
+def test_pdsh_fact_command_ignores_the_default_file_without_debians_wrapper(tmp_path):
+    """Only Debian's /usr/bin/pdsh wrapper reads /etc/pdsh/rcmd_default; another pdsh does not."""
+    from preflight.facts import FACTS
+
+    bindir, etc = tmp_path / "bin", tmp_path / "etc"
+    bindir.mkdir()
+    (etc / "pdsh").mkdir(parents=True)
+    (etc / "pdsh" / "rcmd_default").write_text("ssh\n")
+    (bindir / "pdsh").write_text("#!/bin/sh\nprintf '%s' " + shlex.quote(DEBIAN_PDSH_V) + "\n")
+    (bindir / "pdsh").chmod(0o755)
+    setup = f"mount -t overlay overlay -o lowerdir={etc}:/etc /etc && PATH={bindir}:/usr/bin:/bin exec bash -c \"$0\""
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", setup, FACTS["tools.pdsh"].command],
+                          capture_output=True, text=True, timeout=60)
+    pdsh = system.parse_pdsh(done.stdout)
+    assert pdsh.default_file is None and pdsh.site_default == "rsh", done.stdout
+
+
+@pytest.mark.skipif(not _can_overlay_etc(), reason="needs root, unshare -m and overlayfs")
 @pytest.mark.parametrize("rcmd_default, version, expected", [
     (None, DEBIAN_PDSH_V, system.Pdsh("@", ("ssh", "rsh", "exec"), "rsh", None)),
     ("ssh\n", DEBIAN_PDSH_V, system.Pdsh("@", ("ssh", "rsh", "exec"), "rsh", "ssh")),
@@ -488,6 +516,7 @@ def test_pdsh_fact_command_reads_version_and_debians_default_file(tmp_path, rcmd
     if rcmd_default != "absent":
         (bindir / "pdsh").write_text("#!/bin/sh\n[ \"$1\" = -V ] && printf '%s' " + shlex.quote(version) + "\n")
         (bindir / "pdsh").chmod(0o755)
+        (bindir / "pdsh.bin").write_text("")  # Debian's wrapper sits beside its binary
     setup = f"mount -t overlay overlay -o lowerdir={etc}:/etc /etc && PATH={bindir}:/usr/bin:/bin exec bash -c \"$0\""
     done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", setup, FACTS["tools.pdsh"].command],
                           capture_output=True, text=True, timeout=60)
