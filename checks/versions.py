@@ -14,6 +14,7 @@ from preflight import compat as C
 from preflight import faq
 from preflight.check import check
 from preflight.facts import FactUnavailable
+from preflight.ifname import effective_env
 from preflight.outliers import split
 from preflight.parsers.versions import driver_matches_prefix, npu_smi_chip_family, soc_family
 
@@ -467,11 +468,11 @@ VLLM_REMEDY = ("Install the vllm release the vllm-ascend release was made for, f
 
 
 @check("versions.vllm", title="vllm-ascend pairs with the installed vllm, CANN and torch_npu",
-       reference=faq.R_VLLM_VERSIONS, needs=("python.stack", "ascend.files?"), remedy=VLLM_REMEDY)
+       reference=faq.R_VLLM_VERSIONS, needs=("python.stack", "ascend.files?", "session.env?"), remedy=VLLM_REMEDY)
 def test_vllm(host, facts, verdict, compat):
     stack = facts.get("python.stack")
     plugin = stack.version_of("vllm-ascend") or stack.version_of("vllm_ascend")
-    vllm = stack.version_of("vllm")
+    vllm = shown = stack.version_of("vllm")
     if not plugin:
         verdict.skipped(message="vllm-ascend not installed in the job's Python"
                                 + (f" (vllm {vllm} alone)" if vllm else ""))
@@ -479,29 +480,40 @@ def test_vllm(host, facts, verdict, compat):
     row = _vllm_row(compat, plugin)
     wanted = [str(v) for v in C.as_list(row.get("vllm"))] if row is not None else []
     remedy = VLLM_REMEDY.replace("<vllm>", wanted[-1] if wanted else "<vllm>")
-    if not vllm:
+    if vllm and C.base_release(vllm) == "0.0.0":
+        # A vllm built from a source tree without git metadata calls itself 0.0.0+empty; vllm-ascend
+        # then takes vllm's release from VLLM_VERSION.
+        declared = effective_env(host, facts.optional("session.env") or {}).get("VLLM_VERSION")
+        vllm, shown = declared, f"{declared} (VLLM_VERSION; the package says {vllm})" if declared else vllm
+    if not stack.version_of("vllm"):
         need = f"vllm {' or '.join(wanted)}" if wanted else "the vllm release of the same version"
         verdict.failed("vllm", observed=f"vllm-ascend {plugin} installed without vllm",
                        expected=f"{need} (vllm-ascend is a plugin that vllm loads)", remedy=remedy)
         return
-    if not wanted:
+    if not vllm:
+        verdict.skipped("vllm", message=f"vllm {shown} does not know its own release (built without git metadata) "
+                                        f"and VLLM_VERSION is not set, which vllm-ascend reads then: the pair is "
+                                        f"not checked")
+    elif not wanted:
         if _release_line(vllm) != _release_line(plugin):
             verdict.failed("vllm", severity="warning",
-                           observed=f"vllm-ascend {plugin} with vllm {vllm}: different release lines, and "
+                           observed=f"vllm-ascend {plugin} with vllm {shown}: different release lines, and "
                                     f"vllm-ascend {plugin} is not in the table",
                            expected=f"vllm {'.'.join(_release_line(plugin))}.x, the release vllm-ascend follows "
                                     f"(extend the table with --compat for the exact pair)")
         else:
-            verdict.passed("vllm", message=f"vllm-ascend {plugin} with vllm {vllm} (same release line; "
+            verdict.passed("vllm", message=f"vllm-ascend {plugin} with vllm {shown} (same release line; "
                                            f"the pair is not in the table)")
-        return
-    source = compat.source(row)
-    if not any(C.pip_equal(_public(vllm), w) for w in wanted):
-        verdict.failed("vllm", observed=f"vllm-ascend {plugin} with vllm {vllm}",
-                       expected=f"vllm {' or '.join(wanted)}, the release vllm-ascend {plugin} was made for ({source})",
+    elif not any(C.pip_equal(_public(vllm), w) for w in wanted):
+        verdict.failed("vllm", observed=f"vllm-ascend {plugin} with vllm {shown}",
+                       expected=f"vllm {' or '.join(wanted)}, the release vllm-ascend {plugin} was made for "
+                                f"({compat.source(row)})",
                        remedy=remedy)
     else:
-        verdict.passed("vllm", message=f"vllm-ascend {plugin} with vllm {vllm}")
+        verdict.passed("vllm", message=f"vllm-ascend {plugin} with vllm {shown}")
+    if row is None:
+        return
+    source = compat.source(row)
     files = facts.optional("ascend.files")
     cann = _cann_of(files) if files is not None else None
     if cann and row.get("cann"):

@@ -639,6 +639,20 @@ def test_vllm_ascend_without_vllm_or_off_the_table():
     assert skip.outcome == "skipped" and "vllm 0.11.0 alone" in skip.message
 
 
+def test_vllm_built_without_git_metadata_is_read_from_vllm_version():
+    """vllm built from a source tree without .git says 0.0.0+empty; vllm-ascend reads VLLM_VERSION then."""
+    r = _vllm_results(**{"vllm-ascend": "0.13.0", "vllm": "0.0.0+empty"})
+    assert r["vllm"].outcome == "skipped" and "VLLM_VERSION is not set" in r["vllm"].message
+    raw = node_raw({"VLLM_VERSION": "0.13.0"},
+                   python_dot_stack=out(stack_output(packages={**PACKAGES, "vllm-ascend": "0.13.0", "vllm": "0.0.0+empty"})))
+    by = {x.subject: x for x in run(versions.test_vllm, H, make_facts(raw=raw))}
+    assert by["vllm"].outcome == "passed" and "0.13.0 (VLLM_VERSION; the package says 0.0.0+empty)" in by["vllm"].message
+    raw = node_raw({"VLLM_VERSION": "0.11.0"},
+                   python_dot_stack=out(stack_output(packages={**PACKAGES, "vllm-ascend": "0.13.0", "vllm": "0.0.0+empty"})))
+    by = {x.subject: x for x in run(versions.test_vllm, H, make_facts(raw=raw))}
+    assert by["vllm"].outcome == "failed" and "expected vllm 0.13.0" in by["vllm"].message
+
+
 def test_soc_match():
     [r] = run(versions.test_soc_match, H, facts_of())
     assert r.outcome == "passed"
