@@ -594,6 +594,18 @@ def test_nofile(limits_text, host_vars, outcome):
         assert_explained(result, "ulimit -n soft")
 
 
+def test_nofile_remedy_follows_which_limit_is_low():
+    """A low hard limit needs limits.conf (with root's own lines: '*' does not cover root) or docker's
+    --ulimit; a low soft limit under a high hard one is one `ulimit -n` in the launch script."""
+    [hard] = run_check(limits.test_nofile, host=make_host(), facts=make_facts(session_dot_nofile=out("1024 4096")))
+    assert "root hard nofile 65536" in hard.remedy and "docker run --ulimit nofile=65536:65536" in hard.remedy
+    [soft] = run_check(limits.test_nofile, host=make_host(), facts=make_facts(session_dot_nofile=out("1024 1048576")))
+    assert soft.remedy.startswith("The hard limit allows it: run `ulimit -n 65536`")
+    [big] = run_check(limits.test_nofile, host=make_host(min_nofile=1048576),
+                      facts=make_facts(session_dot_nofile=out("65536 65536")))
+    assert "nofile=1048576:1048576" in big.remedy
+
+
 # -- cluster.ray_ports --------------------------------------------------------------------
 
 def _ray_cluster(record):
