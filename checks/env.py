@@ -189,8 +189,16 @@ CANN_VARS = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
 SET_ENV = "/usr/local/Ascend/ascend-toolkit/set_env.sh"
 ATB_SET_ENV = "/usr/local/Ascend/nnal/atb/set_env.sh"
 GUARD_REMEDY = ("source {script} before the interactive guard in ~/.bashrc (the `case $- in *i*) ...` or "
-                "`[ -z \"$PS1\" ] && return` line), or in /etc/profile.d and the launch script, so that "
-                "non-interactive SSH sessions (pdsh, launchers, Ray) get it too")
+                "`[ -z \"$PS1\" ] && return` line), or in the launch script, so that non-interactive SSH "
+                "sessions (pdsh, launchers, Ray) get it too (/etc/profile.d is read by login shells only, not "
+                "by `ssh node cmd`)")
+
+
+def session_of(host) -> str:
+    """The session whose environment was read: what a job started there gets."""
+    if host.connection == "local":
+        return "the shell running preflight (connection: local)"
+    return "a non-interactive SSH session"
 
 
 def set_env_script(files) -> str:
@@ -228,20 +236,22 @@ def interactive_only(names, env, login) -> list[str]:
     return [n for n in names if not env.get(n) and login.get(n)]
 
 
-def _not_loaded(verdict, subject, names, env, login, script, what):
+def _not_loaded(verdict, subject, names, env, login, script, what, host=None):
     only = interactive_only(names, env, login)
+    session = session_of(host) if host is not None else "a non-interactive SSH session"
     if only:
         shown = " and ".join(f"`{n}`" for n in only)
         verdict.failed(subject, observed=f"{shown} {'is' if len(only) == 1 else 'are'} set in an interactive shell but "
-                                         f"not in a non-interactive SSH session: source {_osp.basename(script)} "
+                                         f"not in {session}: source {_osp.basename(script)} "
                                          f"before the interactive guard in ~/.bashrc",
                        expected=f"{what} loaded in the non-interactive session pdsh and launchers get",
                        remedy=GUARD_REMEDY.format(script=script))
     else:
         missing = " and ".join(names)
         how = " nor in an interactive login shell" if login is not None else ""
-        verdict.failed(subject, observed=f"{missing} not set in a non-interactive SSH session{how}",
-                       expected=f"{what} loaded: source {script} in ~/.bashrc (before its interactive guard)")
+        verdict.failed(subject, observed=f"{missing} not set in {session}{how}",
+                       expected=f"{what} loaded in every session a job starts from: source {script} in ~/.bashrc "
+                                f"(before its interactive guard)")
 
 
 @check("env.cann_loaded", title="CANN environment loaded in a non-interactive SSH session (import acl works)",
@@ -254,8 +264,18 @@ def test_cann_loaded(host, facts, verdict):
     login = _login_env(facts)
     present = [n for n in CANN_VARS if env.get(n)]
     if not present:
-        script = set_env_script(facts.optional("ascend.files"))
-        _not_loaded(verdict, None, CANN_VARS, env, login, script, "the CANN toolkit environment (set_env.sh)")
+        files = facts.optional("ascend.files")
+        if files is not None and files.active_cann() is None and not interactive_only(CANN_VARS, env, login):
+            # Nothing to source: the toolkit itself is missing (versions.stack says where it looked).
+            verdict.failed(observed=f"{' and '.join(CANN_VARS)} not set, and no CANN toolkit is installed "
+                                    f"(see versions.stack)",
+                           expected="the CANN toolkit installed and its set_env.sh loaded",
+                           remedy="Install the CANN toolkit (and its kernels package) of the release the stack "
+                                  "needs, then source its set_env.sh in ~/.bashrc above the interactive guard "
+                                  f"({SET_ENV}; CANN 8.5 and later: /usr/local/Ascend/cann/set_env.sh).")
+            return
+        script = set_env_script(files)
+        _not_loaded(verdict, None, CANN_VARS, env, login, script, "the CANN toolkit environment (set_env.sh)", host)
         return
     home = env[present[0]].rstrip("/")
     try:
@@ -314,7 +334,7 @@ def test_nnal_atb(host, facts, verdict):
     atb_home = env.get("ATB_HOME_PATH")
     if not atb_home:
         _not_loaded(verdict, None, ("ATB_HOME_PATH",), env, _login_env(facts), atb_set_env_script(files),
-                    "nnal/atb's set_env.sh")
+                    "nnal/atb's set_env.sh", host)
         return
     lib = f"{atb_home.rstrip('/')}/lib/libatb.so"
     if lib not in files.libatb:

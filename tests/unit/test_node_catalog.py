@@ -788,6 +788,21 @@ def test_cann_loaded_passes_and_explains_the_interactive_guard():
     assert "source /usr/local/Ascend/ascend-toolkit/set_env.sh" in r.message  # beside latest/
 
 
+def test_cann_loaded_with_no_toolkit_installed_says_so_and_a_local_entry_names_its_shell():
+    """It told the operator to source a set_env.sh that does not exist, while versions.stack said no
+    CANN is installed; for connection: local it spoke of an SSH session (found by review)."""
+    raw = node_raw({"ASCEND_HOME_PATH": None, "ASCEND_TOOLKIT_HOME": None},
+                   ascend_dot_files=out(files_output(toolkit=None, atb=None, libatb=False)))
+    raw["session.env_login"] = out(login_output({"PATH": "/usr/bin"}))
+    [r] = run(env.test_cann_loaded, H, make_facts(raw=raw))
+    explained(r, "no CANN toolkit is installed (see versions.stack)")
+    assert "Install the CANN toolkit" in r.remedy
+    raw = node_raw({"ASCEND_HOME_PATH": None, "ASCEND_TOOLKIT_HOME": None})
+    raw["session.env_login"] = out(login_output({"PATH": "/usr/bin"}))
+    [r] = run(env.test_cann_loaded, dataclasses.replace(H, connection="local"), make_facts(raw=raw))
+    explained(r, "not set in the shell running preflight (connection: local)")
+
+
 def test_cann_loaded_names_the_set_env_of_the_cann_layout_found():
     # CANN 8.5 and later install into /usr/local/Ascend/cann-<version> (and cann): set_env.sh is there.
     raw = node_raw({"ASCEND_HOME_PATH": None, "ASCEND_TOOLKIT_HOME": None}, ascend_dot_files=out(files_output(
