@@ -225,6 +225,12 @@ def _translate(exc: BaseException, label: str, timeout: float) -> TransportError
     if isinstance(exc, paramiko.SSHException):
         text = str(exc)
         # "No existing session": the handshake died before authentication (paramiko's words).
+        if "banner" in text.lower() and isinstance(exc.__context__, (EOFError, ConnectionResetError)):
+            # paramiko says "Error reading SSH protocol banner" for both; the closed socket is the
+            # exception it was handling, a wait that ran out is a timeout.
+            return TransportError("unreachable", f"{label}: the server closed the connection before sending its "
+                                                 f"SSH banner (sshd refusing new connections: MaxStartups reached, "
+                                                 f"a hosts.deny or fail2ban rule; or not an SSH server)")
         if "banner" in text.lower() or "No existing session" in text:
             return TransportError("unreachable", f"{label}: TCP port open but no SSH banner or handshake "
                                                  f"within {timeout:g}s (sshd overloaded or MaxStartups reached, or "

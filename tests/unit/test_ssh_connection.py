@@ -169,6 +169,35 @@ def test_a_dead_jump_host_is_tried_once_and_named_for_every_target(tmp_path, mon
         assert "no SSH banner" in str(e)
 
 
+def test_a_server_closing_before_its_banner_is_not_called_a_timeout(tmp_path, monkeypatch):
+    """paramiko says "Error reading SSH protocol banner" for a wait that ran out and for a closed
+    socket alike; a server that closes at once (MaxStartups, hosts.deny) read as "no banner within
+    10s" while the run took under a second (found by review)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        host = Host(name="n1", address="127.0.0.1", port=server.getsockname()[1])
+        with pytest.raises(TransportError) as exc:
+            SshTransport(host, SshContext(SshSettings(connect_timeout=5))).connect()
+    finally:
+        server.close()
+    assert exc.value.kind == "unreachable"
+    assert "closed the connection before sending its SSH banner" in str(exc.value), str(exc.value)
+    assert "within" not in str(exc.value)
+
+
 class _FakeConn:
     """What open_connection touches on a fabric Connection."""
 
