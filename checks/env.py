@@ -472,12 +472,18 @@ def _exec_timeout_family(host, facts):
     return family if family in ("A1", "310P") else None
 
 
+CONNECT_TIMEOUT_REMEDY = ("export HCCL_CONNECT_TIMEOUT=1200 (allowed 120..7200 s; the default 120 s is too short "
+                          "for large jobs; the FAQs use 600 to 7200) in ~/.bashrc or the launch script, on every "
+                          "node.")
+EXEC_TIMEOUT_REMEDY = ("export HCCL_EXEC_TIMEOUT=1800 (or up to 7200, as the ROLL FAQ does) in ~/.bashrc or the "
+                       "launch script, on every node: long enough for a slow collective, short enough that a hung "
+                       "one ends in an error. On A1 and 310P cards it must be at most 17340; with "
+                       "HCCL_OP_EXPANSION_MODE=AIV, 0 and values above 1091 are taken as 1091.")
+
+
 @check("env.hccl_timeouts", title="HCCL_CONNECT_TIMEOUT >= 600 s and HCCL_EXEC_TIMEOUT sane", severity="warning",
        reference=faq.M18, needs=("session.env", "npu_smi.info?"),
-       remedy=("export HCCL_CONNECT_TIMEOUT=1200 (range 120..7200; the default 120 s is too short for large jobs) "
-               "and HCCL_EXEC_TIMEOUT=0 (never) or several thousand seconds (on A1 and 310P cards at most "
-               "17340, and not 0; with HCCL_OP_EXPANSION_MODE=AIV at most 1091, which 0 and larger values "
-               "mean there), in ~/.bashrc or the launch script."))
+       remedy=CONNECT_TIMEOUT_REMEDY)
 def test_hccl_timeouts(host, facts, verdict):
     env = effective_env(host, facts.get("session.env"))
     minimum = int(host.vars.get("hccl_connect_timeout") or 600)
@@ -507,16 +513,18 @@ def test_hccl_timeouts(host, facts, verdict):
         value = float(raw)
     if value is None or value < 0 or value > 2147483647:
         verdict.failed("HCCL_EXEC_TIMEOUT", observed=f"HCCL_EXEC_TIMEOUT={raw!r} is not a valid number of seconds",
-                       expected="0 (never) or a positive integer")
+                       expected="0 (never) or a positive integer", remedy=EXEC_TIMEOUT_REMEDY)
     elif 0 < value < 600:
         verdict.failed("HCCL_EXEC_TIMEOUT", observed=f"HCCL_EXEC_TIMEOUT={value}: shorter than a slow collective "
                                                      f"on a large job",
                        expected=(f"600..{EXEC_TIMEOUT_MAX_AIV} s in AIV mode (0 and larger values mean "
-                                 f"{EXEC_TIMEOUT_MAX_AIV})" if aiv else "0 (never) or at least 600 s"))
+                                 f"{EXEC_TIMEOUT_MAX_AIV})" if aiv else "0 (never) or at least 600 s"),
+                       remedy=EXEC_TIMEOUT_REMEDY)
     elif (family := _exec_timeout_family(host, facts)) and not 0 < value <= EXEC_TIMEOUT_MAX_A1:
         verdict.failed("HCCL_EXEC_TIMEOUT", observed=f"HCCL_EXEC_TIMEOUT={value} on an {family} node",
                        expected=f"600..{EXEC_TIMEOUT_MAX_A1} s on {family} (its range is (0, {EXEC_TIMEOUT_MAX_A1}], "
-                                f"rounded down to a multiple of 68; 0 = never exists only on A2/A3)")
+                                f"rounded down to a multiple of 68; 0 = never exists only on A2/A3)",
+                       remedy=EXEC_TIMEOUT_REMEDY)
     elif aiv and not 0 < value <= EXEC_TIMEOUT_MAX_AIV:
         # Within what the check asks for, but not what the operator wrote: say what applies.
         verdict.passed("HCCL_EXEC_TIMEOUT", message=f"HCCL_EXEC_TIMEOUT={value}, which HCCL_OP_EXPANSION_MODE=AIV "

@@ -871,6 +871,11 @@ def test_visible_devices_with_ray_needs_noset(listed):
 def test_hccl_timeouts(conn, exe, outcomes):
     results = run(env.test_hccl_timeouts, H, facts_of(env_={"HCCL_CONNECT_TIMEOUT": conn, "HCCL_EXEC_TIMEOUT": exe}))
     assert [r.outcome for r in results] == outcomes
+    # Each subject's own remedy: the connect timeout's does not talk about the exec timeout.
+    for r in results:
+        if r.outcome == "warning":
+            other = "HCCL_EXEC_TIMEOUT" if r.subject == "HCCL_CONNECT_TIMEOUT" else "HCCL_CONNECT_TIMEOUT"
+            assert f"export {r.subject}=" in r.remedy and other not in r.remedy, r.remedy
 
 
 @pytest.mark.parametrize("chip, exe, outcome", [
