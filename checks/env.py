@@ -428,13 +428,18 @@ def _visible_list(env: dict, count: int, verdict) -> None:
         verdict.passed("ASCEND_RT_VISIBLE_DEVICES", message=f"not set: all {count} NPU(s) visible")
         return
     tokens = [t.strip() for t in value.split(",")]
+    if count == 0 and value.strip():
+        verdict.error("ASCEND_RT_VISIBLE_DEVICES",
+                      message=f"ASCEND_RT_VISIBLE_DEVICES={value}: not evaluated, the node has no /dev/davinciN "
+                              f"device nodes to check the ids against (see devices.davinci_nodes)")
+        return
     if not value.strip() or value.strip() == "NoDevFiles":
         verdict.failed("ASCEND_RT_VISIBLE_DEVICES", observed=f"ASCEND_RT_VISIBLE_DEVICES={value!r}: no NPU visible",
                        expected=f"ids among 0..{count - 1}")
         return
     bad = [t for t in tokens if not t.isdigit()]
     ids = [int(t) for t in tokens if t.isdigit()]
-    beyond = [i for i in ids if i >= count]
+    beyond = sorted({i for i in ids if i >= count})
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     problems = []
     if bad:

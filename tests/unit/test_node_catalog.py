@@ -865,6 +865,17 @@ def test_visible_devices_with_ray_needs_noset(listed):
         ("ASCEND_RT_VISIBLE_DEVICES", "passed"), ("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES", "passed")]
 
 
+def test_visible_devices_on_a_node_without_device_nodes_is_not_evaluated():
+    """It printed "0, 1, 8, 1 beyond the 0 NPU(s) of the node; expected ids among 0..-1" (found by review)."""
+    raw = node_raw({"ASCEND_RT_VISIBLE_DEVICES": "0,1,8,1"}, npus=0)
+    [r] = [r for r in run(env.test_visible_devices, H, make_facts(raw=raw)) if r.subject == "ASCEND_RT_VISIBLE_DEVICES"]
+    assert r.outcome == "error" and "no /dev/davinciN device nodes" in r.message and "0..-1" not in r.message
+    assert r.remedy
+    [r] = [r for r in run(env.test_visible_devices, H, make_facts(raw=node_raw({"ASCEND_RT_VISIBLE_DEVICES": "0,9,9"})))
+           if r.subject == "ASCEND_RT_VISIBLE_DEVICES"]
+    assert "9 beyond the 8 NPU(s)" in r.message and "9 listed twice" in r.message
+
+
 @pytest.mark.parametrize("conn, exe, outcomes", [
     ("1200", None, ["passed", "passed"]), (None, None, ["warning", "passed"]), ("7200", "0", ["passed", "passed"]),
     ("abc", "100", ["warning", "warning"]), ("9000", "7200", ["warning", "passed"])])
