@@ -181,10 +181,11 @@ def _denied(verdict, subject, nodes):
 
 @check("devices.driver_mounts", title="Driver folders present (add-ons, /usr/local/dcmi in containers); npu-smi runs",
        reference=faq.R_NPU_VISIBLE, needs=("ascend.files", "npu_smi.info?"),
-       remedy=("Mount the host's driver into the container: -v /usr/local/Ascend/driver:/usr/local/Ascend/driver "
-               "-v /usr/local/Ascend/add-ons:/usr/local/Ascend/add-ons -v /usr/local/dcmi:/usr/local/dcmi "
-               "-v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi (the Ascend docker runtime does this); on a host, "
-               "reinstall the driver package."))
+       remedy=("In a container, mount the host's driver: -v /usr/local/Ascend/driver:/usr/local/Ascend/driver "
+               "-v /usr/local/dcmi:/usr/local/dcmi -v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi, and "
+               "-v /usr/local/Ascend/add-ons:/usr/local/Ascend/add-ons where the host has it (the Ascend docker "
+               "runtime mounts driver/lib64, driver/include, /usr/local/dcmi and npu-smi, not the rest of the "
+               "driver folder). On a host, install (or reinstall) the NPU driver package; npu-smi comes with it."))
 def test_driver_mounts(host, facts, verdict):
     files = facts.get("ascend.files")
     driver = "/usr/local/Ascend/driver"
@@ -206,6 +207,9 @@ def test_driver_mounts(host, facts, verdict):
             return
         # In a container, name the mounts that are missing: they are the usual reason npu-smi cannot run.
         missing = [p for p in ("/usr/local/dcmi", "/usr/local/Ascend/add-ons") if p not in files.paths]
-        hint = (f" (in a container without {' and '.join(missing)} mounted)" if files.container and missing else "")
+        if "not found" in str(exc):
+            hint = " (not mounted into the container)" if files.container else " (the NPU driver is not installed)"
+        else:
+            hint = f" (in a container without {' and '.join(missing)} mounted)" if files.container and missing else ""
         verdict.failed("npu-smi", observed=f"npu-smi info does not run{hint}: {exc}",
                        expected="npu-smi info listing the NPUs")

@@ -1117,7 +1117,16 @@ def test_driver_mounts():
     ok(run(devices.test_driver_mounts, H, facts_of(ascend_dot_files=out(files_output(container=True)))))
     raw = node_raw(npu_smi_dot_info=out("", rc=127), ascend_dot_files=out(files_output(container=True)))
     [r] = bad(run(devices.test_driver_mounts, H, make_facts(raw=raw)))
-    assert r.subject == "npu-smi" and "not found" in r.message and "/usr/local/dcmi" in r.message
+    # The cause seen is the missing binary: said so, not the dcmi/add-ons mounts (found by review).
+    assert r.subject == "npu-smi" and "not found" in r.message and "(not mounted into the container)" in r.message
+    assert "-v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi" in r.remedy
+    raw = node_raw(npu_smi_dot_info=out("", rc=127))
+    [r] = bad(run(devices.test_driver_mounts, H, make_facts(raw=raw)))
+    assert "(the NPU driver is not installed)" in r.message and "install (or reinstall)" in r.remedy
+    raw = node_raw(npu_smi_dot_info=out("", rc=1, stderr="dcmi module initialize failed. ret is -8005\n"),
+                   ascend_dot_files=out(files_output(container=True)))
+    [r] = bad(run(devices.test_driver_mounts, H, make_facts(raw=raw)))
+    assert "in a container without /usr/local/dcmi and /usr/local/Ascend/add-ons mounted" in r.message, r.message
     raw = node_raw(ascend_dot_files=out(files_output().replace("@@L\tdriver_dir", "@@X")))
     [r] = bad(run(devices.test_driver_mounts, H, make_facts(raw=raw)))
     assert r.subject == "driver" and "missing" in r.message
