@@ -41,7 +41,8 @@ M1_M15 = ("MindSpeed-MM FAQ #1 and #15: CANN, driver, torch and torch_npu versio
           "CANN versions mixed")
 M2 = "MindSpeed-MM FAQ #2: ModuleNotFoundError: No module named 'acl' (set_env.sh not sourced)"
 M3 = "MindSpeed-MM FAQ #3: libatb.so not found (nnal installed before set_env.sh was sourced)"
-M9_IDLE = "MindSpeed-MM FAQ #9: NPU out of memory (HBM already taken by a leftover process)"
+M9_IDLE = ("Related to MindSpeed-MM FAQ #9: NPU out of memory (the FAQ's fixes are batch size, TP/PP and "
+           "recomputation; HBM already held by a leftover process is a cause it does not list)")
 M13 = "MindSpeed-MM FAQ #13: checkpoint save times out (disk I/O bandwidth, ~60 GB per node in 36 min)"
 M15 = "MindSpeed-MM FAQ #15: environment variables of different CANN versions conflict"
 M18 = "MindSpeed-MM FAQ #18: recommended environment variables (log level, task queue, affinity, HCCL timeout, allocator)"
@@ -54,7 +55,8 @@ R_VLLM_VERSIONS = "ROLL Ascend NPU FAQ: slow vLLM inference, step 1 (CANN and vL
 R_SOC = "ROLL Ascend NPU FAQ: SOC version mismatch (A2 image on A3 hardware or the reverse)"
 R_NZ = "ROLL Ascend NPU FAQ: disable FRACTAL_NZ mode for RL (VLLM_ASCEND_ENABLE_NZ=0)"
 R_HCCL_IP = "ROLL Ascend NPU FAQ: HCCL communication timeout, step 2 (every NPU has a device IP, no duplicates)"
-R_NET_HEALTH = "ROLL Ascend NPU FAQ: HCCL communication timeout (hccn_tool -net_health -g must be Success)"
+R_NET_HEALTH = ("Related to ROLL Ascend NPU FAQ: HCCL communication timeout (the FAQ checks -link and -ping; "
+                "hccn_tool -net_health -g, the NIC's own health verdict, is not in it)")
 R_HCCL_TIMEOUT = "ROLL Ascend NPU FAQ: HCCL communication timeout (raise HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT)"
 R_PORT_BIND = "ROLL Ascend NPU FAQ: HCCL port bind failure when several processes share a device"
 R_FIREWALL = "ROLL Ascend NPU FAQ: HCCL / Ray cross-node timeout (stop firewalld on multi-node hosts)"
