@@ -8,8 +8,11 @@ from preflight.check import check
        severity="warning", reference=faq.R_FIREWALL, needs=("net.firewall", "ascend.files?"),
        remedy=("Stop the firewall on training nodes (systemctl stop firewalld && systemctl disable firewalld; "
                "ufw disable; for nftables rules of your own: systemctl disable --now nftables, or remove the drop "
-               "from the input chain named), or open the HCCL (60000-60031, 16666), Ray (6379, 8265, 10001, "
-               "10002-19999) and rendezvous ports between the nodes."))
+               "from the input chain named), or allow all TCP between the training nodes (e.g. firewall-cmd "
+               "--permanent --zone=trusted --add-source=<nodes' subnet>): HCCL's host ports (60000-60031), "
+               "the rendezvous port, and Ray's 6379, 8265, 10001, 10002-19999 plus its node-manager and "
+               "object-manager ports, which are random unless ray start pins them (--node-manager-port, "
+               "--object-manager-port). The NPUs' own RoCE ports (16666) do not pass the host firewall."))
 def test_firewall(host, facts, cluster, verdict):
     if len(cluster.hosts) < 2:
         verdict.skipped(message="a single-node inventory: no traffic between nodes to block")

@@ -18,8 +18,9 @@ NO_RECORD_REMEDY = ("The probe between the nodes left no record for this target 
                     "slow.")
 FIREWALL_REMEDY = ("Open the port between the nodes: stop firewalld on the target (sudo systemctl stop firewalld; "
                    "systemctl disable firewalld) or allow the port (firewall-cmd --permanent --add-port=<port>/tcp; "
-                   "firewall-cmd --reload), and check security groups or switch ACLs in between; then test from "
-                   "the source with nc -zv <target> <port>.")
+                   "firewall-cmd --reload; on Ubuntu: sudo ufw allow from <source> to any port <port> proto tcp, "
+                   "or ufw disable), and check security groups or switch ACLs in between; then test from the "
+                   "source with nc -zv <target> <port>.")
 
 
 # A port can be held by a socket that does not listen: mostly an outgoing connection given it as
