@@ -51,7 +51,7 @@ def facts(request, host):
             problem = str(exc)
             break
     if problem:
-        pytest.fail(f"not evaluated: {problem}", pytrace=False)
+        pytest.fail(f"not evaluated on {host.name}: {problem}", pytrace=False)
     return host_facts
 
 

@@ -360,6 +360,20 @@ def test_hosts_down_alike_are_one_finding_though_each_error_names_its_address():
     assert "cannot log in (node-04 (10.0.0.14): no answer within 10s" in one and "an SSH login to 10.0.0.14 within" in one
 
 
+def test_not_evaluated_alike_on_several_hosts_is_one_finding_though_each_names_its_host():
+    """"not evaluated on node-01: `npu-smi info`: npu-smi not found" on every node is one item."""
+    results = [{"check": "npu.health", "host": f"node-0{i}", "subject": None, "outcome": "error",
+                "severity": "error", "message": f"not evaluated on node-0{i}: `npu-smi info`: npu-smi not found",
+                "remedy": "Install the NPU driver.", "reference": "verl NPU FAQ Q1", "observed": None,
+                "expected": None, "outliers": []} for i in (1, 2, 3)]
+    document = {"schema": 1, "results": results,
+                "hosts": [{"name": f"node-0{i}", "address": f"10.0.0.{i}", "reachable": True} for i in (1, 2, 3)]}
+    p = Page()
+    p.feed(page(document))
+    p.close()
+    assert len(p.findings) == 1 and "node-[01-03] (3 hosts)" in p.findings[0], p.findings
+
+
 # ------------------------------------------------------------------------------ files
 
 
