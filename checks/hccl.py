@@ -59,7 +59,7 @@ def _skip_if_not_applicable(host, facts, fact, verdict) -> bool:
 
 LINK_REMEDY = ("Check the NPU's cable, optical module and switch port (hccn_tool -i {dev} -optical -g, "
                "hccn_tool -i {dev} -link_stat -g); reseat or replace it, or have the operator reset the chip "
-               "({reset}) if the port stays down.")
+               "({reset}, with no job running on the node) if the port stays down.")
 
 
 def npu_smi_chip(facts, dev):

@@ -261,7 +261,8 @@ def test_hccl_ports(host, facts, cluster, verdict):
                                     f"same address and cannot reach the other there",
                            expected=f"an address of {peer.name}'s own, reachable from {host.name}",
                            remedy="Set HCCL_SOCKET_IFNAME (or HCCL_IF_IP) on every node to the NIC of the "
-                                  "network the nodes share, e.g. HCCL_SOCKET_IFNAME==enp189s0f0 (declare it "
+                                  "network the nodes share, e.g. HCCL_SOCKET_IFNAME==enp189s0f0 (a leading = means this exact name, "
+                                  "not a prefix; declare it "
                                   "under env: in the inventory if the launch script sets it).")
             continue
         judge_tcp(verdict, probe, path, f"{peer.name}:{probe.port}", python=peer_facts.optional("tools.python3"))

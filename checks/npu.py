@@ -15,7 +15,8 @@ def chip_subject(info, chip) -> str:
        needs=("npu_smi.info",),
        remedy=("Read the chip's error codes with npu-smi info -t health -i <NPU> -c <chip>, and the device log "
                "(/var/log/npu/); a Warning may clear by itself, Alarm or Critical needs the chip reset or "
-               "replaced (npu-smi set -t reset -i <NPU> -c <chip> -m 1, by the operator) before a job uses it."))
+               "replaced (npu-smi set -t reset -i <NPU> -c <chip> -m 1, by the operator, with no job running on "
+               "the node) before a job uses it."))
 def test_health(host, facts, verdict):
     info = facts.get("npu_smi.info")
     for chip in info.chips:
