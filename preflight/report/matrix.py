@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import os
 import re
+from collections import Counter
 
 from ..hostlist import fold
 from ..results import visible, worst
@@ -130,10 +131,14 @@ def fragment(document: dict) -> str:
     results = document.get("results", [])
     if ready and results and all(r["outcome"] == "skipped" for r in results):
         verdict += " (no selected check applied: every one was skipped)"
+    hosts_doc = document.get("hosts", [])
+    tally = Counter(r["outcome"] for r in results)
+    found = ", ".join(f"{tally[k]} {label}" for k, label in (("failed", "failed"), ("error", "not evaluated"),
+                                                                ("warning", "warning(s)")) if tally[k])
+    # The reachable count is one fact among others, not the reason for the verdict.
     parts.append(f'<h2 class="{"pf-verdict-ready" if ready else "pf-verdict-not"}">'
-                 f'{verdict}: '
-                 f'{sum(1 for h in document.get("hosts", []) if h.get("reachable"))}/{len(document.get("hosts", []))}'
-                 f' hosts reachable</h2>')
+                 f'{verdict} (' + (f'{found}; ' if found else '') +
+                 f'{sum(1 for h in hosts_doc if h.get("reachable"))} of {len(hosts_doc)} hosts reachable)</h2>')
     parts.append(_merge_notes(document.get("merge")))
     parts.append('<p class="pf-legend">' + "".join(
         f'<span class="{cls}">{sym} {label}</span>' for sym, label, cls in STYLE.values()) + "</p>")

@@ -287,17 +287,20 @@ def test_no_cluster_row_without_cluster_results(doc):
 
 
 def test_verdict_heading(doc):
-    assert "NOT READY: 2/3 hosts reachable" in page(doc)
+    from collections import Counter
+
+    tally = Counter(r["outcome"] for r in doc["results"])
+    assert f"NOT READY ({tally['failed']} failed" in page(doc) and "2 of 3 hosts reachable)" in page(doc)
     doc["ready"] = True
     p = Page()
     p.feed(fragment(doc))
-    assert "READY: 2/3 hosts reachable" in "".join(p.texts)
+    assert "READY (" in "".join(p.texts) and "2 of 3 hosts reachable)" in "".join(p.texts)
     assert "NOT READY" not in "".join(p.texts)
 
 
 def test_empty_document_renders(tmp_path):
     html = page({"schema": 1, "hosts": [], "results": []})
-    assert "NOT READY: 0/0 hosts reachable" in html
+    assert "NOT READY (0 of 0 hosts reachable)" in html
     assert "What to fix" not in html
 
 
