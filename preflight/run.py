@@ -683,6 +683,10 @@ def render_failures(results: list[Result], limit: int = MAX_FINDINGS_SHOWN) -> s
     for r in results:
         label = {"failed": "FAILED", "warning": "WARNING", "error": "ERROR"}.get(r.outcome, r.outcome.upper())
         lines.append(f"{label} [{r.check}] {r.message}")
+        if r.outcome == "error" and not r.remedy and "is unreachable" in r.message:
+            # The check's own FAQ item is not why: the host was not reached.
+            lines.append("    see cluster.reachable: why the host was not reached, and what to do")
+            continue
         if r.remedy:
             lines.append(f"    remedy: {r.remedy}")
         if r.reference:

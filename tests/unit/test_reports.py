@@ -463,6 +463,19 @@ def test_pytest_report_of_one_check_shows_its_first_findings_only():
     assert few.count("FAILED [hccl.ping]") == 3 and "findings;" not in few
 
 
+def test_an_unreachable_hosts_not_evaluated_item_points_at_cluster_reachable_not_its_faq():
+    """Two hosts down printed 74 error blocks, each citing its check's FAQ item (checkpoint save
+    times out, ...), which is not why (found by review)."""
+    from preflight.results import Result
+    from preflight.run import render_failures
+
+    down = Result(check="storage.checkpoint_dir", host="n1", subject=None, outcome="error", severity="warning",
+                  message="not evaluated: n1 is unreachable (n1 (10.0.0.1): connection refused)", remedy="",
+                  reference="MindSpeed-MM FAQ #13: checkpoint save times out")
+    text = render_failures([down])
+    assert "FAQ #13" not in text and "see cluster.reachable" in text
+
+
 def test_a_fleet_wide_finding_keeps_each_cell_tooltip_short():
     from preflight.report.matrix import TIP_CHARS, TIP_FINDINGS, cells, fragment
 
