@@ -53,7 +53,8 @@ VERSION_FILES_MOUNT = ("mount the host's version files read-only into the contai
                       f"-v {DRIVER_INFO}:{DRIVER_INFO}:ro -v {FIRMWARE_INFO}:{FIRMWARE_INFO}:ro")
 DRIVER_FIRMWARE_REMEDY = (
     "On a host: install (or repair) the NPU driver and firmware packages of one HDK release "
-    "(Ascend-hdk-*-npu-driver_*.run --full, then Ascend-hdk-*-npu-firmware_*.run --full); each writes its "
+    "(a first install: Ascend-hdk-*-npu-driver_*.run --full, then Ascend-hdk-*-npu-firmware_*.run --full; an "
+    "upgrade or repair over an installed pair: the firmware first, then the driver); each writes its "
     "version.info under /usr/local/Ascend/driver and /usr/local/Ascend/firmware. If they were installed elsewhere, "
     "Driver_Install_Path_Param / Firmware_Install_Path_Param in /etc/ascend_install.info name the path. "
     "In a container, " + VERSION_FILES_MOUNT[0].lower() + VERSION_FILES_MOUNT[1:]
