@@ -569,8 +569,8 @@ class PreflightRun:
         if not self.strict:
             warned = [r for r in self.store.all() if r.outcome == "warning"]
             if warned:
-                tr.write_line(f"{len(warned)} warning(s), not blocking the verdict (--strict makes them so):",
-                              yellow=True)
+                tr.write_line(f"{len(warned)} warning(s), not blocking the verdict (--strict makes them so; "
+                              f"each with its remedy in matrix.html):", yellow=True)
                 for line in brief(warned):
                     tr.write_line("  " + line, yellow=True)
         tr.write_line("results: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))
