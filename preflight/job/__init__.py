@@ -151,7 +151,7 @@ class Job:
         return out
 
 
-def unresolved_reason(value: str, path: str, conditional: dict) -> str | None:
+def unresolved_reason(value: str, path: str, conditional: dict, sourced=()) -> str | None:
     """Why a value the launch script builds is known only when it runs; None when it is known.
 
     ``conditional`` is :attr:`preflight.job.shell.Script.conditional`: the variables each
@@ -167,6 +167,9 @@ def unresolved_reason(value: str, path: str, conditional: dict) -> str | None:
         return f"is set in a branch ({sets})"
     if re.search(r"\$\((?!\()|`", value):
         return "is the output of a command the script runs"
+    if sourced:
+        files = ", ".join(f"{name} ({path}:{line})" for line, name in sourced)
+        return f"may be set by the file the script sources, {files}, or from outside the script"
     return "is set from outside the script"
 
 

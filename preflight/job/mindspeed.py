@@ -120,7 +120,7 @@ def parse_mindspeed(path: str, text: str) -> Job:
         if value is None:
             raise JobError(path, w.line, f"{flag} has no value")
         reason = (single_quoted_reason(value, vline, path, script, words[0].text)
-                  or unresolved_reason(value, path, script.conditional)
+                  or unresolved_reason(value, path, script.conditional, script.sourced)
                   or branch_reason((w.line, vline), path, script.branch_lines))
         if reason is not None:
             # Given, so not its default: the checks that read it say they cannot tell.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -89,6 +90,8 @@ class Script:
     # Lines whose text a variable holds only when a branch runs (it was appended there, the rest
     # of the variable is known): line -> the variable.
     branch_lines: dict[int, str] = field(default_factory=dict)
+    # `source FILE` / `. FILE` commands: (line, file). What such a file sets is not read.
+    sourced: list[tuple[int, str]] = field(default_factory=list)
     # Text in single quotes with a $ in it, by line: bash passes '${TP}' on as those five
     # characters, unexpanded.
     single_quoted: dict[int, list[str]] = field(default_factory=dict)
@@ -172,6 +175,7 @@ class _Reader:
         self.unknown: dict[str, list[tuple[int, str]]] = {}  # set in a branch: see Script.conditional
         self.branch_lines: dict[int, str] = {}  # see Script.branch_lines
         self.single_quoted: dict[int, list[str]] = {}  # see Script.single_quoted
+        self.sourced: list[tuple[int, str]] = []  # see Script.sourced
         self.arrays: dict[str, list[LStr]] = {}  # NAME=( a b c ): its elements, as words
         self.frames: list[_Frame] = []
         self.function_body = False  # "name()" or "function" seen: the next { } is a function body
@@ -297,6 +301,9 @@ class _Reader:
                 return LStr("${" + inner + "}", line=line)
             value = self.vars.get(name)
             empty = value is None or (op and op.startswith(":") and not value.text)
+            if value is None and self.sourced and op in ("-", ":-", "=", ":="):
+                # A file the script sourced may set it: the default is not known to apply.
+                return LStr("${" + inner + "}", line=line)
             if op in ("-", ":-", "=", ":=") and empty:
                 value = self._default_word(arg or "", line)
                 if op.endswith("="):
@@ -428,6 +435,9 @@ class _Reader:
             nonlocal words
             if words:
                 self.commands.append(Command(words, cmd_line))
+                if words[0].text in ("source", ".") and len(words) > 1 and \
+                        os.path.basename(words[1].text) not in ENVIRONMENT_SCRIPTS:
+                    self.sourced.append((cmd_line, words[1].text))
                 self.function_body = False  # a command came between "name()" and any {
                 top = self.frames[-1] if self.frames else None
                 if top is not None and top.guard_pending:
@@ -709,6 +719,10 @@ class _Reader:
         self.heredocs = []
 
 
+# Sourced files that set the toolchain's environment (CANN's and nnal's set_env.sh, conda's
+# activate), never a job's sizes or paths: what they set is not a reason to doubt a ${X:-default}.
+ENVIRONMENT_SCRIPTS = frozenset({"set_env.sh", "activate", "conda.sh"})
+
 _ELEMENT = "\x1f"  # between the elements of "${A[@]}": each becomes its own word
 _NO_WORD = "\x1e"  # "${A[@]}" of an empty array: quoted, still no word
 
@@ -802,4 +816,4 @@ def read_script(text: str) -> Script:
     except RecursionError:  # ${X:-${X:-...}} nested past Python's stack
         raise ShellError(reader.line, "expansions nested too deeply to read") from None
     return Script(reader.commands, reader.vars, crlf, dict(reader.unknown), dict(reader.branch_lines),
-                  dict(reader.single_quoted), tuple(text.replace("\r\n", "\n").split("\n")))
+                  list(reader.sourced), dict(reader.single_quoted), tuple(text.replace("\r\n", "\n").split("\n")))

@@ -491,7 +491,8 @@ def test_a_suffix_on_a_job_with_pp_1_and_ep_1_is_a_mismatch_whichever_it_counts(
 
 # -- arguments the script sets only when it runs ----------------------------------------------------
 
-OUTSIDE = [("source ./par.env\n", "${TP}", "", "is set from outside the script"),
+OUTSIDE = [("source ./par.env\n", "${TP}", "",
+            "may be set by the file the script sources, ./par.env ({p}:14), or from outside the script"),
            ("TP=$1\n", "$1", ", value set at line 14", "is set from outside the script"),
            ("TP=$(<conf/tp)\n", "$(<conf/tp)", ", value set at line 14", "is the output of a command the script runs")]
 
@@ -501,7 +502,7 @@ def test_unresolved_tp_is_not_taken_for_the_default(tmp_path, setup, shown, extr
     ck = megatron_ckpt(tmp_path / "tp8", tp=8)
     p = write(tmp_path, "p.sh", llm_script(load=str(ck)).replace("TP=8\n", setup))
     job = load_job(p)
-    said = f"--tensor-model-parallel-size {shown} ({p}:21{extra}) {reason}; not checked"
+    said = f"--tensor-model-parallel-size {shown} ({p}:21{extra}) {reason.format(p=p)}; not checked"
     [r] = run(jc.test_weights_parallel, job)  # was: failed, "the job sets TP 1"
     assert r.outcome == "skipped" and said in r.message, r.message
     [r] = run(jc.test_parallel_fits, job)  # was: passed with TP unknown

@@ -297,7 +297,11 @@ def test_shell_straight_line_and_same_branch_values_are_known():
 
 
 @pytest.mark.parametrize("setup, shown, reason", [
-    ("source ./par.env\n", "${TP}", "is set from outside the script"),
+    ("source ./par.env\n", "${TP}", "may be set by the file the script sources, ./par.env ({p}:1), or from outside "
+                                     "the script"),
+    # A default after a sourced file: that file may set it, so the default is not taken.
+    ("source ./par.env\nTP=${TP:-8}\n", "${TP:-8}", "may be set by the file the script sources, ./par.env ({p}:1), "
+                                                     "or from outside the script"),
     ("TP=$1\n", "$1", "is set from outside the script"),
     ("TP=$(<conf/tp)\n", "$(<conf/tp)", "is the output of a command the script runs"),
     ('if [ "$M" = 70b ]; then\n  TP=8\nelse\n  TP=4\nfi\n', "${TP}",
@@ -348,6 +352,15 @@ def test_a_reference_in_single_quotes_is_the_literal_text_the_job_receives(tmp_p
     job = load_job(str(p))
     assert job.arg("model_path").unresolved == "is interpolated by Hydra (OmegaConf) when verl starts"
     assert job.arg("nnodes").value == "2"
+
+
+def test_sourcing_set_env_sh_or_conda_leaves_defaults_known(tmp_path):
+    """CANN's set_env.sh and conda's activate set the toolchain's environment, not TP: a
+    ${TP:-8} after them is 8 (after a project's own env file it is not known)."""
+    for setup in ("source /usr/local/Ascend/ascend-toolkit/set_env.sh\n", ". ~/miniconda3/bin/activate train\n",
+                  "source /usr/local/Ascend/nnal/atb/set_env.sh\n"):
+        p = write(tmp_path, "p.sh", setup + "TP=${TP:-8}\ntorchrun pretrain_gpt.py --tensor-model-parallel-size $TP\n")
+        assert load_job(str(p)).arg("tp").value == "8", setup
 
 
 def test_expert_parallel_size_is_read_by_both_parsers(tmp_path):
