@@ -245,6 +245,18 @@ DATA_JSON_KEYS = {
 }
 
 
+def _read_json(path: str, what: str):
+    """(text, document) of a json file the job names; unreadable or invalid: a JobError at its line."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read(8 << 20)
+        return text, json.loads(text)
+    except OSError as exc:
+        raise JobError(path, None, f"cannot read {what}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise JobError(path, getattr(exc, "lineno", None), f"not valid JSON: {getattr(exc, 'msg', exc)}") from None
+
+
 def _data_json(job: Job) -> None:
     """The model and dataset paths in the --mm-data json, found as --mm-model is; a flag on the
     command line wins."""
@@ -256,14 +268,7 @@ def _data_json(job: Job) -> None:
         job.notes.append(f"--mm-data {mm.value} ({job.where(mm)}) was not found next to the job (run the preflight "
                          f"from the launch directory): the model and dataset paths in it are not checked")
         return
-    try:
-        with open(found, encoding="utf-8") as fh:
-            text = fh.read(8 << 20)
-        doc = json.loads(text)
-    except OSError as exc:
-        raise JobError(found, None, f"cannot read data json: {exc.strerror}") from None
-    except ValueError as exc:
-        raise JobError(found, getattr(exc, "lineno", None), f"not valid JSON: {getattr(exc, 'msg', exc)}") from None
+    text, doc = _read_json(found, "data json")
     for keys, canon in DATA_JSON_KEYS.items():
         value = doc
         for key in keys:
@@ -290,14 +295,7 @@ def _layer_lists(job: Job) -> None:
         job.model_json_problem = (f"--mm-model {mm.value} ({job.where(mm)}) was not found next to the job "
                                   f"(run the preflight from the launch directory)")
         return
-    try:
-        with open(found, encoding="utf-8") as fh:
-            text = fh.read(8 << 20)
-        doc = json.loads(text)
-    except OSError as exc:
-        raise JobError(found, None, f"cannot read model json: {exc.strerror}") from None
-    except ValueError as exc:
-        raise JobError(found, getattr(exc, "lineno", None), f"not valid JSON: {getattr(exc, 'msg', exc)}") from None
+    text, doc = _read_json(found, "model json")
     job.model_json = found
     decoder = doc.get("text_decoder") if isinstance(doc, dict) else None
     vision = None

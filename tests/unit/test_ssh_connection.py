@@ -128,13 +128,11 @@ import paramiko  # noqa: E402
 from preflight.transport.ssh import HostKeyStore, SshTransport, _KnownHostsPolicy, open_connection  # noqa: E402
 
 
-@pytest.fixture
-def mute_bastion():
-    """A TCP port that accepts connections and never says a word (no SSH banner)."""
+def _tcp_server(on_accept):
+    """A listening socket on 127.0.0.1 whose accepted connections go to ``on_accept``."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(16)
-    accepted = []
 
     def serve():
         while True:
@@ -142,9 +140,17 @@ def mute_bastion():
                 conn, _ = server.accept()
             except OSError:
                 return
-            accepted.append(conn)
+            on_accept(conn)
 
     threading.Thread(target=serve, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def mute_bastion():
+    """A TCP port that accepts connections and never says a word (no SSH banner)."""
+    accepted = []
+    server = _tcp_server(accepted.append)
     yield server.getsockname()[1], accepted
     server.close()
     for conn in accepted:
@@ -174,19 +180,7 @@ def test_a_server_closing_before_its_banner_is_not_called_a_timeout(tmp_path, mo
     socket alike; a server that closes at once (MaxStartups, hosts.deny) read as "no banner within
     10s" while the run took under a second (found by review)."""
     monkeypatch.setenv("HOME", str(tmp_path))
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(4)
-
-    def serve():
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            conn.close()
-
-    threading.Thread(target=serve, daemon=True).start()
+    server = _tcp_server(lambda conn: conn.close())
     try:
         host = Host(name="n1", address="127.0.0.1", port=server.getsockname()[1])
         with pytest.raises(TransportError) as exc:
