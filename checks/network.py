@@ -261,9 +261,9 @@ def test_hccl_ports(host, facts, cluster, verdict):
                                     f"same address and cannot reach the other there",
                            expected=f"an address of {peer.name}'s own, reachable from {host.name}",
                            remedy="Set HCCL_SOCKET_IFNAME (or HCCL_IF_IP) on every node to the NIC of the "
-                                  "network the nodes share, e.g. HCCL_SOCKET_IFNAME==enp189s0f0 (a leading = means this exact name, "
-                                  "not a prefix; declare it "
-                                  "under env: in the inventory if the launch script sets it).")
+                                  "network the nodes share, e.g. HCCL_SOCKET_IFNAME==enp189s0f0 (a leading = "
+                                  "means this exact name, not a prefix; declare it under env: in the inventory if "
+                                  "the launch script sets it).")
             continue
         judge_tcp(verdict, probe, path, f"{peer.name}:{probe.port}", python=peer_facts.optional("tools.python3"))
 
@@ -471,7 +471,7 @@ def test_shared_storage(cluster, verdict):
                                 f"{', '.join(paths)} with")
         return
     views = {}
-    for host, facts in cluster.reachable():
+    for host, facts in reachable:
         try:
             views[host.name] = facts.get("storage.shared")
         except FactUnavailable as exc:

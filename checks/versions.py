@@ -524,9 +524,9 @@ def test_vllm(host, facts, verdict, compat):
             verdict.failed("cann", severity="warning",
                            observed=f"vllm-ascend {plugin} with CANN {cann}: not the release it was tested with",
                            expected=f"CANN {', '.join(C.as_list(row['cann']))} ({source})",
-                           remedy=f"Use the CANN release vllm-ascend {plugin} names ({', '.join(C.as_list(row['cann']))}: "
-                                  f"the vllm-ascend image of that release has it), or the vllm-ascend release made "
-                                  f"for CANN {cann}.")
+                           remedy=f"Use the CANN release vllm-ascend {plugin} names "
+                                  f"({', '.join(C.as_list(row['cann']))}: the vllm-ascend image of that release has "
+                                  f"it), or the vllm-ascend release made for CANN {cann}.")
     tnpu = stack.version_of("torch_npu")
     if tnpu and row.get("torch_npu") and not C.pip_equal(tnpu, str(row["torch_npu"])):
         verdict.failed("torch_npu", severity="warning",

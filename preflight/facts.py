@@ -80,8 +80,9 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              "if [ -r \"$f\" ] && [ -w \"$f\" ]; then echo \"@@A|$f|rw\"; else echo \"@@A|$f|no\"; fi; done; true",
              system.parse_dev_listing, display="ls -l /dev/davinci* /dev/devmm_svm /dev/hisi_hdc"),
     # -V names the rcmd modules: yum's pdsh comes without ssh (package pdsh-rcmd-ssh).
-    FactSpec("tools.pdsh", "p=$(command -v pdsh) && { printf '%s\\n' \"$p\"; \"$p\" -V 2>&1; f=" + system.RCMD_DEFAULT_FILE
-             + "; [ -e \"$p.bin\" ] && [ -r $f ] && echo \"" + system.RCMD_DEFAULT_MARK + "$(head -c 64 $f)\"; true; }",
+    FactSpec("tools.pdsh", "p=$(command -v pdsh) && { printf '%s\\n' \"$p\"; \"$p\" -V 2>&1; "
+             "f=" + system.RCMD_DEFAULT_FILE + "; [ -e \"$p.bin\" ] && [ -r $f ] && "
+             "echo \"" + system.RCMD_DEFAULT_MARK + "$(head -c 64 $f)\"; true; }",
              system.parse_pdsh, ok_rc=(0, 1),
              display="command -v pdsh; pdsh -V"),
     FactSpec("tools.python3", "command -v python3", _optional_path, ok_rc=(0, 1), display="command -v python3"),

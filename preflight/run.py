@@ -514,7 +514,7 @@ class PreflightRun:
             facts.release()
 
     def point_latest(self) -> None:
-        """report_dir/{preflight.json, matrix.html, preflight.html, latest} -> this run's files."""
+        """report_dir/{preflight.json, matrix.html, matrix.css, preflight.html, latest} -> this run's files."""
         if self.is_xdist_worker or self.no_report:
             return
         for name in ("preflight.json", "matrix.html", "matrix.css", "preflight.html", "latest"):
