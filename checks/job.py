@@ -123,6 +123,9 @@ def test_tp_kv_heads(job, job_facts, verdict):
         verdict.skipped(job.name, message=_not_checked(job, unknown))
         return
     tp = tp_arg.int_value(job.path)
+    if tp == 1:
+        verdict.passed(job.name, message=f"{tp_arg.shown()}: one rank holds every KV head")
+        return
     kv, source = _kv_heads(job, job_facts)
     if kv is None:
         dirs = ", ".join(f"{a.name} {a.value}" for _, a in job.model_dirs()) or "no model directory in the job"
@@ -227,18 +230,21 @@ def test_parallel_fits(job, job_facts, verdict):
             problems.append((parts[0] if parts else None,
                              f"{product_text} does not divide the world size {world_text}",
                              f"TP × PP × CP a divisor of {world}"))
-        # Megatron lays the experts over the data-parallel ranks (core 0.8: DP × CP a multiple of EP;
-        # 0.12: the world a multiple of expert-TP × EP × PP, expert-TP being TP by default): the same rule.
+        # Megatron lays the experts over the ranks (core 0.12: the world a multiple of expert-TP × EP × PP,
+        # expert-TP being TP unless --expert-tensor-parallel-size says otherwise; core 0.8: DP × CP a
+        # multiple of EP, the same rule with expert-TP = TP).
         ep = job.arg("ep")
-        tp_pp = [a for a in (job.arg("tp"), job.arg("pp")) if a is not None]
-        if world is not None and ep is not None and not ep.unresolved and not any(a.unresolved for a in tp_pp):
-            tp_pp_n = math.prod(a.int_value(job.path) for a in tp_pp) if tp_pp else 1
+        etp = job.arg("etp") or job.arg("tp")
+        sizes = [a for a in (etp, job.arg("pp")) if a is not None]
+        if world is not None and ep is not None and not ep.unresolved and not any(a.unresolved for a in sizes):
+            rest = math.prod(a.int_value(job.path) for a in sizes) if sizes else 1
             epn = ep.int_value(job.path)
-            if epn > 1 and not world % tp_pp_n and (world // tp_pp_n) % epn:
-                problems.append((ep, f"{ep.shown()} does not divide the {world // tp_pp_n} ranks left by "
-                                     f"{' × '.join(a.shown() for a in tp_pp) or 'TP 1 × PP 1'} in the world size "
-                                     f"{world_text}",
-                                 f"an expert-parallel size that divides world / (TP × PP) = {world // tp_pp_n}"))
+            if epn > 1 and not world % rest and (world // rest) % epn:
+                named = " × ".join(a.shown() for a in sizes) or "TP 1 × PP 1"
+                kind = "expert-TP" if job.arg("etp") is not None else "TP (expert-TP by default)"
+                problems.append((ep, f"{ep.shown()} does not divide the {world // rest} ranks left by {named} in "
+                                     f"the world size {world_text}",
+                                 f"an expert-parallel size that divides world / ({kind} × PP) = {world // rest}"))
         rtp = job.arg("rollout_tp")
         if world is not None and rtp is not None and not rtp.unresolved and world % rtp.int_value(job.path):
             problems.append((rtp, f"{rtp.shown()} does not divide the world size {world_text}",

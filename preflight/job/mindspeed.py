@@ -26,6 +26,7 @@ FLAGS = {
     "--tensor-model-parallel-size": ("tp", True),
     "--pipeline-model-parallel-size": ("pp", True),
     "--expert-model-parallel-size": ("ep", True),
+    "--expert-tensor-parallel-size": ("etp", True),
     "--context-parallel-size": ("cp", True),
     "--micro-batch-size": ("mbs", True),
     "--seq-length": ("seq_length", True),

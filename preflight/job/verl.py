@@ -19,6 +19,7 @@ KEYS = {
     "actor_rollout_ref.actor.megatron.tensor_model_parallel_size": ("tp", True),
     "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size": ("pp", True),
     "actor_rollout_ref.actor.megatron.expert_model_parallel_size": ("ep", True),
+    "actor_rollout_ref.actor.megatron.expert_tensor_parallel_size": ("etp", True),
     "actor_rollout_ref.actor.megatron.context_parallel_size": ("cp", True),
     "actor_rollout_ref.actor.strategy": ("strategy", False),
     "data.train_files": ("train_files", False),

@@ -117,6 +117,14 @@ def test_tp_kv_heads_without_group_query_attention_are_the_attention_heads(tmp_p
     explained(r, "--tensor-model-parallel-size 8 > num_key_value_heads 4 in")
 
 
+def test_tp_1_fits_any_kv_heads_without_reading_the_model(tmp_path):
+    """TP 1 with the model's heads unknown (a DiT, a converted checkpoint) was an error: NOT READY
+    for a job that cannot fail this check (found by review of upstream examples)."""
+    script = mm_script(tp=1, mm_model="./absent/model.json")
+    [r] = run(jc.test_tp_kv_heads, load_job(write(tmp_path, "dit.sh", script)))
+    assert r.outcome == "passed" and "one rank holds every KV head" in r.message
+
+
 def test_tp_kv_heads_from_the_mm_model_json(tmp_path):
     [r] = run(jc.test_tp_kv_heads, mm_job(tmp_path, tp=8))  # model_7b.json: num_query_groups 4
     assert r.outcome == "failed"
@@ -148,6 +156,28 @@ def test_expert_parallel_size_must_divide_what_tp_and_pp_leave(tmp_path, tp, pp,
     if outcome == "failed":
         explained(results[0], "--expert-model-parallel-size 8 does not divide the 2 ranks left by "
                               "--tensor-model-parallel-size 2 × --pipeline-model-parallel-size 2")
+
+
+def test_an_explicit_expert_tensor_parallel_size_replaces_tp_in_the_expert_rule(tmp_path):
+    """verl's examples/grpo_trainer/run_qwen3-235b_megatron_grpo_64card_npu.sh: TP 4, PP 16, EP 4 and
+    expert-TP 1 on 8 x 8 NPUs: 64 % (1 x 4 x 16) = 0. Read with expert-TP = TP it failed (found by review)."""
+    def verl(etp):
+        return ("python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=Qwen/Qwen3-235B-A22B \\\n"
+                "  actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=16 \\\n"
+                "  actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4 \\\n"
+                "  actor_rollout_ref.actor.megatron.expert_model_parallel_size=4 \\\n"
+                + (f"  actor_rollout_ref.actor.megatron.expert_tensor_parallel_size={etp} \\\n" if etp else "")
+                + "  trainer.nnodes=8 trainer.n_gpus_per_node=8\n")
+    [r] = run(jc.test_parallel_fits, load_job(write(tmp_path, "etp.sh", verl(1))))
+    assert r.outcome == "passed", r.message
+    [r] = run(jc.test_parallel_fits, load_job(write(tmp_path, "tp.sh", verl(None))))
+    assert r.outcome == "failed" and "world / (TP (expert-TP by default) × PP) = 1" in r.message, r.message
+    # MindSpeed's flag alike.
+    script = llm_script(tp=2, pp=2, ep=4).replace("--expert-model-parallel-size 4 \\\n",
+                                                  "--expert-model-parallel-size 4 \\\n    --expert-tensor-parallel-size 1 \\\n")
+    assert "--expert-tensor-parallel-size 1" in script
+    [r] = run(jc.test_parallel_fits, load_job(write(tmp_path, "ms.sh", script)))
+    assert r.outcome == "passed", r.message  # 8 % (1 x 4 x 2) = 0; with expert-TP = TP 2 it would not be
 
 
 def test_torchrun_without_nnodes_is_one_node_whatever_the_inventory(tmp_path):
