@@ -580,10 +580,16 @@ def test_weight_bucket(job, job_facts, verdict):
 
 # -- ROLL ---------------------------------------------------------------------------------
 
-@check("job.roll_device_mapping", title="ROLL actor_train and actor_infer use different NPUs", scope="cluster",
+# ROLL's Ascend FAQ, which these two checks follow, says neither colocated roles nor Megatron run on
+# NPU; ROLL's own newer Ascend examples do both (with HCCL_NPU_SOCKET_PORT_RANGE=auto, and MindSpeed's
+# MegatronAdaptor on validated A2/A3 setups). A warning then, not NOT READY for an upstream example.
+@check("job.roll_device_mapping", title="ROLL actor_train and actor_infer use different NPUs, or colocate "
+                                        "with HCCL_NPU_SOCKET_PORT_RANGE", severity="warning", scope="cluster",
        reference=faq.R_COLOCATED, needs=NEEDS,
        remedy=("Give actor_train and actor_infer disjoint device_mapping lists, e.g. actor_train: list(range(0, 4)) "
-               "and actor_infer: list(range(4, 8)); NPUs do not support the colocated mode."))
+               "and actor_infer: list(range(4, 8)), as ROLL's Ascend FAQ asks; or, with a ROLL release that "
+               "colocates on NPU, export HCCL_NPU_SOCKET_PORT_RANGE=auto for every process (system_envs in the "
+               "YAML, or the launch script) so that the processes sharing an NPU do not all bind port 16666."))
 def test_roll_device_mapping(job, verdict):
     if _skip_unless(job, verdict, "roll"):
         return
@@ -597,19 +603,28 @@ def test_roll_device_mapping(job, verdict):
         verdict.skipped(job.name, message=f"{job.name}: no {missing}.device_mapping")
         return
     shared = sorted(set(train[1]) & set(infer[1]))
-    if shared:
+    ports = job.args.get("npu_port_range")
+    if shared and ports is not None:
+        verdict.passed(job.name, message=f"{train[0].shown()} and {infer[0].shown()} share NPU(s) "
+                                         f"{fold(f'npu{d}' for d in shared)} (colocated), with {ports.shown()} "
+                                         f"({job.where(ports)})")
+    elif shared:
         _fail(verdict, job, infer[0],
               observed=f"{train[0].shown()} ({job.where(train[0])}) and {infer[0].shown()} ({job.where(infer[0])}) "
-                       f"share NPU(s) {fold(f'npu{d}' for d in shared)} (colocated)",
-              expected="disjoint NPUs for training and inference")
+                       f"share NPU(s) {fold(f'npu{d}' for d in shared)} (colocated), and the YAML's system_envs "
+                       f"set no HCCL_NPU_SOCKET_PORT_RANGE",
+              expected="disjoint NPUs for training and inference, or HCCL_NPU_SOCKET_PORT_RANGE=auto for every "
+                       "process (if the launch script exports it, this warning does not apply)")
     else:
         verdict.passed(job.name, message=f"{train[0].shown()} and {infer[0].shown()} are disjoint")
 
 
-@check("job.roll_strategy", title="ROLL does not use the Megatron strategy on NPU", scope="cluster",
-       reference=faq.R_MEGATRON, needs=NEEDS,
-       remedy="Use the DeepSpeed backend on NPU: strategy_args: {strategy_name: deepspeed_train} (with a "
-              "deepspeed strategy_config such as ${deepspeed_zero3}).")
+@check("job.roll_strategy", title="ROLL's Megatron strategy on NPU only where MindSpeed's adaptor runs it",
+       severity="warning", scope="cluster", reference=faq.R_MEGATRON, needs=NEEDS,
+       remedy=("Use a backend ROLL runs on every NPU setup: strategy_args: {strategy_name: deepspeed_train} (with a "
+               "deepspeed strategy_config such as ${deepspeed_zero3}) or fsdp2_train; keep megatron_train only on a "
+               "validated A2/A3 setup where `python -c 'import megatron_adaptor'` works on every node (ROLL's "
+               "newer Ascend FAQ)."))
 def test_roll_strategy(job, verdict):
     if _skip_unless(job, verdict, "roll"):
         return
@@ -619,10 +634,16 @@ def test_roll_strategy(job, verdict):
         return
     for actor, a in bad:
         infer = "infer" in a.value.lower() or actor.endswith("infer")
-        _fail(verdict, job, a, observed=f"{a.shown()}: the Megatron-LM backend is not supported by ROLL on NPU",
-              expected=f"strategy_name: {'vllm (or hf_infer)' if infer else 'deepspeed_train'}",
-              **({"remedy": "Use an inference backend that runs on NPU for this role: strategy_args: "
-                            "{strategy_name: vllm} (vllm-ascend), or hf_infer."} if infer else {}))
+        # A teacher or reference model supplies logits, not rollouts: hf_infer, not vllm.
+        logits = actor in ("teacher", "reference")
+        backend = "hf_infer" if logits else "vllm (or hf_infer)" if infer else "deepspeed_train or fsdp2_train"
+        _fail(verdict, job, a, observed=f"{a.shown()}: ROLL's Ascend FAQ does not support the Megatron-LM backend on "
+                                        f"NPU; newer ROLL runs it only where MindSpeed's MegatronAdaptor is installed",
+              expected=f"strategy_name: {backend}, or megatron with `import megatron_adaptor` working on every node",
+              **({"remedy": f"Use an inference backend that runs on NPU for this role: strategy_args: "
+                            f"{{strategy_name: {backend.split(' ')[0]}}}; or keep megatron where MindSpeed's "
+                            f"MegatronAdaptor is installed (python -c 'import megatron_adaptor')."}
+                 if infer else {}))
     if not bad:
         verdict.passed(job.name, message=", ".join(a.shown() for a in job.strategies.values()))
 

@@ -33,8 +33,10 @@ M11 = "MindSpeed-MM FAQ #11: data preprocessing timeout on large datasets; raise
 M14 = "MindSpeed-MM FAQ #14: 'syntax error near unexpected token' from a script with Windows (CRLF) line endings"
 M17 = "MindSpeed-MM FAQ #17: loss does not converge; check that the data, image and weight paths are right"
 V_Q3 = "verl NPU FAQ Q3: 'Weight ... is too large to fit in the bucket' (update_weights_bucket_megabytes)"
-R_COLOCATED = "ROLL Ascend NPU FAQ: colocated mode is not supported (actor_train and actor_infer on separate NPUs)"
-R_MEGATRON = "ROLL Ascend NPU FAQ: the Megatron strategy is not supported on NPU (use deepspeed_train)"
+R_COLOCATED = ("ROLL Ascend NPU FAQ: colocated mode is not supported (actor_train and actor_infer on separate NPUs; "
+               "newer ROLL runs it with HCCL_NPU_SOCKET_PORT_RANGE=auto)")
+R_MEGATRON = ("ROLL Ascend NPU FAQ: the Megatron strategy is not supported on NPU (use deepspeed_train; newer ROLL "
+              "runs it on validated A2/A3 setups with MindSpeed's MegatronAdaptor)")
 
 # -- node catalog (issue 3) ------------------------------------------------------------------
 M1_M15 = ("MindSpeed-MM FAQ #1 and #15: CANN, driver, torch and torch_npu versions out of step, or different "

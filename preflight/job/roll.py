@@ -79,6 +79,12 @@ def parse_roll(path: str, text: str) -> Job:
             # ${oc.env:NPUS,8} and other resolvers: OmegaConf fills them in when ROLL starts.
             unresolved = "is interpolated when ROLL starts" if "${" in value else None
             job.set_arg(canon, Arg(key, value, index[key][1], sep=": ", unresolved=unresolved))
+    # Newer ROLL runs colocated roles on NPU with this exported for every process (its system_envs).
+    for key in ("system_envs.HCCL_NPU_SOCKET_PORT_RANGE",
+                *(f"{actor}.system_envs.HCCL_NPU_SOCKET_PORT_RANGE" for actor in ACTORS)):
+        value = scalar(index, key) if key in index else None
+        if value and "npu_port_range" not in job.args:
+            job.args["npu_port_range"] = Arg(key, value, index[key][1], sep=": ")
     if job.arg("model_path") is None:
         value = scalar(index, "actor_train.model_args.model_name_or_path")
         if value:
