@@ -268,6 +268,7 @@ def test_parallel_fits(job, job_facts, verdict):
 @check("job.pp_layers", title="Every pipeline stage has LLM layers and the split adds up", scope="cluster",
        reference=faq.M10, needs=NEEDS,
        remedy=("Give every pipeline stage at least one LLM layer (e.g. [1, 7, 10, 10] instead of [0, 8, 10, 10]), "
+               "or, for a stage holding only frozen ViT layers, pass --enable-dummy-optimizer (MindSpeed-MM); "
                "make each list as long as --pipeline-model-parallel-size and its sum equal to the model's layers, "
                "and convert the weights with the same split."))
 def test_pp_layers(job, job_facts, verdict):
@@ -295,6 +296,11 @@ def test_pp_layers(job, job_facts, verdict):
                                          f"({job.where(pp_arg)})", f"{pp} stages"))
         if part == "llm":
             zeros = [i for i, n in enumerate(layers.stages) if n == 0]
+            vit = job.pp_layers.get("vit")
+            if zeros and "dummy_optimizer" in job.args:
+                # --enable-dummy-optimizer is MindSpeed-MM's answer to FAQ #10: a stage whose layers are
+                # all frozen (the ViT) gets a dummy optimizer. Only a stage with no layer at all is left.
+                zeros = [i for i in zeros if vit is None or i >= len(vit.stages) or vit.stages[i] == 0]
             if zeros:
                 problems.append((layers.arg, f"{shown}: stage {', '.join(map(str, zeros))} has 0 LLM layers",
                                  "at least one LLM layer on every stage"))

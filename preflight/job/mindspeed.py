@@ -19,6 +19,8 @@ SWITCHES = {
     "--enable-hf2mg-convert": "hf2mg_convert",
     # Megatron reads --num-query-groups only with it; without, each attention head has its own K/V.
     "--group-query-attention": "gqa",
+    # A pipeline stage whose layers are all frozen gets a dummy optimizer (MindSpeed-MM, FAQ #10).
+    "--enable-dummy-optimizer": "dummy_optimizer",
 }
 
 # flag -> canonical name; the ones whose value must be an integer are marked.

@@ -125,6 +125,24 @@ def test_tp_1_fits_any_kv_heads_without_reading_the_model(tmp_path):
     assert r.outcome == "passed" and "one rank holds every KV head" in r.message
 
 
+def test_a_frozen_vit_stage_with_the_dummy_optimizer_may_hold_no_llm_layer(tmp_path):
+    """MindSpeed-MM's InternVL2.5-78B example: the frozen ViT on stage 0, no LLM layer there, and
+    --enable-dummy-optimizer, which exists for that stage (FAQ #10's crash). It failed (found by
+    running upstream examples); a stage with no layer at all still fails."""
+    script = mm_script().replace("    --use-mcore-models \\\n", "    --use-mcore-models \\\n    --enable-dummy-optimizer \\\n")
+    assert "--enable-dummy-optimizer" in script
+    write(tmp_path, "examples/qwen2vl/model_7b.json", mm_model_json(llm=(0, 10, 10, 8), vit=(32, 0, 0, 0)))
+    job = load_job(write(tmp_path, "examples/qwen2vl/finetune_qwen2vl_7b.sh", script))
+    [r] = run(jc.test_pp_layers, job)
+    assert r.outcome == "passed", r.message
+    write(tmp_path, "examples/qwen2vl/model_7b.json", mm_model_json(llm=(0, 10, 10, 8), vit=(0, 32, 0, 0)))
+    [r] = run(jc.test_pp_layers, load_job(write(tmp_path, "examples/qwen2vl/finetune_qwen2vl_7b.sh", script)))
+    assert r.outcome == "failed" and "stage 0 has 0 LLM layers" in r.message
+    # Without the switch, the frozen-ViT stage fails as before.
+    [r] = run(jc.test_pp_layers, mm_job(tmp_path, llm=(0, 10, 10, 8)))
+    assert r.outcome == "failed" and "--enable-dummy-optimizer" in r.remedy
+
+
 def test_tp_kv_heads_from_the_mm_model_json(tmp_path):
     [r] = run(jc.test_tp_kv_heads, mm_job(tmp_path, tp=8))  # model_7b.json: num_query_groups 4
     assert r.outcome == "failed"
