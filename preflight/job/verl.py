@@ -38,14 +38,23 @@ def parse_verl(path: str, text: str) -> Job:
     except ShellError as exc:
         raise JobError(path, exc.line, exc.message) from None
     best, best_n = None, 0
+    orphans = []  # commands that start with an override: a line continuation is missing before them
     for cmd in script.commands:
         n = sum(1 for w in cmd.words if _OVERRIDE.match(w.text))
-        if n > best_n:
+        if n and _OVERRIDE.match(cmd.words[0].text):
+            orphans.append(cmd)
+        elif n > best_n:
             best, best_n = cmd, n
     if best is None:
         raise JobError(path, None, "no key=value overrides found (e.g. trainer.nnodes=2): not a verl command line")
     job = Job(path=path, kind="verl", is_script=path.endswith(".sh") or text.startswith("#!"),
               crlf_lines=script.crlf_lines, data_args=("train_files", "val_files"))
+    for cmd in orphans:
+        keys = [m.group(1) for w in cmd.words if (m := _OVERRIDE.match(w.text))]
+        shown = ", ".join(keys[:6]) + (f" and {len(keys) - 6} more" if len(keys) > 6 else "")
+        job.notes.append(f"{path}:{cmd.line}: {cmd.words[0].text} starts a command of its own (the line before it "
+                         f"does not end in \\): bash runs it as a command ('command not found') and verl never "
+                         f"gets these {len(keys)} override(s): {shown}; add the missing \\")
     for w in best.words:
         if (note := passed_on_note(w.text, w.line, path, "overrides")) is not None:
             job.notes.append(note)

@@ -363,6 +363,22 @@ def test_sourcing_set_env_sh_or_conda_leaves_defaults_known(tmp_path):
         assert load_job(str(p)).arg("tp").value == "8", setup
 
 
+def test_a_verl_override_line_after_a_missing_backslash_is_named(tmp_path):
+    """verl's examples/grpo_trainer/run_qwen3_vl-8b-fsdp2_npu.sh lacks a \\ after one override: bash runs
+    the rest as a command of its own and verl never sees trainer.nnodes and the others (found by
+    running upstream examples). The note names them; the real command is still the one read."""
+    p = write(tmp_path, "v.sh", "python3 -m verl.trainer.main_ppo \\\n"
+                                "    actor_rollout_ref.model.path=Qwen/Qwen3-VL-8B-Instruct \\\n"
+                                "    actor_rollout_ref.rollout.max_num_batched_tokens=8192\n"
+                                "    actor_rollout_ref.rollout.enable_chunked_prefill=True \\\n"
+                                "    trainer.n_gpus_per_node=16 \\\n    trainer.nnodes=1 \\\n    trainer.save_freq=20\n")
+    job = load_job(str(p))
+    assert job.arg("model_path").value == "Qwen/Qwen3-VL-8B-Instruct" and job.arg("nnodes") is None
+    [note] = [n for n in job.notes if "starts a command of its own" in n]
+    assert note.startswith(f"{p}:4: actor_rollout_ref.rollout.enable_chunked_prefill=True")
+    assert "trainer.n_gpus_per_node, trainer.nnodes" in note and "4 override(s)" in note
+
+
 def test_expert_parallel_size_is_read_by_both_parsers(tmp_path):
     job = load_job(str(write(tmp_path, "moe.sh", llm_script(tp=1, ep=8))))
     assert job.arg("ep").value == "8" and job.arg("ep").line == 26
