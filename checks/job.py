@@ -351,6 +351,11 @@ def test_weights_format(job, job_facts, verdict):
         return
     layout = d.layout()
     convert = job.arg("hf2mg_convert")
+    if "model_index.json" in d.top_files():
+        # A diffusers pipeline (FLUX.1-dev for MindSpeed-MM's DanceGRPO): its trainer loads it as it is.
+        verdict.skipped(job.name, message=f"{load.shown()}: a diffusers pipeline (model_index.json), loaded as "
+                                          f"it is; not a Megatron checkpoint to convert")
+        return
     if layout == "hf" and convert is not None:
         verdict.passed(job.name, message=f"{load.shown()}: HuggingFace weights, converted when the job starts "
                                          f"({convert.name}, {job.where(convert)})")
@@ -467,6 +472,9 @@ def test_weights_parallel(job, job_facts, verdict):
 
 # -- M8 -----------------------------------------------------------------------------------
 
+_SHARD_NAME = re.compile(r".+-\d{5}-of-\d{5}\.safetensors")
+
+
 @check("job.safetensors_index", title="model.safetensors.index.json names only shards that exist", scope="cluster",
        reference=faq.M8, needs=NEEDS,
        remedy=("Regenerate model.safetensors.index.json from the shard files actually in the folder (e.g. load and "
@@ -485,13 +493,17 @@ def test_safetensors_index(job, job_facts, verdict):
             continue
         files = set(d.top_files())
         st = sorted(f for f in files if f.endswith(".safetensors"))
+        # Shards are named model-00001-of-00004.safetensors; separate models side by side
+        # (ae.safetensors and flux1-dev.safetensors in FLUX.1-dev) need no index.
+        numbered = [f for f in st if _SHARD_NAME.fullmatch(f)]
         if shards is None:
-            if len(st) > 1:
-                _fail(verdict, job, arg, observed=f"{arg.shown()} has {len(st)} safetensors shards but no "
+            if len(numbered) > 1:
+                _fail(verdict, job, arg, observed=f"{arg.shown()} has {len(numbered)} safetensors shards but no "
                                                   f"model.safetensors.index.json{_read_on(where, job_facts)}",
                       expected="an index naming every shard")
             else:
-                verdict.passed(job.name, message=f"{arg.shown()}: single-file weights")
+                verdict.passed(job.name, message=f"{arg.shown()}: no sharded weights "
+                                                 f"({', '.join(st[:3]) or 'no safetensors'}), no index needed")
             continue
         missing = sorted(s for s in shards if s not in files)
         unused = sorted(set(st) - set(shards))

@@ -254,6 +254,33 @@ def test_hf_weights_given_to_megatron(tmp_path):
     assert r.outcome == "error" and "does not exist" in r.message
 
 
+def test_a_diffusers_pipeline_is_not_taken_for_unconverted_or_unindexed_weights(tmp_path):
+    """MindSpeed-MM's DanceGRPO loads FLUX.1-dev as downloaded (--load ckpt/flux): model_index.json,
+    ae.safetensors and flux1-dev.safetensors, two models, not two shards. It failed twice (found
+    by running upstream examples)."""
+    from tests.unit.job_files import write_safetensors
+
+    flux = tmp_path / "ckpt" / "flux"
+    flux.mkdir(parents=True)
+    (flux / "model_index.json").write_text('{"_class_name": "FluxPipeline"}')
+    for name in ("ae.safetensors", "flux1-dev.safetensors"):
+        write_safetensors(flux / name, {"w": ("BF16", [4, 4])})
+    (flux / "transformer").mkdir()
+    job = mm_job(tmp_path, load=str(flux))
+    [r] = run(jc.test_weights_format, job)
+    assert r.outcome == "skipped" and "a diffusers pipeline (model_index.json)" in r.message
+    hf = load_job(write(tmp_path, "f.sh", mm_script(load=str(flux)).replace(
+        "    --use-mcore-models \\\n", f"    --use-mcore-models \\\n    --tokenizer-name-or-path {flux} \\\n")))
+    for r in run(jc.test_safetensors_index, hf):
+        assert r.outcome in ("passed", "skipped"), r.message
+    # Numbered shards without an index still fail.
+    sharded = hf_model(tmp_path / "sharded")
+    (sharded / "model.safetensors.index.json").unlink()
+    job = load_job(write(tmp_path, "s.sh", llm_script(tokenizer=str(sharded))))
+    [r] = [r for r in run(jc.test_safetensors_index, job) if r.outcome != "skipped"]
+    assert r.outcome == "failed" and "has 2 safetensors shards but no model.safetensors.index.json" in r.message
+
+
 @pytest.mark.parametrize("tracker, says", [
     (None, "no latest_checkpointed_iteration.txt: Megatron does not load the checkpoint and starts from random"),
     ("1000", "latest_checkpointed_iteration.txt names iter_0001000, which is not in the folder"),
