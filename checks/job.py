@@ -129,8 +129,9 @@ def test_tp_kv_heads(job, job_facts, verdict):
     kv, source = _kv_heads(job, job_facts)
     if kv is None:
         dirs = ", ".join(f"{a.name} {a.value}" for _, a in job.model_dirs()) or "no model directory in the job"
+        given = "no --num-query-groups, " if job.kind == "mindspeed" else ""
         verdict.error(job.name, message=f"{job.name}: {tp_arg.shown()} set, but the model's KV heads are unknown "
-                                        f"(no --num-query-groups, no readable config.json in {dirs})")
+                                        f"({given}no readable config.json in {dirs})")
         return
     if tp > kv:
         _fail(verdict, job, tp_arg, observed=f"{tp_arg.shown()} > {source}",

@@ -167,6 +167,9 @@ def unresolved_reason(value: str, path: str, conditional: dict, sourced=()) -> s
         return f"is set in a branch ({sets})"
     if re.search(r"\$\((?!\()|`", value):
         return "is the output of a command the script runs"
+    if value.count("}") > value.count("{"):
+        # ${MODEL_PATH}}: the extra brace is text the job receives as part of the value.
+        return "has a stray '}' (a typo: the job receives it as part of the value), and is set from outside the script"
     if sourced:
         files = ", ".join(f"{name} ({path}:{line})" for line, name in sourced)
         return f"may be set by the file the script sources, {files}, or from outside the script"

@@ -152,6 +152,7 @@ TRAINER_KEYS = {
     "model.model_name_or_path": ("hf_model", False),
     "data.dataset_param.preprocess_parameters.model_name_or_path": ("tokenizer", False),
     "data.dataset_param.basic_parameters.dataset": ("data_path", False),
+    "data.dataset_param.basic_parameters.dataset_dir": ("dataset_dir", False),
 }
 
 
@@ -245,6 +246,7 @@ DATA_JSON_KEYS = {
     ("dataset_param", "preprocess_parameters", "model_name_or_path"): "tokenizer",
     ("dataset_param", "basic_parameters", "dataset"): "data_path",
     ("dataset_param", "basic_parameters", "dataset_dir"): "dataset_dir",
+    ("dataset_param", "basic_parameters", "data_path"): "data_path",  # DiT and DanceGRPO data jsons
 }
 
 

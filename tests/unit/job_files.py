@@ -319,6 +319,7 @@ data:
     preprocess_parameters:
       model_name_or_path: &HF_MODEL_LOAD_PATH {model}
     basic_parameters:
+      dataset_dir: LLaMA-Factory/data
       dataset: {dataset}
 model:
   model_id: qwen3_vl_moe

@@ -499,6 +499,13 @@ def test_the_mm_data_json_paths_are_looked_up_and_its_dataset_sized(tmp_path):
     assert outcomes(run(jc.test_data_paths, job)) == ["passed"]
 
 
+def test_the_data_path_key_of_dit_data_jsons_and_the_trainer_yamls_dataset_dir_are_read(tmp_path):
+    data = tmp_path / "dance.json"
+    data.write_text(json.dumps({"dataset_param": {"basic_parameters": {"data_path": "/data/prompts.txt"}}}))
+    job = load_job(write(tmp_path, "d.sh", mm_script(data=str(data))))
+    assert job.arg("data_path").value == "/data/prompts.txt"
+
+
 def test_an_mm_data_json_not_found_is_said_and_a_flag_wins_over_it(tmp_path):
     job = load_job(write(tmp_path, "mm.sh", mm_script(data="./examples/qwen2vl/data_7b.json")))
     assert any("--mm-data ./examples/qwen2vl/data_7b.json" in n and "not checked" in n for n in job.notes), job.notes
@@ -854,15 +861,19 @@ def test_a_mindspeed_mm_fsdp2_trainer_config_is_read(tmp_path, monkeypatch):
     assert job.kind == "mindspeed" and job.arg("nnodes").value == "2"
     tp = job.arg("tp")
     assert (tp.value, tp.file, tp.line) == ("8", cfg, 3)
-    assert job.arg("hf_model").value == str(hf) and job.arg("hf_model").line == 13
+    assert job.arg("hf_model").value == str(hf) and job.arg("hf_model").line == 14
     assert job.arg("data_path").value == "LLaMA-Factory/data/llava.json"
+    assert job.arg("dataset_dir").value == "LLaMA-Factory/data" and job.arg("dataset_dir").file == cfg
     [r] = run(jc.test_tp_kv_heads, job)
     assert r.outcome == "failed" and f"{cfg}:3: parallel.tensor_parallel_size: 8 > num_key_value_heads 4" \
         in r.message, r.message
     monkeypatch.chdir(tmp_path)  # --job-local: relative paths from the launch directory
-    [r] = run(jc.test_data_paths, job)
-    assert r.outcome == "failed" and f"basic_parameters.dataset: LLaMA-Factory/data/llava.json ({cfg}:10) does " \
-        f"not exist" in r.message, r.message
+    results = run(jc.test_data_paths, job)
+    assert {r.outcome for r in results} == {"failed"} and len(results) == 2
+    assert any(f"basic_parameters.dataset: LLaMA-Factory/data/llava.json ({cfg}:11) does not exist" in r.message
+               for r in results), [r.message for r in results]
+    assert any(f"basic_parameters.dataset_dir: LLaMA-Factory/data ({cfg}:10) does not exist" in r.message
+               for r in results), [r.message for r in results]
     (tmp_path / "LLaMA-Factory" / "data").mkdir(parents=True)
     (tmp_path / "LLaMA-Factory" / "data" / "llava.json").write_text("[]")
     [r] = run(jc.test_data_paths, job)

@@ -379,6 +379,14 @@ def test_a_verl_override_line_after_a_missing_backslash_is_named(tmp_path):
     assert "trainer.n_gpus_per_node, trainer.nnodes" in note and "4 override(s)" in note
 
 
+def test_a_stray_closing_brace_is_named(tmp_path):
+    """verl's run_qwen3-8b_npu.sh has actor_rollout_ref.model.path=${MODEL_PATH}}: the job gets the
+    brace as part of the path (found by running upstream examples)."""
+    p = write(tmp_path, "v.sh", "python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=${MODEL_PATH}} "
+                                "trainer.nnodes=1\n")
+    assert load_job(str(p)).arg("model_path").unresolved.startswith("has a stray '}'")
+
+
 def test_expert_parallel_size_is_read_by_both_parsers(tmp_path):
     job = load_job(str(write(tmp_path, "moe.sh", llm_script(tp=1, ep=8))))
     assert job.arg("ep").value == "8" and job.arg("ep").line == 26
