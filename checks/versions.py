@@ -216,7 +216,8 @@ def test_stack(host, facts, verdict, compat):
     cann = active.version if active else None
     if active is None:
         verdict.failed("cann", observed="no CANN toolkit found ($ASCEND_HOME_PATH, $ASCEND_TOOLKIT_HOME, "
-                                        "/usr/local/Ascend/ascend-toolkit/latest, /usr/local/Ascend/cann-*)",
+                                        "/usr/local/Ascend/ascend-toolkit/latest, /usr/local/Ascend/cann-*, "
+                                        "and the same in ~/Ascend)",
                        expected="a CANN toolkit with its ascend_toolkit_install.info")
     else:
         expected_cann = host.vars.get("cann")
