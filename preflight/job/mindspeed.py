@@ -91,6 +91,10 @@ def parse_mindspeed(path: str, text: str) -> Job:
             elif (hidden := hidden_word(w.text, w.line, path, script.conditional)) is not None:
                 job.hidden.append(hidden)
                 job.notes.append(f"{w.text} ({path}:{w.line}) {hidden.unresolved}; the flags in it are not checked")
+            elif re.fullmatch(r"\$\{?[A-Za-z_]\w*\}?", w.text):
+                # $MEM_ARGS the script never sets: empty, or flags from the caller's environment.
+                reason = unresolved_reason(w.text, path, script.conditional, script.sourced)
+                job.notes.append(f"{w.text} ({path}:{w.line}) {reason}; any flags in it are not checked")
             i += 1
             continue
         flag, eq, value = w.text.partition("=")

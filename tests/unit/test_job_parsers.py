@@ -387,6 +387,16 @@ def test_a_stray_closing_brace_is_named(tmp_path):
     assert load_job(str(p)).arg("model_path").unresolved.startswith("has a stray '}'")
 
 
+def test_a_launch_word_the_script_never_sets_is_noted(tmp_path):
+    """MindSpeed-LLM's glm5 script passes $MEM_ARGS, set nowhere: empty, or flags from the caller's
+    environment; it was ignored without a word (found by running upstream examples)."""
+    p = write(tmp_path, "p.sh", 'GPT_ARGS="--tensor-model-parallel-size 2"\n'
+                                "torchrun --nproc_per_node 8 pretrain_gpt.py $GPT_ARGS $MEM_ARGS --num-layers 28\n")
+    job = load_job(str(p))
+    assert job.arg("tp").value == "2"
+    assert f"$MEM_ARGS ({p}:2) is set from outside the script; any flags in it are not checked" in job.notes
+
+
 def test_expert_parallel_size_is_read_by_both_parsers(tmp_path):
     job = load_job(str(write(tmp_path, "moe.sh", llm_script(tp=1, ep=8))))
     assert job.arg("ep").value == "8" and job.arg("ep").line == 26
