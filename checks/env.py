@@ -265,7 +265,7 @@ def test_cann_loaded(host, facts, verdict):
     present = [n for n in CANN_VARS if env.get(n)]
     if not present:
         files = facts.optional("ascend.files")
-        if files is not None and files.active_cann() is None and not interactive_only(CANN_VARS, env, login):
+        if files is not None and not files.cann and not files.roots and not interactive_only(CANN_VARS, env, login):
             # Nothing to source: the toolkit itself is missing (versions.stack says where it looked).
             verdict.failed(observed=f"{' and '.join(CANN_VARS)} not set, and no CANN toolkit is installed "
                                     f"(see versions.stack)",
@@ -428,14 +428,14 @@ def _visible_list(env: dict, count: int, verdict) -> None:
         verdict.passed("ASCEND_RT_VISIBLE_DEVICES", message=f"not set: all {count} NPU(s) visible")
         return
     tokens = [t.strip() for t in value.split(",")]
-    if count == 0 and value.strip():
+    if count == 0 and value.strip() and value.strip() != "NoDevFiles":
         verdict.error("ASCEND_RT_VISIBLE_DEVICES",
                       message=f"ASCEND_RT_VISIBLE_DEVICES={value}: not evaluated, the node has no /dev/davinciN "
                               f"device nodes to check the ids against (see devices.davinci_nodes)")
         return
     if not value.strip() or value.strip() == "NoDevFiles":
         verdict.failed("ASCEND_RT_VISIBLE_DEVICES", observed=f"ASCEND_RT_VISIBLE_DEVICES={value!r}: no NPU visible",
-                       expected=f"ids among 0..{count - 1}")
+                       expected=f"ids among 0..{count - 1}" if count else "the ids of the node's NPUs, or unset")
         return
     bad = [t for t in tokens if not t.isdigit()]
     ids = [int(t) for t in tokens if t.isdigit()]

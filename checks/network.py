@@ -476,6 +476,9 @@ def test_shared_storage(cluster, verdict):
             views[host.name] = facts.get("storage.shared")
         except FactUnavailable as exc:
             verdict.error(message=f"{host.name}: {exc}", host=host.name)
+    if not views:
+        verdict.error(message="not evaluated: the marker probe left no record on any reached node")
+        return
     writer = next((h for h, v in views.items() if v.is_writer), None)
     if writer is None:
         verdict.error(message="no node could write the marker files",

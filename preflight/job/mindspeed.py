@@ -93,7 +93,8 @@ def parse_mindspeed(path: str, text: str) -> Job:
                 job.notes.append(f"{w.text} ({path}:{w.line}) {hidden.unresolved}; the flags in it are not checked")
             elif re.fullmatch(r"\$\{?[A-Za-z_]\w*\}?", w.text):
                 # $MEM_ARGS the script never sets: empty, or flags from the caller's environment.
-                reason = unresolved_reason(w.text, path, script.conditional, script.sourced)
+                reason = unresolved_reason(w.text, path, script.conditional,
+                                           [x for x in script.sourced if x[0] < launch.line])
                 job.notes.append(f"{w.text} ({path}:{w.line}) {reason}; any flags in it are not checked")
             i += 1
             continue
@@ -127,7 +128,7 @@ def parse_mindspeed(path: str, text: str) -> Job:
         if value is None:
             raise JobError(path, w.line, f"{flag} has no value")
         reason = (single_quoted_reason(value, vline, path, script, words[0].text)
-                  or unresolved_reason(value, path, script.conditional, script.sourced)
+                  or unresolved_reason(value, path, script.conditional, [x for x in script.sourced if x[0] < launch.line])
                   or branch_reason((w.line, vline), path, script.branch_lines))
         if reason is not None:
             # Given, so not its default: the checks that read it say they cannot tell.

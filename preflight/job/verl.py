@@ -28,7 +28,8 @@ KEYS = {
 DEFAULT_BUCKET_MB = 2048  # verl's default update_weights_bucket_megabytes (verl NPU FAQ Q3)
 # ${oc.env:MODEL_PATH}, ${actor_rollout_ref.actor.megatron.tensor_model_parallel_size}: written in
 # single quotes on purpose, for Hydra to resolve when verl starts (bash would reject them).
-_HYDRA = re.compile(r"\$\{[^}]*[.:][^}]*\}")
+# Bash's own ${X:-default}, ${X%.*}, ${X:0:3} are not Hydra's.
+_HYDRA = re.compile(r"\$\{(?:oc\.\w+:[^}]*|\.*[A-Za-z_]\w*(?:\.\w+)+)\}")
 _OVERRIDE = re.compile(r"^\+{0,2}([A-Za-z_][\w]*(?:\.[\w]+)+)=(.*)$", re.S)
 
 
@@ -71,7 +72,7 @@ def parse_verl(path: str, text: str) -> Job:
         vline = w.line_at(len(w.text) - len(value))
         reason = ("is interpolated by Hydra (OmegaConf) when verl starts" if _HYDRA.search(value)
                   else single_quoted_reason(value, vline, path, script, best.words[0].text)
-                  or unresolved_reason(value, path, script.conditional, script.sourced)
+                  or unresolved_reason(value, path, script.conditional, [x for x in script.sourced if x[0] < best.line])
                   or branch_reason((w.line, vline), path, script.branch_lines))
         if reason is not None:
             # Given, so not its default: the checks that read it say they cannot tell.
@@ -79,6 +80,8 @@ def parse_verl(path: str, text: str) -> Job:
             job.set_arg(canon, Arg(key, value, w.line, vline if vline != w.line else None, sep="=",
                                    unresolved=reason))
             continue
+        if numeric and value.strip().strip("'\"") in ("null", "None", "~"):
+            continue  # verl's own default for the key (expert_tensor_parallel_size=null: expert-TP = TP)
         arg = Arg(key, value, w.line, vline if vline != w.line else None, sep="=")
         if numeric:
             arg.int_value(path)

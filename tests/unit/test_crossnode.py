@@ -399,6 +399,13 @@ def test_shared_storage_with_fewer_than_two_reached_nodes_says_so():
                       error_kind="unreachable") for h in hosts]
     [r] = run_check(network.test_shared_storage, cluster=cluster_of(*zip(hosts, down)))
     assert r.outcome == "error" and "no node was reached" in r.message
+    # Both reached but the marker probe left no record: not "no node could write".
+    both = [make_facts(h.name) for h in hosts]
+    for f in both:
+        f.raw["storage.shared"] = out("", rc=None)
+    [r, *_] = [r for r in run_check(network.test_shared_storage, cluster=cluster_of(*zip(hosts, both)))
+               if r.host is None]
+    assert r.outcome == "error" and "marker probe left no record" in r.message, r.message
     # One of two reached: skipped, naming it.
     [r] = run_check(network.test_shared_storage, cluster=cluster_of((hosts[0], make_facts("node-01")),
                                                                       (hosts[1], down[1])))

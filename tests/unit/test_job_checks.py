@@ -273,6 +273,17 @@ def test_a_diffusers_pipeline_is_not_taken_for_unconverted_or_unindexed_weights(
         "    --use-mcore-models \\\n", f"    --use-mcore-models \\\n    --tokenizer-name-or-path {flux} \\\n")))
     for r in run(jc.test_safetensors_index, hf):
         assert r.outcome in ("passed", "skipped"), r.message
+    # Numbered shards without an index still fail, however the numbers are written (DeepSeek's
+    # -of-000163, Kimi-K2's -1-of-61).
+    for names in (("model-00001-of-000002.safetensors", "model-00002-of-000002.safetensors"),
+                  ("model-1-of-2.safetensors", "model-2-of-2.safetensors")):
+        d = tmp_path / names[0]
+        d.mkdir()
+        for n in names:
+            write_safetensors(d / n, {"w": ("BF16", [4, 4])})
+        job = load_job(write(tmp_path, "n.sh", llm_script(tokenizer=str(d))))
+        [r] = [r for r in run(jc.test_safetensors_index, job) if r.outcome != "skipped"]
+        assert r.outcome == "failed", (names, r.message)
     # Numbered shards without an index still fail.
     sharded = hf_model(tmp_path / "sharded")
     (sharded / "model.safetensors.index.json").unlink()

@@ -397,6 +397,24 @@ def test_a_launch_word_the_script_never_sets_is_noted(tmp_path):
     assert f"$MEM_ARGS ({p}:2) is set from outside the script; any flags in it are not checked" in job.notes
 
 
+def test_bash_expansions_in_verl_overrides_are_not_taken_for_hydra(tmp_path):
+    """Only Hydra's own ${oc.env:X} and ${a.b} are Hydra's; ${NNODES:-2} and ${DATA%.*} are bash's
+    (found by review)."""
+    p = write(tmp_path, "v.sh", 'if [ "$BIG" = 1 ]; then NNODES=4; fi\n'
+                                "python3 -m verl.trainer.main_ppo trainer.nnodes=${NNODES:-2} \\\n"
+                                "  actor_rollout_ref.model.path='${oc.env:MODEL_PATH}' \\\n"
+                                "  actor_rollout_ref.actor.megatron.expert_tensor_parallel_size=null\n")
+    job = load_job(str(p))
+    assert job.arg("nnodes").unresolved.startswith("is set in a branch"), job.arg("nnodes").unresolved
+    assert job.arg("model_path").unresolved == "is interpolated by Hydra (OmegaConf) when verl starts"
+    assert job.arg("etp") is None  # null is verl's default (expert-TP = TP), not a usage error
+
+
+def test_a_file_sourced_after_the_launch_is_not_blamed(tmp_path):
+    p = write(tmp_path, "p.sh", "torchrun pretrain_gpt.py --tensor-model-parallel-size $TP\nsource ./collect_logs.sh\n")
+    assert load_job(str(p)).arg("tp").unresolved == "is set from outside the script"
+
+
 def test_expert_parallel_size_is_read_by_both_parsers(tmp_path):
     job = load_job(str(write(tmp_path, "moe.sh", llm_script(tp=1, ep=8))))
     assert job.arg("ep").value == "8" and job.arg("ep").line == 26

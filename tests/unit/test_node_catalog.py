@@ -801,6 +801,14 @@ def test_cann_loaded_with_no_toolkit_installed_says_so_and_a_local_entry_names_i
     raw["session.env_login"] = out(login_output({"PATH": "/usr/bin"}))
     [r] = run(env.test_cann_loaded, dataclasses.replace(H, connection="local"), make_facts(raw=raw))
     explained(r, "not set in the shell running preflight (connection: local)")
+    # A toolkit folder is there but its version files could not be read (a root install without
+    # --install-for-all, read by another user): not "not installed" (found by review).
+    unreadable = files_output(toolkit=None, atb=None, libatb=False).replace(
+        "@@DONE", f"@@L\troot\t{TOOLKIT}\t{REAL}\n@@DONE")
+    raw = node_raw({"ASCEND_HOME_PATH": None, "ASCEND_TOOLKIT_HOME": None}, ascend_dot_files=out(unreadable))
+    raw["session.env_login"] = out(login_output({"PATH": "/usr/bin"}))
+    [r] = run(env.test_cann_loaded, H, make_facts(raw=raw))
+    assert "no CANN toolkit is installed" not in r.message and "set_env.sh" in r.message, r.message
 
 
 def test_cann_loaded_names_the_set_env_of_the_cann_layout_found():
@@ -871,6 +879,10 @@ def test_visible_devices_on_a_node_without_device_nodes_is_not_evaluated():
     [r] = [r for r in run(env.test_visible_devices, H, make_facts(raw=raw)) if r.subject == "ASCEND_RT_VISIBLE_DEVICES"]
     assert r.outcome == "error" and "no /dev/davinciN device nodes" in r.message and "0..-1" not in r.message
     assert r.remedy
+    for value in ("NoDevFiles", ""):  # nothing visible is definite, NPUs or not
+        raw = node_raw({"ASCEND_RT_VISIBLE_DEVICES": value}, npus=0)
+        [r] = [r for r in run(env.test_visible_devices, H, make_facts(raw=raw)) if r.subject == "ASCEND_RT_VISIBLE_DEVICES"]
+        assert r.outcome == "failed" and "0..-1" not in r.message, r.message
     [r] = [r for r in run(env.test_visible_devices, H, make_facts(raw=node_raw({"ASCEND_RT_VISIBLE_DEVICES": "0,9,9"})))
            if r.subject == "ASCEND_RT_VISIBLE_DEVICES"]
     assert "9 beyond the 8 NPU(s)" in r.message and "9 listed twice" in r.message
