@@ -207,8 +207,13 @@ def test_driver_mounts(host, facts, verdict):
             return
         # In a container, name the mounts that are missing: they are the usual reason npu-smi cannot run.
         missing = [p for p in ("/usr/local/dcmi", "/usr/local/Ascend/add-ons") if p not in files.paths]
-        if "not found" in str(exc):
-            hint = " (not mounted into the container)" if files.container else " (the NPU driver is not installed)"
+        if "error while loading shared libraries" in str(exc):
+            hint = (f" (its libraries are missing: mount or install {driver}/lib64, and add it to "
+                    f"LD_LIBRARY_PATH)")
+        elif "not found" in str(exc):
+            hint = (" (not mounted into the container)" if files.container else
+                    " (the NPU driver is not installed)" if driver not in files.paths else
+                    " (npu-smi is not on this session's PATH, though the driver folder is there)")
         else:
             hint = f" (in a container without {' and '.join(missing)} mounted)" if files.container and missing else ""
         verdict.failed("npu-smi", observed=f"npu-smi info does not run{hint}: {exc}",

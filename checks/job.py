@@ -234,15 +234,19 @@ def test_parallel_fits(job, job_facts, verdict):
         # Megatron lays the experts over the ranks (core 0.12: the world a multiple of expert-TP × EP × PP,
         # expert-TP being TP unless --expert-tensor-parallel-size says otherwise; core 0.8: DP × CP a
         # multiple of EP, the same rule with expert-TP = TP).
-        ep = job.arg("ep")
-        etp = job.arg("etp") or job.arg("tp")
+        ep, given_etp = job.arg("ep"), job.arg("etp")
+        etp = given_etp or job.arg("tp")
         sizes = [a for a in (etp, job.arg("pp")) if a is not None]
-        if world is not None and ep is not None and not ep.unresolved and not any(a.unresolved for a in sizes):
+        if world is not None and (ep is not None or given_etp is not None) and \
+                not any(a.unresolved for a in (*sizes, *([ep] if ep is not None else []))):
             rest = math.prod(a.int_value(job.path) for a in sizes) if sizes else 1
-            epn = ep.int_value(job.path)
-            if epn > 1 and not world % rest and (world // rest) % epn:
-                named = " × ".join(a.shown() for a in sizes) or "TP 1 × PP 1"
-                kind = "expert-TP" if job.arg("etp") is not None else "TP (expert-TP by default)"
+            epn = ep.int_value(job.path) if ep is not None else 1
+            named = " × ".join(a.shown() for a in sizes) or "TP 1 × PP 1"
+            kind = "expert-TP" if given_etp is not None else "TP (expert-TP by default)"
+            if world % rest and given_etp is not None:
+                problems.append((given_etp, f"{named} = {rest} does not divide the world size {world_text}",
+                                 f"expert-TP × EP × PP a divisor of {world}"))
+            elif epn > 1 and not world % rest and (world // rest) % epn:
                 problems.append((ep, f"{ep.shown()} does not divide the {world // rest} ranks left by {named} in "
                                      f"the world size {world_text}",
                                  f"an expert-parallel size that divides world / ({kind} × PP) = {world // rest}"))

@@ -168,6 +168,9 @@ def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: 
         return f"`{shown}` timed out{timeout_hint} (hung tool)"
     if out.truncated and out.rc == 141:
         return None  # SIGPIPE from our own output cap: judge the part that was kept
+    if out.rc == 127 and "error while loading shared libraries" in out.stderr:
+        # The loader's exit is 127 too: the tool is there, its libraries are not.
+        return f"`{shown}`: cannot start, error while loading shared libraries ({visible(_first_line(out.stderr))})"
     if out.rc == 127:
         tool = spec.tool or shown.split()[0]
         return f"`{shown}`: {tool} not found on the host (not installed, or not on PATH in a non-interactive session)"
@@ -215,6 +218,9 @@ _UNEVALUATED_REMEDIES = (
     ("failed with exit code", "Run the command shown on that node to see its whole error, fix what it reports "
      "(driver not loaded, device in error, a missing library) and re-run the preflight."),
     ("is unreachable", ""),  # cluster.reachable says why and what to do, once per host
+    ("error while loading shared libraries", "The tool is there but its libraries are not: in a container, mount "
+     "the host's /usr/local/Ascend/driver/lib64 (and /usr/local/dcmi); on a host, reinstall the NPU driver; make "
+     "sure LD_LIBRARY_PATH includes the driver's lib64 in non-interactive sessions."),
     ("sudo -n needs a password", "Allow the preflight user to run npu-smi and hccn_tool without a password "
      "(NOPASSWD for those two in sudoers), or run the preflight as root."),
     ("sudo -n refused", "Let the preflight user run npu-smi and hccn_tool through sudo without a password or a "
@@ -334,7 +340,8 @@ class HostFacts:
         hint = f" after {self.command_timeout:g}s" if self.command_timeout else ""
         why = _why_unusable(spec, out, shown, hint, lost)
         if why:
-            raise FactUnavailable(why, tool_missing=out.rc == 127 and not out.skipped)
+            raise FactUnavailable(why, tool_missing=out.rc == 127 and not out.skipped
+                                  and "error while loading shared libraries" not in out.stderr)
         try:
             return self.shared.parse(spec, out.stdout) if self.shared else spec.parse(out.stdout)
         except Exception as exc:  # noqa: BLE001 - garbage from a node must never stop the run

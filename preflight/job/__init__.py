@@ -176,8 +176,9 @@ def unresolved_reason(value: str, path: str, conditional: dict, sourced=()) -> s
     return "is set from outside the script"
 
 
-# Launchers that hand the words to another shell or expander, which may expand '${TP}' itself.
-RELAUNCHERS = frozenset({"eval", "ssh", "pdsh", "clush", "srun", "mpirun", "bash", "sh"})
+# Launchers that hand the words to another shell, which may expand '${TP}' itself (srun and mpirun
+# run the program with its arguments as they are).
+RELAUNCHERS = frozenset({"eval", "ssh", "pdsh", "clush"})
 
 
 def single_quoted_reason(value: str, line: int, path: str, script, launcher: str) -> str | None:

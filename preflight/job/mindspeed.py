@@ -127,8 +127,12 @@ def parse_mindspeed(path: str, text: str) -> Job:
         key, numeric = FLAGS[flag]
         if value is None:
             raise JobError(path, w.line, f"{flag} has no value")
-        reason = (single_quoted_reason(value, vline, path, script, words[0].text)
-                  or unresolved_reason(value, path, script.conditional, [x for x in script.sourced if x[0] < launch.line])
+        quoted = single_quoted_reason(value, vline, path, script, words[0].text)
+        if quoted and numeric:
+            # torchrun hands the text on as it is: argparse stops the job at it.
+            raise JobError(path, vline, f"{flag} {value} {quoted}: the job stops at it, as {value} is not an integer")
+        sourced = [x for x in script.sourced if x[0] < launch.line]
+        reason = (quoted or unresolved_reason(value, path, script.conditional, sourced)
                   or branch_reason((w.line, vline), path, script.branch_lines))
         if reason is not None:
             # Given, so not its default: the checks that read it say they cannot tell.

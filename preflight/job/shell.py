@@ -435,8 +435,7 @@ class _Reader:
             nonlocal words
             if words:
                 self.commands.append(Command(words, cmd_line))
-                if words[0].text in ("source", ".") and len(words) > 1 and \
-                        os.path.basename(words[1].text) not in ENVIRONMENT_SCRIPTS:
+                if words[0].text in ("source", ".") and len(words) > 1 and not _environment_script(words[1].text):
                     self.sourced.append((cmd_line, words[1].text))
                 self.function_body = False  # a command came between "name()" and any {
                 top = self.frames[-1] if self.frames else None
@@ -700,7 +699,8 @@ class _Reader:
         if "$" not in value and "`" not in value:
             return (value == "") == body_when_empty, None
         m = re.fullmatch(r"\$\{?([A-Za-z_]\w*)\}?", value)
-        if m and body_when_empty and m.group(1) not in self.unknown \
+        # After a sourced file, X may already be set: the guarded default is then a branch.
+        if m and body_when_empty and m.group(1) not in self.unknown and not self.sourced \
                 and frame.before.get(m.group(1), (None, None)) == (None, None):
             return None, m.group(1)
         return None, None
@@ -719,9 +719,18 @@ class _Reader:
         self.heredocs = []
 
 
-# Sourced files that set the toolchain's environment (CANN's and nnal's set_env.sh, conda's
-# activate), never a job's sizes or paths: what they set is not a reason to doubt a ${X:-default}.
-ENVIRONMENT_SCRIPTS = frozenset({"set_env.sh", "activate", "conda.sh"})
+# Sourced files that set the toolchain's or the system's environment, never a job's sizes or paths:
+# what they set is not a reason to doubt a ${X:-default}. CANN's, nnal's and the driver's scripts
+# by their place (a project's own ./set_env.sh may export NNODES), conda's activate, the login files.
+SYSTEM_ENVIRONMENT = frozenset({"/etc/profile", "/etc/bashrc", "/etc/bash.bashrc", "~/.bashrc", "$HOME/.bashrc",
+                                "${HOME}/.bashrc", "~/.bash_profile", "$HOME/.bash_profile", "~/.profile"})
+
+
+def _environment_script(path: str) -> bool:
+    name = os.path.basename(path)
+    if path in SYSTEM_ENVIRONMENT or name in ("activate", "conda.sh"):
+        return True
+    return name in ("set_env.sh", "setenv.bash") and bool(re.search(r"Ascend|ascend|/nnal/|/cann", path))
 
 _ELEMENT = "\x1f"  # between the elements of "${A[@]}": each becomes its own word
 _NO_WORD = "\x1e"  # "${A[@]}" of an empty array: quoted, still no word

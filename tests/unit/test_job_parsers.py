@@ -327,9 +327,20 @@ def test_a_reference_in_single_quotes_is_the_literal_text_the_job_receives(tmp_p
     what happens (not a usage error: something may expand it again)."""
     p = write(tmp_path, "p.sh", "TP=4\nGPT_ARGS='\n    --tensor-model-parallel-size ${TP}\n    --num-layers 28\n'\n"
                                 "torchrun --nproc_per_node 8 pretrain_gpt.py $GPT_ARGS\n")
-    tp = load_job(str(p)).arg("tp")
-    assert tp.unresolved.startswith(f"is written inside single quotes ({p}:3), which bash does not expand")
-    assert "in double quotes it is the variable's value" in tp.unresolved
+    # An integer flag: torchrun passes '${TP}' on and argparse stops the job (a clear usage error).
+    with pytest.raises(JobError) as err:
+        load_job(str(p))
+    assert f"{p}:3: --tensor-model-parallel-size ${{TP}} is written inside single quotes" in str(err.value)
+    assert "is not an integer" in str(err.value)
+    # A path flag: a note, the argument not checked.
+    p = write(tmp_path, "l.sh", "CKPT=/ckpt\nARGS='--load ${CKPT}'\ntorchrun pretrain_gpt.py $ARGS\n")
+    load = load_job(str(p)).arg("load")
+    assert load.unresolved.startswith(f"is written inside single quotes ({p}:2), which bash does not expand")
+    assert "in double quotes it is the variable's value" in load.unresolved
+    # srun runs torchrun with the words as they are: still the literal text.
+    p = write(tmp_path, "s.sh", "TP=4\nARGS='--tensor-model-parallel-size ${TP}'\nsrun torchrun pretrain_gpt.py $ARGS\n")
+    with pytest.raises(JobError, match="written inside single quotes"):
+        load_job(str(p))
     # In double quotes it is TP's value; a '$' elsewhere on a line in single quotes is not this value's.
     p = write(tmp_path, "q.sh", "TP=4\nGPT_ARGS=\"--tensor-model-parallel-size ${TP}\"\n"
                                 "echo '$HOME' >/dev/null; torchrun pretrain_gpt.py $GPT_ARGS --pipeline-model-parallel-size $PP\n")
@@ -358,9 +369,16 @@ def test_sourcing_set_env_sh_or_conda_leaves_defaults_known(tmp_path):
     """CANN's set_env.sh and conda's activate set the toolchain's environment, not TP: a
     ${TP:-8} after them is 8 (after a project's own env file it is not known)."""
     for setup in ("source /usr/local/Ascend/ascend-toolkit/set_env.sh\n", ". ~/miniconda3/bin/activate train\n",
-                  "source /usr/local/Ascend/nnal/atb/set_env.sh\n"):
+                  "source /usr/local/Ascend/nnal/atb/set_env.sh\n", "source /usr/local/Ascend/driver/bin/setenv.bash\n",
+                  "source /etc/profile\n", "source ~/.bashrc\n"):
         p = write(tmp_path, "p.sh", setup + "TP=${TP:-8}\ntorchrun pretrain_gpt.py --tensor-model-parallel-size $TP\n")
         assert load_job(str(p)).arg("tp").value == "8", setup
+    # A project's own set_env.sh may export the job's sizes; a guarded default after it is not known either.
+    p = write(tmp_path, "q.sh", "source ./set_env.sh\nTP=${TP:-8}\ntorchrun pretrain_gpt.py --tensor-model-parallel-size $TP\n")
+    assert load_job(str(p)).arg("tp").unresolved.startswith("may be set by the file the script sources, ./set_env.sh")
+    p = write(tmp_path, "g.sh", 'source ./cluster_env.sh\nif [ -z "$TP" ]; then TP=8; fi\n'
+                                "torchrun pretrain_gpt.py --tensor-model-parallel-size $TP\n")
+    assert load_job(str(p)).arg("tp").unresolved is not None
 
 
 def test_a_verl_override_line_after_a_missing_backslash_is_named(tmp_path):
@@ -377,6 +395,17 @@ def test_a_verl_override_line_after_a_missing_backslash_is_named(tmp_path):
     [note] = [n for n in job.notes if "starts a command of its own" in n]
     assert note.startswith(f"{p}:4: actor_rollout_ref.rollout.enable_chunked_prefill=True")
     assert "trainer.n_gpus_per_node, trainer.nnodes" in note and "4 override(s)" in note
+    assert "(line 3 does not end in \\; add it)" in note
+    # A commented-out override inside the continuation ends the command there (found by review).
+    p = write(tmp_path, "c.sh", "python3 -m verl.trainer.main_ppo \\\n    actor_rollout_ref.model.path=/m \\\n"
+                                "#    trainer.save_freq=1 \\\n    trainer.nnodes=1 \\\n    trainer.n_gpus_per_node=8\n")
+    [note] = [n for n in load_job(str(p)).notes if "starts a command of its own" in n]
+    assert "the comment on line 3 ends the command before it" in note
+    # Every override cut off: the verl command runs with none of them, a usage error saying why.
+    p = write(tmp_path, "s.sh", "python3 -m verl.trainer.main_ppo \\ \n    actor_rollout_ref.model.path=/m \\\n"
+                                "    trainer.nnodes=1\n")
+    with pytest.raises(JobError, match="line 1 has a space after its"):
+        load_job(str(p))
 
 
 def test_a_stray_closing_brace_is_named(tmp_path):

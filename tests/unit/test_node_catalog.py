@@ -1134,7 +1134,16 @@ def test_driver_mounts():
     assert "-v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi" in r.remedy
     raw = node_raw(npu_smi_dot_info=out("", rc=127))
     [r] = bad(run(devices.test_driver_mounts, H, make_facts(raw=raw)))
-    assert "(the NPU driver is not installed)" in r.message and "install (or reinstall)" in r.remedy
+    # The driver folder is there (passed above it): not "not installed" (found by review).
+    assert "though the driver folder is there" in r.message and "the NPU driver is not installed" not in r.message
+    raw = node_raw(npu_smi_dot_info=out("", rc=127), ascend_dot_files=out(
+        files_output().replace("@@L\tdriver_dir", "@@X")))
+    assert "(the NPU driver is not installed)" in bad(run(devices.test_driver_mounts, H, make_facts(raw=raw)))[-1].message
+    raw = node_raw(npu_smi_dot_info=out("", rc=127, stderr="npu-smi: error while loading shared libraries: "
+                                                           "libdrvdsmi_host.so: cannot open shared object file\n"),
+                   ascend_dot_files=out(files_output(container=True)))
+    [r] = bad(run(devices.test_driver_mounts, H, make_facts(raw=raw)))
+    assert "its libraries are missing" in r.message, r.message
     raw = node_raw(npu_smi_dot_info=out("", rc=1, stderr="dcmi module initialize failed. ret is -8005\n"),
                    ascend_dot_files=out(files_output(container=True)))
     [r] = bad(run(devices.test_driver_mounts, H, make_facts(raw=raw)))
