@@ -129,9 +129,17 @@ def test_tp_kv_heads(job, job_facts, verdict):
     kv, source = _kv_heads(job, job_facts)
     if kv is None:
         dirs = ", ".join(f"{a.name} {a.value}" for _, a in job.model_dirs()) or "no model directory in the job"
-        given = "no --num-query-groups, " if job.kind == "mindspeed" else ""
+        config = (f"no readable config.json in {dirs}" if job.model_dirs()
+                  else "no model directory in the job to read a config.json from")
+        said = []
+        if job.kind == "mindspeed":
+            groups, heads = job.arg("num_query_groups"), job.arg("num_attention_heads")
+            said.append(f"{groups.shown()} is ignored without --group-query-attention" if groups is not None
+                        else "no --num-query-groups")
+            if heads is not None and heads.unresolved:
+                said.append(f"{heads.shown()} {heads.unresolved}")
         verdict.error(job.name, message=f"{job.name}: {tp_arg.shown()} set, but the model's KV heads are unknown "
-                                        f"({given}no readable config.json in {dirs})")
+                                        f"({'; '.join(said + [config])})")
         return
     if tp > kv:
         _fail(verdict, job, tp_arg, observed=f"{tp_arg.shown()} > {source}",

@@ -143,6 +143,17 @@ def test_a_frozen_vit_stage_with_the_dummy_optimizer_may_hold_no_llm_layer(tmp_p
     assert r.outcome == "failed" and "--enable-dummy-optimizer" in r.remedy
 
 
+def test_tp_kv_heads_unknown_says_what_was_ignored_and_what_is_unknown(tmp_path):
+    p = write(tmp_path, "m8.sh", "torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 4 "
+                                 "--num-query-groups 8 --num-attention-heads $HEADS --num-layers 28\n")
+    [r] = run(jc.test_tp_kv_heads, load_job(p))
+    assert r.outcome == "error"
+    for said in ("--num-query-groups 8 is ignored without --group-query-attention",
+                 "--num-attention-heads $HEADS is set from outside the script",
+                 "no model directory in the job to read a config.json from"):
+        assert said in r.message, r.message
+
+
 def test_tp_kv_heads_from_the_mm_model_json(tmp_path):
     [r] = run(jc.test_tp_kv_heads, mm_job(tmp_path, tp=8))  # model_7b.json: num_query_groups 4
     assert r.outcome == "failed"
