@@ -67,6 +67,9 @@ def _is_launch(words) -> bool:
     return any(re.fullmatch(r"(pre|post)train_\w*\.py", os.path.basename(t)) for t in texts)
 
 
+_UNSET_WORD = re.compile(r"\$\{?[A-Za-z_]\w*\}?")  # a variable the script does not set, left as written
+
+
 def parse_mindspeed(path: str, text: str) -> Job:
     try:
         script = read_script(text)
@@ -91,7 +94,7 @@ def parse_mindspeed(path: str, text: str) -> Job:
             elif (hidden := hidden_word(w.text, w.line, path, script.conditional)) is not None:
                 job.hidden.append(hidden)
                 job.notes.append(f"{w.text} ({path}:{w.line}) {hidden.unresolved}; the flags in it are not checked")
-            elif re.fullmatch(r"\$\{?[A-Za-z_]\w*\}?", w.text):
+            elif _UNSET_WORD.fullmatch(w.text):
                 # $MEM_ARGS the script never sets: empty, or flags from the caller's environment.
                 reason = unresolved_reason(w.text, path, script.conditional,
                                            [x for x in script.sourced if x[0] < launch.line])
@@ -104,9 +107,12 @@ def parse_mindspeed(path: str, text: str) -> Job:
             nxt = words[i + 1] if i + 1 < len(words) else None
             # A flag we do not know may be boolean (--use-mcore-models $GPT_ARGS): the word after it
             # is its value only when it cannot be a string of flags a branch hides.
+            # An unset $MEM_ARGS after an unknown switch (--use-flash-attn $MEM_ARGS) is a string of
+            # flags too, not the switch's value.
             if nxt is not None and not nxt.text.startswith("--") and (
                     flag in FLAGS or (hidden_word(nxt.text, nxt.line, path, script.conditional) is None
-                                      and not passes_script_args(nxt.text))):
+                                      and not passes_script_args(nxt.text)
+                                      and not _UNSET_WORD.fullmatch(nxt.text))):
                 value, vline = nxt.text, nxt.line
                 i += 1
                 if flag in FLAGS and is_placeholder(value):

@@ -424,6 +424,9 @@ def test_a_launch_word_the_script_never_sets_is_noted(tmp_path):
     job = load_job(str(p))
     assert job.arg("tp").value == "2"
     assert f"$MEM_ARGS ({p}:2) is set from outside the script; any flags in it are not checked" in job.notes
+    # After a switch the reader does not know, it is still a string of flags, not the switch's value.
+    p = write(tmp_path, "q.sh", "torchrun --nproc_per_node 8 pretrain_gpt.py --use-flash-attn $MEM_ARGS --num-layers 28\n")
+    assert f"$MEM_ARGS ({p}:1) is set from outside the script; any flags in it are not checked" in load_job(str(p)).notes
 
 
 def test_bash_expansions_in_verl_overrides_are_not_taken_for_hydra(tmp_path):
