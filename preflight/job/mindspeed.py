@@ -67,6 +67,15 @@ def _is_launch(words) -> bool:
     return any(re.fullmatch(r"(pre|post)train_\w*\.py", os.path.basename(t)) for t in texts)
 
 
+def _eval_expanded(value: str, variables: dict) -> str:
+    """What ``eval`` makes of text it expands a second time (ARGS='--tp ${TP}'; eval torchrun $ARGS):
+    the script's own variables filled in; the others left as written."""
+    def sub(m):
+        known = variables.get(m.group(1) or m.group(2))
+        return known.text if known is not None else m.group(0)
+    return re.sub(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)", sub, value)
+
+
 _UNSET_WORD = re.compile(r"\$\{?[A-Za-z_]\w*\}?")  # a variable the script does not set, left as written
 
 
@@ -133,6 +142,8 @@ def parse_mindspeed(path: str, text: str) -> Job:
         key, numeric = FLAGS[flag]
         if value is None:
             raise JobError(path, w.line, f"{flag} has no value")
+        if words[0].text == "eval":
+            value = _eval_expanded(value, script.variables)
         quoted = single_quoted_reason(value, vline, path, script, words[0].text)
         if quoted and numeric:
             # torchrun hands the text on as it is: argparse stops the job at it.

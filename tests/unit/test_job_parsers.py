@@ -350,10 +350,11 @@ def test_a_reference_in_single_quotes_is_the_literal_text_the_job_receives(tmp_p
     p = write(tmp_path, "same.sh", "GPT_ARGS=\"--tensor-model-parallel-size ${TP}\"; echo 'TP from ${TP}'\n"
                                    "torchrun pretrain_gpt.py $GPT_ARGS\n")
     assert load_job(str(p)).arg("tp").unresolved == "is set from outside the script"
-    # eval and remote shells expand the text once more: the single quotes are meant.
-    for launch in ("eval torchrun pretrain_gpt.py $ARGS", "ssh node2 torchrun pretrain_gpt.py $ARGS"):
-        p = write(tmp_path, "e.sh", f"export TP=4\nARGS='--tensor-model-parallel-size ${{TP}}'\n{launch}\n")
-        assert load_job(str(p)).arg("tp").unresolved == "is set from outside the script", launch
+    # eval expands the text once more, with the script's TP; a remote shell with its own environment.
+    p = write(tmp_path, "e.sh", "export TP=4\nARGS='--tensor-model-parallel-size ${TP}'\neval torchrun pretrain_gpt.py $ARGS\n")
+    assert load_job(str(p)).arg("tp").value == "4"
+    p = write(tmp_path, "r.sh", "export TP=4\nARGS='--tensor-model-parallel-size ${TP}'\nssh node2 torchrun pretrain_gpt.py $ARGS\n")
+    assert load_job(str(p)).arg("tp").unresolved == "is set from outside the script"
     # verl's key=value overrides alike; Hydra's own ${...} in single quotes is meant for Hydra.
     p = write(tmp_path, "v.sh", "TP=4\npython3 -m verl.trainer.main_ppo actor_rollout_ref.model.path=/m \\\n"
                                 "  'actor_rollout_ref.actor.megatron.tensor_model_parallel_size=$TP'\n")
