@@ -128,9 +128,8 @@ def test_tp_kv_heads(job, job_facts, verdict):
         return
     kv, source = _kv_heads(job, job_facts)
     if kv is None:
-        dirs = ", ".join(f"{a.name} {a.value}" for _, a in job.model_dirs()) or "no model directory in the job"
-        config = (f"no readable config.json in {dirs}" if job.model_dirs()
-                  else "no model directory in the job to read a config.json from")
+        dirs = ", ".join(f"{a.name} {a.value}" for _, a in job.model_dirs())
+        config = f"no readable config.json in {dirs}" if dirs else "no model directory in the job to read a config.json from"
         said = []
         if job.kind == "mindspeed":
             groups, heads = job.arg("num_query_groups"), job.arg("num_attention_heads")
@@ -246,7 +245,7 @@ def test_parallel_fits(job, job_facts, verdict):
         etp = given_etp or job.arg("tp")
         sizes = [a for a in (etp, job.arg("pp")) if a is not None]
         if world is not None and (ep is not None or given_etp is not None) and \
-                not any(a.unresolved for a in (*sizes, *([ep] if ep is not None else []))):
+                not any(a is not None and a.unresolved for a in (*sizes, ep)):
             rest = math.prod(a.int_value(job.path) for a in sizes) if sizes else 1
             epn = ep.int_value(job.path) if ep is not None else 1
             named = " × ".join(a.shown() for a in sizes) or "TP 1 × PP 1"

@@ -486,7 +486,9 @@ def test_vllm(host, facts, verdict, compat):
         # A vllm built from a source tree without git metadata calls itself 0.0.0+empty; vllm-ascend
         # then takes vllm's release from VLLM_VERSION.
         declared = effective_env(host, facts.optional("session.env") or {}).get("VLLM_VERSION")
-        vllm, shown = declared, f"{declared} (VLLM_VERSION; the package says {vllm})" if declared else vllm
+        if declared:
+            shown = f"{declared} (VLLM_VERSION; the package says {vllm})"
+        vllm = declared
     if not stack.version_of("vllm"):
         need = f"vllm {' or '.join(wanted)}" if wanted else "the vllm release of the same version"
         verdict.failed("vllm", observed=f"vllm-ascend {plugin} installed without vllm",

@@ -191,8 +191,8 @@ def single_quoted_reason(value: str, line: int, path: str, script, launcher: str
     refs = re.findall(r"\$\{[^}]*\}|\$[A-Za-z_]\w*|\$\(", value)
     pieces = script.single_quoted.get(line, ())
     raw = script.text_lines[line - 1] if 0 < line <= len(script.text_lines) else ""
-    quoted = [r for r in refs if sum(piece.count(r) for piece in pieces) and
-              sum(piece.count(r) for piece in pieces) == raw.count(r)]
+    inside = {r: sum(piece.count(r) for piece in pieces) for r in refs}
+    quoted = [r for r in refs if inside[r] and inside[r] == raw.count(r)]
     if not quoted:
         return None
     return (f"is written inside single quotes ({path}:{line}), which bash does not expand: the job receives the "

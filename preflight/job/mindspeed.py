@@ -105,8 +105,7 @@ def parse_mindspeed(path: str, text: str) -> Job:
                 job.notes.append(f"{w.text} ({path}:{w.line}) {hidden.unresolved}; the flags in it are not checked")
             elif _UNSET_WORD.fullmatch(w.text):
                 # $MEM_ARGS the script never sets: empty, or flags from the caller's environment.
-                reason = unresolved_reason(w.text, path, script.conditional,
-                                           [x for x in script.sourced if x[0] < launch.line])
+                reason = unresolved_reason(w.text, path, script.conditional, script.sourced_before(launch.line))
                 job.notes.append(f"{w.text} ({path}:{w.line}) {reason}; any flags in it are not checked")
             i += 1
             continue
@@ -148,8 +147,7 @@ def parse_mindspeed(path: str, text: str) -> Job:
         if quoted and numeric:
             # torchrun hands the text on as it is: argparse stops the job at it.
             raise JobError(path, vline, f"{flag} {value} {quoted}: the job stops at it, as {value} is not an integer")
-        sourced = [x for x in script.sourced if x[0] < launch.line]
-        reason = (quoted or unresolved_reason(value, path, script.conditional, sourced)
+        reason = (quoted or unresolved_reason(value, path, script.conditional, script.sourced_before(launch.line))
                   or branch_reason((w.line, vline), path, script.branch_lines))
         if reason is not None:
             # Given, so not its default: the checks that read it say they cannot tell.

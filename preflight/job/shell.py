@@ -97,6 +97,10 @@ class Script:
     single_quoted: dict[int, list[str]] = field(default_factory=dict)
     text_lines: tuple[str, ...] = ()  # the script as written (LF line endings)
 
+    def sourced_before(self, line: int) -> list[tuple[int, str]]:
+        """The files sourced before ``line`` (those after the launch cannot set what it reads)."""
+        return [entry for entry in self.sourced if entry[0] < line]
+
 
 @dataclass
 class _Frame:
@@ -731,6 +735,7 @@ def _environment_script(path: str) -> bool:
     if path in SYSTEM_ENVIRONMENT or name in ("activate", "conda.sh"):
         return True
     return name in ("set_env.sh", "setenv.bash") and bool(re.search(r"Ascend|ascend|/nnal/|/cann", path))
+
 
 _ELEMENT = "\x1f"  # between the elements of "${A[@]}": each becomes its own word
 _NO_WORD = "\x1e"  # "${A[@]}" of an empty array: quoted, still no word
