@@ -129,7 +129,8 @@ def test_tp_kv_heads(job, job_facts, verdict):
     kv, source = _kv_heads(job, job_facts)
     if kv is None:
         dirs = ", ".join(f"{a.name} {a.value}" for _, a in job.model_dirs())
-        config = f"no readable config.json in {dirs}" if dirs else "no model directory in the job to read a config.json from"
+        config = (f"no readable config.json in {dirs}" if dirs
+                  else "no model directory in the job to read a config.json from")
         said = []
         if job.kind == "mindspeed":
             groups, heads = job.arg("num_query_groups"), job.arg("num_attention_heads")
