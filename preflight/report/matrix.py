@@ -267,6 +267,7 @@ def _without_address(message: str, host, address) -> str:
         return message
     message = message.replace(f"({host}: ", "(")  # an SSH error names the host it was for
     message = message.replace(f" on {host}: ", ": ")  # "not evaluated on node-07: ..."
+    message = re.sub(rf" from {re.escape(host)}$", " from the host", message)  # "... was not gathered from node-07"
     if not address or address == host:
         return message
     message = message.replace(f"{host} ({address}): ", "").replace(f"{host} ({address})", host)

@@ -375,6 +375,13 @@ def test_not_evaluated_alike_on_several_hosts_is_one_finding_though_each_names_i
     p.feed(page(document))
     p.close()
     assert len(p.findings) == 1 and "node-[01-03] (3 hosts)" in p.findings[0], p.findings
+    # A command missing from each host's facts names its host at the end of the message.
+    for r in results:
+        r["message"] = f"not evaluated on {r['host']}: `npu-smi info` was not gathered from {r['host']}"
+    p = Page()
+    p.feed(page(document))
+    p.close()
+    assert len(p.findings) == 1 and "was not gathered from the host" in p.findings[0], p.findings
 
 
 # ------------------------------------------------------------------------------ files
