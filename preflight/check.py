@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from .facts import remedy_for_unevaluated
-from .results import SEVERITIES, Result, visible
+from .results import SEVERITIES, Result, one_line
 
 MARKER = "preflight_check"
 
@@ -65,7 +65,7 @@ def info_of(item) -> CheckInfo | None:
 
 
 def _visible(value):
-    return visible(value) if isinstance(value, str) else value
+    return one_line(value) if isinstance(value, str) else value
 
 
 class Verdict:

@@ -11,6 +11,7 @@ import pytest
 
 from .check import Verdict, info_of
 from .facts import FACTS, FactUnavailable
+from .results import one_line, shortened
 from .run import RUN_KEY, PreflightRun
 
 VERDICT_KEY = pytest.StashKey[Verdict]()
@@ -38,7 +39,8 @@ def facts(request, host):
     host_facts = run.facts_for(host.name)
     if host_facts is None or not host_facts.reachable:
         why = host_facts.error if host_facts else "not gathered"
-        pytest.fail(f"not evaluated: {host.name} is unreachable ({why})", pytrace=False)
+        # The reason can quote what the node's sshd said: one line, escaped and cut short.
+        pytest.fail(f"not evaluated: {host.name} is unreachable ({one_line(shortened(why))})", pytrace=False)
     info = info_of(request.node)
     problem = None
     for need in (info.needs if info else ()):
@@ -51,7 +53,7 @@ def facts(request, host):
             problem = str(exc)
             break
     if problem:
-        pytest.fail(f"not evaluated on {host.name}: {problem}", pytrace=False)
+        pytest.fail(f"not evaluated on {host.name}: {one_line(problem)}", pytrace=False)
     return host_facts
 
 

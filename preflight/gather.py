@@ -16,6 +16,7 @@ from typing import Callable
 from .facts import FactSpec, HostFacts, SharedOutputs
 from .pool import run_bounded
 from .probe import DEFAULT_CAP, build_script, new_nonce, parse_probe_output
+from .results import shortened
 from .transport import TransportError
 from .transport.local import LocalTransport
 from .transport.ssh import SshContext, SshSettings, SshTransport
@@ -134,11 +135,11 @@ class Gatherer:
             try:
                 return work(host, settings.host_timeout)
             except TransportError as exc:
-                return HostFacts(host=host.name, address=host.address, reachable=False, error=str(exc),
+                return HostFacts(host=host.name, address=host.address, reachable=False, error=shortened(str(exc)),
                                  error_kind=exc.kind, gather_s=time.monotonic() - t0)
             except Exception as exc:  # noqa: BLE001 - one host's surprise must not stop the run
                 return HostFacts(host=host.name, address=host.address, reachable=False,
-                                 error=f"{type(exc).__name__}: {exc}", gather_s=time.monotonic() - t0)
+                                 error=shortened(f"{type(exc).__name__}: {exc}"), gather_s=time.monotonic() - t0)
 
         def abandon(host, elapsed):
             _close_quietly(self.transports.get(host.name))

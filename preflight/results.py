@@ -22,7 +22,9 @@ _RANK = {"failed": 0, "error": 1, "warning": 2, "passed": 3, "skipped": 4}
 # tool's stderr cannot retitle, clear or recolour the operator's terminal, or hide lines.  Lone
 # surrogates too: a byte that was not UTF-8 (decoded with surrogateescape, or read back from saved
 # facts) cannot be written to a UTF-8 report at all, and would abort it.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# Bidirectional marks, overrides and isolates count as control characters: one in a node's value
+# would turn the checker's own words around it backwards; so do the Unicode line separators.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _escape(char: str) -> str:
@@ -35,6 +37,17 @@ def _escape(char: str) -> str:
 def visible(text: str) -> str:
     r"""``text`` with control characters and undecodable bytes written out as ``\xNN``."""
     return _CONTROL.sub(lambda m: _escape(m.group()), text)
+
+
+def one_line(text: str) -> str:
+    r"""``visible(text)`` with newlines written out as ``\n`` too: a message quoting a node's value
+    stays on its own line, so the value cannot print a line of its own in the terminal summary."""
+    return visible(text).replace("\n", "\\n")
+
+
+def shortened(text: str, limit: int = 400) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 def worst(outcomes) -> str | None:

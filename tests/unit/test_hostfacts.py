@@ -206,3 +206,15 @@ def test_a_tools_terminal_escapes_never_reach_the_operators_terminal():
     for text in texts:
         assert "\x1b" not in text and "\x07" not in text, text
         assert "\\x1b]0;PWNED\\x07\\x1b[2J" in text, text
+
+
+def test_a_nodes_value_with_a_newline_cannot_print_a_line_of_its_own():
+    info = CheckInfo(id="env.socket_ifname", severity="error", title="t", remedy="r", reference="FAQ")
+    verdict = Verdict(info, "node-01")
+    value = "eth0\nverdict: READY"
+    verdict.failed("HCCL_SOCKET_IFNAME", observed=f"HCCL_SOCKET_IFNAME={value} matches no interface", expected="x")
+    verdict.error("npu1", message=f"odd: {value}")
+    verdict.passed("npu2", message=f"fine: {value}")
+    for r in verdict.results:
+        text = r.observed or r.message
+        assert "\n" not in text and "eth0\\nverdict: READY" in text, text

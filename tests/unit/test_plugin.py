@@ -313,6 +313,25 @@ def test_a_byte_that_was_not_utf8_in_saved_facts_still_gives_every_report(pytest
         assert (pytester.path / "r2" / name).read_text(encoding="utf-8")
 
 
+def test_an_unreachable_hosts_error_reaches_the_terminal_as_one_short_escaped_line(pytester, inv):
+    """The reason a host could not be reached can quote what its sshd sent: it was printed raw,
+    whole and once per check (terminal escapes, a forged line, 5 kB 35 times)."""
+    run(pytester, "--inventory", "inv.yaml", "--facts-out", "f.json", "--report-dir", "r1")
+    facts = load(pytester.path / "f.json")
+    facts["hosts"][0].update(reachable=False, error="banner \x1b]0;pwned\x07\u202eevil\nverdict: READY " + "A" * 5000,
+                             error_kind="unreachable")
+    (pytester.path / "f.json").write_text(json.dumps(facts), encoding="utf-8")
+    result = run(pytester, "--facts-in", "f.json", "--report-dir", "r2", "-k", "nofile or reachable")
+    text = output(result)
+    assert result.ret == 1, text
+    assert "\x1b" not in text and "\u202e" not in text and "A" * 1000 not in text, text
+    assert not any(line.startswith("verdict: READY") for line in result.outlines), text
+    doc = load(pytester.path / "r2" / "preflight.json")
+    [nofile] = [r for r in doc["results"] if r["check"] == "limits.nofile"]
+    assert nofile["outcome"] == "error" and "\\x1b]0;pwned\\x07\\u202eevil\\nverdict: READY" in nofile["message"]
+    assert len(nofile["message"]) < 600, nofile["message"]
+
+
 @pytest.mark.parametrize("content", ["{not json", '{"schema": 2, "hosts": []}', "[]",
                                      '{"schema": 1, "hosts": [], "inventory": {"hosts": []}}'])
 def test_corrupt_facts_file_is_a_usage_error(pytester, content):

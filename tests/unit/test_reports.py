@@ -202,6 +202,8 @@ def test_untrusted_text_is_escaped_and_shown_literally(doc, parsed):
     ("<&>\"'", "&lt;&amp;&gt;&quot;&#x27;"),
     ("a\x1bb\x00c\x7fd\x9be", "a\\x1bb\\x00c\\x7fd\\x9be"),
     ("tab\tand\nnewline", "tab\tand\nnewline"),
+    # A right-to-left override would turn the rest of the line, our words too, backwards.
+    ("evil \u202egnp.exe \u2066x\u2069 \u200f", "evil \\u202egnp.exe \\u2066x\\u2069 \\u200f"),
     # A byte that was not UTF-8, as surrogateescape keeps it; another lone surrogate as \uXXXX.
     ("bad \udcff byte \ud800", "bad \\xff byte \\ud800"),
     (None, ""),
