@@ -101,6 +101,11 @@ def simple_argv(command, env):
 REAP_SECONDS = 5
 
 
+# How long the pipes of a command that has exited are read for, when a child it left behind keeps
+# them open: what the command wrote itself is already in them.
+DRAIN_SECONDS = 0.5
+
+
 def _reap(proc):
     try:
         proc.wait(REAP_SECONDS)
@@ -144,12 +149,21 @@ def run_command(bash, command, env, timeout, read):
             sel.register(f, selectors.EVENT_READ)
         # Read until both streams end, are full, or the deadline passes (a background child
         # holding a pipe open cannot keep the runner past it).
+        exited = False
         while sel.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
                 timed_out = proc.poll() is None
                 break
-            for key, _ in sel.select(min(left, 1.0)):
+            if not exited and proc.poll() is not None:
+                exited = True
+                # The command is done, but something it started still holds a pipe (``daemon &``):
+                # that goes with the command's group now, as the bash runner's EXIT trap does, and
+                # what the command printed is read.  A child that left the group (setsid) is given
+                # a moment, not the rest of the timeout: one per NPU would add up past the host's.
+                _kill_group(proc.pid, signal.SIGKILL)
+                deadline = min(deadline, time.monotonic() + DRAIN_SECONDS)
+            for key, _ in sel.select(min(left, 0.2)):
                 f = key.fileobj
                 chunk = os.read(f.fileno(), 65536)
                 if chunk:

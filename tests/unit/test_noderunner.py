@@ -136,6 +136,23 @@ def test_background_child_holding_the_pipe_is_bounded_and_removed():
     assert _gone(m)
 
 
+@pytest.mark.parametrize("start", ["", "setsid "])
+def test_a_command_that_exits_leaving_a_child_on_its_pipe_is_done_when_it_exits(start):
+    """A tool that prints, starts a helper in the background and exits 0 cost its whole timeout on
+    every call (one per NPU: past the host's deadline, every hccn_tool result lost).  Its own output
+    is kept, whoever holds the pipe: its group is killed, an escaped (setsid) child is not waited for."""
+    m = marker()
+    t0 = time.monotonic()
+    out, _, rc, _ = noderunner.run_command(
+        BASH, f"head -c 300000 /dev/zero | tr '\\0' x; {start}sleep {m} & exit 3", dict(os.environ), 60, 1 << 20)
+    took = time.monotonic() - t0
+    assert out == b"x" * 300000 and rc == 3
+    assert took < 30, took  # the command's own time, not its 60 s timeout
+    if start:
+        subprocess.run(["pkill", "-f", f"sleep {m}"])
+    assert _gone(m)
+
+
 def test_no_stdin():
     out, _, rc, _ = noderunner.run_command(BASH, "cat; echo done", dict(os.environ), 5, 100)
     assert (out, rc) == (b"done\n", 0)
