@@ -11,7 +11,27 @@ import time
 from . import RunResult, wait_readable
 
 
+# How long the probe's python runner is given, after SIGTERM, to kill the commands it started.
+STOP_GRACE_SECONDS = 1.0
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
+    # SIGTERM first: the probe's python runner then kills the commands it started, each in a
+    # session of its own that the group's SIGKILL would not reach (a hung hccn_tool would
+    # outlive the run); SIGKILL for whatever is left.
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    # Until the whole group is gone, not only bash: the runner may still be at work.
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    while time.monotonic() < deadline:
+        proc.poll()
+        try:
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.02)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -5,6 +5,8 @@ long-running process used by phase-two listeners."""
 from __future__ import annotations
 
 import os
+import shlex
+import signal
 import secrets
 import threading
 import time
@@ -117,6 +119,20 @@ def test_background_child_holding_stdout_is_bounded_by_the_deadline(transport):
     assert wait_gone(m) == []
 
 
+def test_deadline_stops_the_commands_the_probe_runner_started(transport):
+    """The probe's python runner starts each command in a session of its own; SIGKILL to the
+    probe's group alone left a hung tool running after the run (local connection)."""
+    from preflight.probe import ProbeCommand, build_script, new_nonce
+
+    m = marker()
+    script = build_script([ProbeCommand("hung", f"sleep {m}")], new_nonce(), timeout=600)
+    t0 = time.monotonic()
+    result = transport.run("bash -c " + shlex.quote(script), timeout=3, max_bytes=1 << 20)
+    assert result.exit_code is None and result.ended == "deadline"
+    assert time.monotonic() - t0 < 60
+    assert wait_gone(m) == []
+
+
 def test_output_over_max_bytes_is_cut_and_flagged(transport):
     result = transport.run("head -c 200000 /dev/zero | tr '\\0' x; head -c 5000 /dev/zero | tr '\\0' y >&2",
                            timeout=10, max_bytes=1000)
@@ -156,7 +172,7 @@ def test_close_kills_a_run_in_progress(transport):
     transport.close()
     thread.join(timeout=30)
     assert not thread.is_alive()
-    assert box["result"].exit_code == -9
+    assert box["result"].exit_code == -signal.SIGTERM  # SIGTERM first, for the probe runner's sake
     assert wait_gone(m) == []
 
 
@@ -185,7 +201,7 @@ def test_close_kills_a_run_whose_start_it_overlapped(transport, monkeypatch):
     release.set()
     thread.join(timeout=10)
     assert not thread.is_alive()
-    assert box["result"].exit_code == -9
+    assert box["result"].exit_code == -signal.SIGTERM  # SIGTERM first, for the probe runner's sake
     assert wait_gone(m) == []
 
 
