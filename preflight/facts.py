@@ -50,6 +50,7 @@ class FactSpec:
     display: str = ""  # the command as an operator would type it, for messages
     phase: int = 1  # 2: gathered by the cross-node phase (preflight.activeprobe), not by the probe script
     keep_locale: bool = False  # the session's own locale (facts reporting the session's environment)
+    own_timeout: float | None = None  # seconds the command's own `timeout` allows, when below the probe's
 
     def probe_command(self) -> ProbeCommand:
         return ProbeCommand(self.name, self.command, tool=self.tool, per_device=self.per_device,
@@ -334,10 +335,14 @@ class HostFacts:
         shown = (spec.display or spec.command).format(dev=dev)
         lost = self.error_kind == "lost"
         if key not in self.raw:
-            raise FactUnavailable(f"`{shown}` was not gathered from {self.host}"
-                                  + (f": {_CONNECTION_LOST} before it ran" if lost else ""))
+            why = (f": {_CONNECTION_LOST} before it ran" if lost else
+                   ": its result had not come back when the host's --host-timeout ended the probe"
+                   if self.error_kind == "deadline" else "")
+            raise FactUnavailable(f"`{shown}` was not gathered from {self.host}{why}")
         out = self.raw[key]
-        hint = f" after {self.command_timeout:g}s" if self.command_timeout else ""
+        limit = min(t for t in (self.command_timeout, spec.own_timeout) if t) if (
+            self.command_timeout or spec.own_timeout) else None
+        hint = f" after {limit:g}s" if limit else ""
         why = _why_unusable(spec, out, shown, hint, lost)
         if why:
             raise FactUnavailable(why, tool_missing=out.rc == 127 and not out.skipped

@@ -71,8 +71,9 @@ printf '@@DONE\n'
 # importlib.metadata, 43 ms this way).  Modules are located with find_spec for the top-level name
 # and the packages' folders below it (find_spec("a.b") would import a, running its __init__):
 # nothing is imported but importlib itself, so no NPU is touched.
+PYTHON_TIMEOUT = 8  # seconds the job's interpreter has to list its packages (its own `timeout`)
 PYTHON_STACK = r"""
-timeout -k 1 8 "$PF_PYTHON" -B - <<'PF_PY'
+timeout -k 1 @PYTHON_TIMEOUT@ "$PF_PYTHON" -B - <<'PF_PY'
 import json, os, re, sys
 out = {"executable": sys.executable, "version": "%d.%d.%d" % sys.version_info[:3], "packages": {},
        "modules": {}, "path": [p for p in sys.path if p], "build_info": {}}
@@ -186,9 +187,10 @@ except Exception:
     pass
 print("@@PY " + json.dumps(out))
 PF_PY
-"""
+""".replace("@PYTHON_TIMEOUT@", str(PYTHON_TIMEOUT))
 
-LOGIN_ENV = ("timeout -k 2 8 bash -lic 'printf \"\\n%s\\n\" \"" + v.LOGIN_MARKER + "\"; env -0' 2>/dev/null")
+LOGIN_TIMEOUT = 8
+LOGIN_ENV = (f"timeout -k 2 {LOGIN_TIMEOUT} bash -lic 'printf \"\\n%s\\n\" \"" + v.LOGIN_MARKER + "\"; env -0' 2>/dev/null")
 
 # The SoC name needs the board info of one chip: the first NPU id npu-smi lists (ids are labels,
 # not 0..n-1), chip 0.  The card level of the same NPU adds the driver and firmware versions and
@@ -256,9 +258,10 @@ register(
     FactSpec("ascend.files", ASCEND_FILES, v.parse_ascend_files,
              display="cat /usr/local/Ascend/driver/version.info, firmware/version.info, the CANN install and "
                      "version files, nnal/atb/latest/version.info"),
-    FactSpec("python.stack", PYTHON_STACK, v.parse_python_stack, tool="python",
+    FactSpec("python.stack", PYTHON_STACK, v.parse_python_stack, tool="python", own_timeout=PYTHON_TIMEOUT,
              display="$PF_PYTHON -c 'importlib.metadata.distributions()' (the job's interpreter)"),
     FactSpec("session.env_login", LOGIN_ENV, v.parse_login_env, tool="bash-login", keep_locale=True,
+             own_timeout=LOGIN_TIMEOUT,
              display="bash -lic env (an interactive login shell)"),
     FactSpec("npu_smi.board", BOARD, v.parse_board, tool="npu-smi",
              display="npu-smi info -t board -i <first NPU> -c 0"),

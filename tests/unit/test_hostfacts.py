@@ -140,6 +140,22 @@ from preflight.facts import remedy_for_unevaluated  # noqa: E402
 from preflight.probe import CommandOutput  # noqa: E402
 
 
+def test_a_command_with_a_shorter_timeout_of_its_own_says_that_one():
+    facts = make_facts(python_dot_stack=CommandOutput("", "", 124))  # --command-timeout 10
+    with pytest.raises(FactUnavailable, match=r"timed out after 8s \(hung tool\)"):
+        facts.get("python.stack")
+
+
+def test_a_result_lost_to_the_host_deadline_says_so():
+    raw = healthy_raw()
+    del raw["hccn.link/3"]
+    facts = HostFacts(host="node-01", address="node-01", raw=raw, command_timeout=10, error_kind="deadline",
+                      error="the probe did not finish within --host-timeout 60s")
+    message = str(facts.per_device("hccn.link")[3])
+    assert "was not gathered from node-01: its result had not come back when the host's --host-timeout ended" in message
+    assert "--host-timeout" in remedy_for_unevaluated(message)
+
+
 @pytest.mark.parametrize("output, why, step", [
     (CommandOutput("", "", 124), "timed out after 10s (hung tool)", "--command-timeout"),
     (CommandOutput("", "", None, skipped="hccn_tool timed out earlier on this host (hccn.link/3)"),
