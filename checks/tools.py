@@ -3,6 +3,7 @@
 from preflight import faq
 from preflight.activeprobe import launcher_hosts
 from preflight.check import check
+from preflight.facts import FactUnavailable
 from preflight.ifname import effective_env
 from preflight.parsers.system import RCMD_DEFAULT_FILE
 
@@ -18,7 +19,7 @@ PDSH_INSTALL = ("Install pdsh on the launcher node: apt install pdsh (Debian/Ubu
 
 
 @check("tools.pdsh", title="pdsh installed on the nodes that launch multi-node jobs", reference=faq.M4,
-       needs=("tools.pdsh", "session.env?"), remedy=PDSH_INSTALL)
+       needs=("tools.pdsh?", "session.env?"), remedy=PDSH_INSTALL)
 def test_pdsh(host, facts, cluster, verdict):
     if len(cluster.hosts) < 2:
         verdict.skipped(message="a single-node inventory: no multi-node launch")
@@ -26,7 +27,11 @@ def test_pdsh(host, facts, cluster, verdict):
     if not is_launcher(host, cluster):
         verdict.skipped(message=f"{host.name} does not launch jobs (not in group head, launcher: false)")
         return
-    pdsh = facts.get("tools.pdsh")
+    try:  # read after the skips: a worker's hung `pdsh -V` must not block a launch it plays no part in
+        pdsh = facts.get("tools.pdsh")
+    except FactUnavailable as exc:
+        verdict.error(message=f"not evaluated on {host.name}: {exc}")
+        return
     if pdsh is None:
         verdict.failed(observed="pdsh not found on PATH in a non-interactive SSH session",
                        expected="pdsh installed (multi-node launch scripts hang silently without it)")

@@ -332,6 +332,31 @@ def test_an_unreachable_hosts_error_reaches_the_terminal_as_one_short_escaped_li
     assert len(nofile["message"]) < 600, nofile["message"]
 
 
+def test_a_workers_hung_pdsh_does_not_block_the_launch(pytester, inv):
+    """tools.pdsh matters on the launcher only: a worker whose `pdsh -V` hung was 'not evaluated'
+    (the fact was required before the check could say the worker does not launch)."""
+    run(pytester, "--inventory", "inv.yaml", "--facts-out", "f.json", "--report-dir", "r1", "-k", "pdsh")
+    facts = load(pytester.path / "f.json")
+    entry, host = facts["inventory"]["hosts"][0], facts["hosts"][0]
+    facts["inventory"]["hosts"] = [dict(entry, name="head", groups=["head"]), dict(entry, name="worker", groups=["worker"])]
+    pdsh = "/usr/bin/pdsh\npdsh-2.34 (+readline+debug)\nrcmd modules: ssh,rsh,exec (default: rsh)\n"
+    head = dict(host, host="head", raw=dict(host["raw"], **{"tools.pdsh": dict(host["raw"]["tools.pdsh"], stdout=pdsh, rc=0)}))
+    worker = dict(host, host="worker", raw=dict(host["raw"], **{"tools.pdsh": dict(host["raw"]["tools.pdsh"], rc=124)}))
+    facts["hosts"] = [head, worker]
+    (pytester.path / "f.json").write_text(json.dumps(facts), encoding="utf-8")
+    result = run(pytester, "--facts-in", "f.json", "--report-dir", "r2", "-k", "pdsh")
+    by = {r["host"]: r for r in load(pytester.path / "r2" / "preflight.json")["results"]}
+    assert by["head"]["outcome"] == "passed" and by["worker"]["outcome"] == "skipped", output(result)
+    assert result.ret == 0, output(result)
+    # On the launcher, the same hang is not evaluated, saying why.
+    facts["hosts"] = [dict(worker, host="head"), dict(head, host="worker")]
+    (pytester.path / "f.json").write_text(json.dumps(facts), encoding="utf-8")
+    result = run(pytester, "--facts-in", "f.json", "--report-dir", "r3", "-k", "pdsh")
+    by = {r["host"]: r for r in load(pytester.path / "r3" / "preflight.json")["results"]}
+    assert by["head"]["outcome"] == "error" and "timed out" in by["head"]["message"], output(result)
+    assert result.ret == 1
+
+
 @pytest.mark.parametrize("content", ["{not json", '{"schema": 2, "hosts": []}', "[]",
                                      '{"schema": 1, "hosts": [], "inventory": {"hosts": []}}'])
 def test_corrupt_facts_file_is_a_usage_error(pytester, content):
