@@ -110,7 +110,8 @@ def test_ifname_agree(cluster, verdict):
     if not evaluated:
         verdict.skipped(message="no *_SOCKET_IFNAME variable set and no NPU device IP read on any node")
     if unreadable:
-        verdict.error(message=f"environment or interfaces unreadable on {fold(unreadable)}")
+        verdict.error(message=f"environment or interfaces unreadable on {fold(unreadable)}",
+                      outliers=tuple(unreadable))
 
 
 def device_route_nics(facts) -> str | None:
@@ -158,12 +159,14 @@ def _device_routes_agree(cluster, verdict) -> bool:
         try:
             value = device_route_nics(facts)
         except FactUnavailable as exc:
-            unreadable[str(exc)].append(host.name)
+            # Without the host's own name ("... was not gathered from node-03"): one reason, one result.
+            unreadable[str(exc).replace(f" from {host.name}", "")].append(host.name)
             continue
         if value is not None:
             per_host[host.name] = value
     for why, hosts in unreadable.items():
-        verdict.error(ROUTE_SUBJECT, message=f"routing table unreadable on {fold(hosts)}: {why}")
+        verdict.error(ROUTE_SUBJECT, message=f"routing table unreadable on {fold(hosts)}: {why}",
+                      outliers=tuple(hosts))
     if not per_host:
         return bool(unreadable)
     sides = split(per_host, missing=NO_ROUTE)

@@ -180,6 +180,9 @@ def test_tls_agree(cluster, verdict):
         verdict.error(message="no node's TLS switch could be read"
                               + (f" (unreadable on {fold(unreadable)})" if unreadable else ""))
         return
+    if unreadable:  # their own result, so that their matrix cells show it rather than the others' verdict
+        verdict.error(fold(unreadable), outliers=tuple(unreadable),
+                      message=f"not evaluated on {fold(unreadable)}: a TLS switch unreadable there (see hccl.tls_node)")
     counts = Counter(v for states in per_host.values() for v in states.values())
     note = f"; not evaluated on {fold(unreadable)}" if unreadable else ""
     note += f"; not applicable on {fold(outside)}" if outside else ""
@@ -323,7 +326,7 @@ def test_device_ip_unique(cluster, verdict):
                 unreadable.append(f"{host.name} npu{dev}")
             elif ip is not None:
                 owners.setdefault(ip.address, []).append((host.name, f"npu{dev}"))
-    dupes = {a: o for a, o in owners.items() if len({h for h, _ in o}) > 1}
+    dupes = {a: o for a, o in owners.items() if len(o) > 1}  # on two nodes, or twice on one
     for address, where in sorted(dupes.items()):
         hosts = tuple(sorted({h for h, _ in where}))
         # Per NPU, its hosts as a node set: a copied hccn.conf puts one address on npu0 of every node,
@@ -339,7 +342,8 @@ def test_device_ip_unique(cluster, verdict):
         verdict.passed(message=f"{len(owners)} device IPs, all distinct")
     if unreadable:
         verdict.error(message=f"device IP unreadable on {', '.join(unreadable[:10])}"
-                              + (f" and {len(unreadable) - 10} more" if len(unreadable) > 10 else ""))
+                              + (f" and {len(unreadable) - 10} more" if len(unreadable) > 10 else ""),
+                      outliers=tuple(dict.fromkeys(u.split()[0] for u in unreadable)))
     elif not owners and not dupes and outside:
         verdict.skipped(message=f"no node with RoCE ports hccn_tool can read ({fold(outside)}: "
                                 f"{not_applicable(cluster.facts[outside[0]], 'hccn.ip')})")

@@ -322,6 +322,24 @@ def test_tls_agree_across_nodes():
     assert "on node-02: hccn_tool -i 0 -tls -s enable 0; hccn_tool -i 1 -tls -s enable 0;" in bad.remedy
 
 
+def test_tls_agree_marks_a_node_it_could_not_read_as_not_evaluated():
+    """Its matrix cell showed the others' pass (a green tick for a node nobody read)."""
+    from preflight.report.matrix import cells
+
+    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    garbled = make_facts("node-03", **{"hccn.tls__0": out("some certificate text only\n")})
+    cl = cluster_of((hosts[0], make_facts("node-01")), (hosts[1], make_facts("node-02")), (hosts[2], garbled))
+    results = run_check(hccl.test_tls_agree, cluster=cl)
+    assert outcomes(results) == {(None, "passed"), ("node-03", "error")}
+    [unread] = [r for r in results if r.outcome == "error"]
+    assert unread.outliers == ("node-03",) and "not evaluated on node-03" in unread.message
+    doc = {"hosts": [{"name": h.name, "reachable": True} for h in hosts],
+           "results": [r.to_json() for r in results]}
+    _, _, grid = cells(doc)
+    assert grid[("node-03", "cluster.tls_agree")][0] == "error"
+    assert grid[("node-01", "cluster.tls_agree")][0] == "passed"
+
+
 # -- env -------------------------------------------------------------------------------
 
 def test_socket_ifname_present_and_missing():
@@ -488,6 +506,16 @@ def test_ifname_agree_unreadable_routes_are_an_error_naming_the_hosts():
     assert "routing table unreadable on node-03" in results["error"].message
     assert "ip route show table main" in results["error"].message and results["error"].remedy
     assert "all 2 nodes" in results["passed"].message
+
+    # The same reason on several nodes is one result naming them, each node its outlier.
+    lost = [(h, _routed(h.name, ["eth1"] * 2)) for h in hosts]
+    for _, facts in lost[1:]:
+        del facts.raw["net.routes"]
+    [unread] = [r for r in run_check(env.test_ifname_agree, cluster=cluster_of(*lost))
+                if r.subject == env.ROUTE_SUBJECT and r.outcome == "error"]
+    assert unread.message.startswith("routing table unreadable on node-[02-03]: `ip route show table main` was not "
+                                     "gathered"), unread.message
+    assert unread.outliers == ("node-02", "node-03")
 
 
 # -- tools, limits ----------------------------------------------------------------------

@@ -1051,6 +1051,21 @@ def test_device_ip_unique_across_nodes():
         (hosts[0], make_facts("node-01", raw=node_raw())), (hosts[1], make_facts("node-02", raw=node_raw(**other))))))
     assert "device IP 29.1.112.10 on node-[01-02] npu0, node-02 npu5" in r.message
 
+    # Twice on one node is twice in the cluster: it said "15 device IPs, all distinct" for 16 NPUs.
+    [r] = bad(run(hccl.test_device_ip_unique, cluster=cluster_of(
+        (hosts[0], make_facts("node-01", raw=node_raw(hccn_dot_ip__1=out("ipaddr:29.1.112.10\n")))),
+        (hosts[1], make_facts("node-02", raw=node_raw(**{f"hccn_dot_ip__{i}": out(f"ipaddr:29.2.0.{i}\n")
+                                                          for i in range(8)}))))))
+    assert r.outliers == ("node-01",)
+    explained(r, "device IP 29.1.112.10 on node-01 npu0, node-01 npu1")
+    # A node whose device IPs cannot be read is the outlier of its own result (its matrix cell).
+    results = run(hccl.test_device_ip_unique, cluster=cluster_of(
+        (hosts[0], make_facts("node-01", raw=node_raw(hccn_dot_ip__2=out("", rc=1, stderr="Cmd execute failed!")))),
+        (hosts[1], make_facts("node-02", raw=node_raw(**{f"hccn_dot_ip__{i}": out(f"ipaddr:29.2.0.{i}\n")
+                                                          for i in range(8)})))))
+    [unread] = [r for r in results if r.outcome == "error"]
+    assert unread.outliers == ("node-01",) and "node-01 npu2" in unread.message
+
 
 def test_port_range():
     assert run(hccl.test_port_range, H, facts_of())[0].outcome == "skipped"
