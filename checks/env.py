@@ -414,7 +414,8 @@ def test_visible_devices(host, facts, verdict):
         # The catalog and the vllm-ascend Ray guide ask for it on every node, whether or not the node
         # lists its devices: without it Ray writes each worker's own ASCEND_RT_VISIBLE_DEVICES.
         noset = "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"
-        if env.get(noset) != "1":
+        value = env.get(noset)
+        if not value:  # Ray tests the variable for any non-empty value, `true` and even `0` alike
             listed = ("ASCEND_RT_VISIBLE_DEVICES is set" if env.get("ASCEND_RT_VISIBLE_DEVICES") is not None
                       else "ASCEND_RT_VISIBLE_DEVICES is unset")
             verdict.failed(noset, observed=f"Ray is installed and {listed}, but {noset}="
@@ -422,7 +423,8 @@ def test_visible_devices(host, facts, verdict):
                                            f"for each worker to the NPUs it assigned",
                            expected=f"{noset}=1")
         else:
-            verdict.passed(noset, message=f"{noset}=1")
+            verdict.passed(noset, message=f"{noset}={value}" + (
+                "" if value == "1" else " (Ray reads any non-empty value as set)"))
 
 
 def _visible_list(env: dict, count: int, verdict) -> None:
@@ -445,8 +447,12 @@ def _visible_list(env: dict, count: int, verdict) -> None:
     beyond = sorted({i for i in ids if i >= count})
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     problems = []
-    if bad:
-        problems.append(f"not NPU ids: {', '.join(bad)}")
+    ranges = [t for t in bad if _re.fullmatch(r"\d+-\d+", t)]
+    if ranges:  # Ray splits the list on commas only; CANN's examples list each id
+        a, b = map(int, ranges[0].split("-"))
+        problems.append(f"ranges are not read: {', '.join(ranges)} (list each id: {','.join(map(str, range(a, b + 1)))})")
+    if len(bad) > len(ranges):
+        problems.append(f"not NPU ids: {', '.join(t for t in bad if t not in ranges)}")
     if beyond:
         problems.append(f"{', '.join(map(str, beyond))} beyond the {count} NPU(s) of the node")
     if dupes:

@@ -871,6 +871,19 @@ def test_visible_devices_with_ray_needs_noset(listed):
     results = run(env.test_visible_devices, H, make_facts(raw=node_raw(noset, python_dot_stack=with_ray)))
     assert [(r.subject, r.outcome) for r in results] == [
         ("ASCEND_RT_VISIBLE_DEVICES", "passed"), ("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES", "passed")]
+    # Ray reads any non-empty value as set (`if os.environ.get(NOSET_...)`): `true` passed Ray, not us.
+    for value, outcome in (("true", "passed"), ("0", "passed"), ("", "failed")):
+        noset["RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"] = value
+        [r] = [r for r in run(env.test_visible_devices, H, make_facts(raw=node_raw(noset, python_dot_stack=with_ray)))
+               if r.subject == "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"]
+        assert r.outcome == outcome, (value, r)
+        if outcome == "passed":
+            assert "Ray reads any non-empty value as set" in r.message
+
+
+def test_visible_devices_as_a_range_says_to_list_each_id():
+    [r] = bad(run(env.test_visible_devices, H, facts_of(env_={"ASCEND_RT_VISIBLE_DEVICES": "0-3,x"})))
+    explained(r, "ranges are not read: 0-3 (list each id: 0,1,2,3)", "not NPU ids: x")
 
 
 def test_visible_devices_on_a_node_without_device_nodes_is_not_evaluated():
