@@ -35,7 +35,11 @@ def test_socket_ifname(host, facts, verdict):
         # HCCL's exact list is a list of alternatives (the CANN docs' own example is
         # `==eth0,endvnic`: the first one present wins), gloo's a list of NICs it uses.
         alternatives = variable == "HCCL_SOCKET_IFNAME" and bool(sel.usable)
-        if sel.missing and not alternatives:
+        if variable == "TP_SOCKET_IFNAME" and "," in sel.value:
+            verdict.failed(variable, observed=f"{shown} lists several interfaces; TensorPipe (torch RPC) takes one "
+                                              f"name and looks the whole value up as it",
+                           expected="one interface name, e.g. TP_SOCKET_IFNAME=" + sel.value.split(",")[0].strip())
+        elif sel.missing and not alternatives:
             verdict.failed(variable, observed=f"{shown} names {', '.join(sel.missing)}, which does not exist "
                                               f"(interfaces: {describe(interfaces)})",
                            expected="an existing interface")

@@ -3,7 +3,7 @@
 HCCL_SOCKET_IFNAME (CANN docs): ``eth,enp`` selects interfaces by prefix, ``^eth`` excludes
 prefixes, ``=eth0,enp0`` selects exact names, ``^=eth0`` excludes exact names; the first
 match in name order wins.  GLOO_SOCKET_IFNAME and TP_SOCKET_IFNAME name exact interfaces
-(comma-separated for gloo).
+(comma-separated for gloo; TensorPipe looks its whole value up as one name).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def select(variable: str, value: str, interfaces: dict) -> Selection:
             matched = [n for n in names if any(n.startswith(p) for p in items)]
             exact, wanted = False, []
     else:
-        wanted = items
+        wanted = [value.strip()] if variable == "TP_SOCKET_IFNAME" else items
         matched = [n for n in wanted if n in interfaces]
         exact = True
     usable = tuple(n for n in matched if _usable(interfaces[n]))

@@ -382,6 +382,13 @@ def test_socket_ifname_down_interface():
     assert result.outcome == "failed" and "down or has no address" in result.message
 
 
+def test_tp_socket_ifname_takes_one_name_where_gloo_takes_a_list():
+    raw = healthy_raw(env={"TP_SOCKET_IFNAME": "eth0,lo", "GLOO_SOCKET_IFNAME": "eth0,lo", "HCCL_SOCKET_IFNAME": None})
+    results = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
+    assert outcomes(results) == {("TP_SOCKET_IFNAME", "failed"), ("GLOO_SOCKET_IFNAME", "passed")}
+    assert_explained(failed(results)[0], "TP_SOCKET_IFNAME=eth0,lo lists several interfaces", "TP_SOCKET_IFNAME=eth0")
+
+
 def test_socket_ifname_with_only_a_link_local_address_is_not_usable():
     # An interface that lost its IPv4 (DHCP or netplan failed) keeps the fe80:: address the
     # kernel gives every up interface: no other node reaches it there.
