@@ -227,7 +227,10 @@ def _flapping(facts, dev) -> str | None:
 def _downs(stat) -> int:
     if stat.down_count is not None:
         return stat.down_count
-    return sum(1 for r in stat.records if r.state == "DOWN")
+    # Older drivers print no down count, and may keep only the latest records: every link-up after
+    # the first (at boot) followed a down.
+    recorded = sum(1 for r in stat.records if r.state == "DOWN")
+    return max(recorded, (stat.up_count or 0) - 1)
 
 
 def _unusable(address: str) -> str | None:
@@ -298,6 +301,12 @@ def test_net_health(host, facts, verdict):
         shown = f"hccn_tool -i {dev} -net_health -g: net health status: {status}{target}"
         if status == "Success":
             verdict.passed(subject, message=shown)
+        elif status == "Detect ip set":  # the state right after an operator sets a detect IP: look again soon
+            verdict.failed(subject, severity="warning",
+                           observed=shown + " - a detect IP was just set and detection has not reported yet",
+                           expected="net health status: Success",
+                           remedy=f"Run hccn_tool -i {dev} -net_health -g again in a minute; it should say Success.",
+                           where=_where(host, facts, dev))
         elif status == "Init":
             verdict.failed(subject, severity="warning",
                            observed=shown + (" - no detect IP configured, so RoCE health is not being checked"

@@ -1032,6 +1032,10 @@ def test_net_health():
     assert results["npu1"].outcome == "warning" and "no detect IP" in results["npu1"].message
     assert results["npu4"].outcome == "failed"
     explained(results["npu4"], "Socket fail")
+    # Right after a detect IP is set: look again, not a failure.
+    [r] = bad(run(hccl.test_net_health, H, facts_of(hccn_dot_net_health__2=out("net health status: Detect ip set\n"))))
+    assert (r.subject, r.outcome) == ("npu2", "warning") and "just set" in r.message
+    assert "hccn_tool -i 2 -net_health -g again" in r.remedy
 
 
 def test_link_flapping_warns_in_link_up():
@@ -1040,6 +1044,11 @@ def test_link_flapping_warns_in_link_up():
     results = bad(run(hccl.test_link_up, H, facts_of(hccn_dot_link_stat__3=out(flap))))
     [r] = results
     assert (r.subject, r.outcome) == ("npu3", "warning") and "down 5 times" in r.message
+    # Older drivers: no down count, records kept short; 40 link-ups since boot are 39 downs.
+    old_driver = ("[devid 3]link up count       : 40\n[devid 3]link change records :\n"
+                  "[devid 3]    Tue Aug  1 14:43:40 2022    LINK UP\n[devid 3]    Tue Aug  1 14:43:40 2022    LINK DOWN\n")
+    [r] = bad(run(hccl.test_link_up, H, facts_of(hccn_dot_link_stat__3=out(old_driver))))
+    assert (r.subject, r.outcome) == ("npu3", "warning") and "down 39 times" in r.message
 
 
 def test_device_ip_unique_across_nodes():
