@@ -390,11 +390,22 @@ def test_single_cann(host, facts, verdict):
         verdict.skipped(message="no CANN path in PATH, LD_LIBRARY_PATH or ASCEND_* (env.cann_loaded reports it)")
         return
     by_version: dict[str, list[str]] = defaultdict(list)
+    unknown = []  # a `latest` link whose target the probe could not read: it may be any of the others
     for root, variables in sorted(roots.items()):
-        by_version[_root_version(root, files)].append(f"{root} ({', '.join(sorted(variables))})")
-    if len(by_version) == 1:
+        version = _root_version(root, files)
+        where = f"{root} ({', '.join(sorted(variables))})"
+        if version == root and root.endswith("/latest"):
+            unknown.append(where)
+        else:
+            by_version[version].append(where)
+    aside = f"; version of {', '.join(unknown)} unknown (its version files were not read)" if unknown else ""
+    if not by_version and len(unknown) == 1:
+        verdict.passed(message=f"one CANN root: {unknown[0]}")
+    elif not by_version:
+        verdict.error(message=f"CANN roots {'; '.join(unknown)}: their versions could not be read (see versions.stack)")
+    elif len(by_version) == 1:
         version = next(iter(by_version))
-        verdict.passed(message=f"one CANN version ({version}): {'; '.join(by_version[version])}")
+        verdict.passed(message=f"one CANN version ({version}): {'; '.join(by_version[version])}{aside}")
     else:
         described = "; ".join(f"{v}: {', '.join(where)}" for v, where in sorted(by_version.items()))
         verdict.failed(observed=f"{len(by_version)} CANN versions in the environment: {described}",

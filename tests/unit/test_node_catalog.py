@@ -848,6 +848,16 @@ def test_single_cann():
     [r] = run(env.test_single_cann, H, facts_of(env_={"LD_LIBRARY_PATH": "/usr/local/Ascend/ascend-toolkit/8.0.RC3/lib64"}))
     explained(r, "2 CANN versions", "8.0.RC3", "8.2.RC1")
 
+    # `latest` is a link to one version folder: without the version files it is unknown, not a second version.
+    unread = {"ASCEND_HOME_PATH": "/usr/local/Ascend/ascend-toolkit/latest",
+              "LD_LIBRARY_PATH": "/usr/local/Ascend/ascend-toolkit/8.0.RC2/lib64"}
+    [r] = run(env.test_single_cann, H, facts_of(env_=unread, ascend_dot_files=out("", rc=1, stderr="cat: oops")))
+    assert r.outcome == "passed" and "one CANN version (8.0.RC2)" in r.message, r
+    assert "version of /usr/local/Ascend/ascend-toolkit/latest (ASCEND_HOME_PATH, " in r.message and "unknown" in r.message
+    both = {"ASCEND_HOME_PATH": "/usr/local/Ascend/ascend-toolkit/latest", "LD_LIBRARY_PATH": "/usr/local/Ascend/nnae/latest/lib64"}
+    [r] = run(env.test_single_cann, H, facts_of(env_=both, ascend_dot_files=out("", rc=1, stderr="cat: oops")))
+    assert r.outcome == "error" and "could not be read" in r.message, r
+
 
 @pytest.mark.parametrize("value, extra, outcome", [
     (None, {}, "passed"), ("0,1,2,3,4,5,6,7", {}, "passed"), ("0,8", {}, "failed"), ("1,1", {}, "failed"),
