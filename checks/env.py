@@ -1,6 +1,7 @@
 """The environment a job gets in a non-interactive SSH session (what pdsh and launchers use),
 overlaid with the ``env`` the inventory declares for the job."""
 
+import ipaddress
 from collections import defaultdict
 
 from preflight import faq
@@ -23,6 +24,11 @@ def test_socket_ifname(host, facts, verdict):
     env = effective_env(host, facts.get("session.env"))
     interfaces = facts.get("net.interfaces")
     present = [v for v in VARIABLES if env.get(v)]
+    if_ip = (env.get("HCCL_IF_IP") or "").strip()
+    if if_ip:
+        _hccl_if_ip(host, if_ip, interfaces, verdict)
+        if not present:
+            return
     if not present:
         own = hccl_own_choice(interfaces) if not env.get("HCCL_IF_IP") else None
         aside = f"; HCCL picks {describe({own: interfaces[own]})}, the first NIC by name other than docker and lo" \
@@ -60,6 +66,28 @@ def test_socket_ifname(host, facts, verdict):
             aside = f"; {', '.join(unused)} not present or not usable here" if unused else ""
             verdict.passed(variable, message=f"{shown} selects {sel.chosen} "
                                              f"({describe({sel.chosen: interfaces[sel.chosen]})}){aside}")
+
+
+def _hccl_if_ip(host, value: str, interfaces: dict, verdict) -> None:
+    """HCCL_IF_IP, which HCCL prefers to any interface name, is an address of this node: HCCL binds
+    its host sockets to it, and a copied value (another node's) cannot be bound."""
+    try:
+        address = str(ipaddress.ip_address(value.split("%")[0]))
+    except ValueError:
+        verdict.failed("HCCL_IF_IP", observed=f"HCCL_IF_IP={value} is not an IP address",
+                       expected="one IPv4 or IPv6 address of this node",
+                       remedy="Set HCCL_IF_IP to this node's own address on the network the nodes share, or unset it "
+                              "and name the NIC with HCCL_SOCKET_IFNAME.")
+        return
+    owner = next((name for name, iface in interfaces.items() if address in iface.ips(link_local=True)), None)
+    if owner is None:
+        verdict.failed("HCCL_IF_IP", observed=f"HCCL_IF_IP={value} is not an address of {host.name} "
+                                              f"(interfaces: {describe(interfaces)})",
+                       expected="an address of this node (HCCL binds its host sockets to it)",
+                       remedy="HCCL_IF_IP is per node: set it to each node's own address (e.g. in the launch script, "
+                              "from `hostname -I`), or unset it and name the NIC with HCCL_SOCKET_IFNAME.")
+    else:
+        verdict.passed("HCCL_IF_IP", message=f"HCCL_IF_IP={value} is on {describe({owner: interfaces[owner]})}")
 
 
 ROUTE_SUBJECT = "NPU device IP route"

@@ -382,6 +382,19 @@ def test_socket_ifname_down_interface():
     assert result.outcome == "failed" and "down or has no address" in result.message
 
 
+def test_hccl_if_ip_must_be_an_address_of_the_node():
+    """HCCL_IF_IP wins over any interface name: another node's address copied in cannot be bound."""
+    for value, outcome, words in (("10.0.0.1", "passed", "HCCL_IF_IP=10.0.0.1 is on eth0 UP 10.0.0.1/24"),
+                                  ("10.0.0.9", "failed", "HCCL_IF_IP=10.0.0.9 is not an address of node-01"),
+                                  ("eth0", "failed", "HCCL_IF_IP=eth0 is not an IP address")):
+        raw = healthy_raw(env={"HCCL_IF_IP": value, "HCCL_SOCKET_IFNAME": None})
+        [r] = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
+        assert (r.subject, r.outcome) == ("HCCL_IF_IP", outcome), r
+        assert words in r.message, r.message
+        if outcome == "failed":
+            assert_explained(r, words)
+
+
 def test_tp_socket_ifname_takes_one_name_where_gloo_takes_a_list():
     raw = healthy_raw(env={"TP_SOCKET_IFNAME": "eth0,lo", "GLOO_SOCKET_IFNAME": "eth0,lo", "HCCL_SOCKET_IFNAME": None})
     results = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
