@@ -328,7 +328,9 @@ def _parse_chip_line1(row: str) -> tuple[int, str, str, float | None, int | None
         raise ParseError(f"chip line has an empty Health cell: {row[:60]!r}")
     npu_id = _int(front[0], "NPU id")
     values = _values(cells[-1])
-    _shape(values, "ssp", f"first line of NPU {npu_id}")
+    # npu-smi before 21.0.4 has no Hugepages-Usage column: power and temperature only.
+    if len(values) != 2:
+        _shape(values, "ssp", f"first line of NPU {npu_id}")
     power = _opt_float(values[0], "Power(W)")
     temp = _opt_int(values[1], "Temp(C)")
     return npu_id, " ".join(front[1:]), health, power, temp

@@ -27,6 +27,8 @@ A3_CLASSIC = "npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt"
 A3_WIDE = "npu-smi/info/a3-ascend910-26.0.rc2-wide.txt"
 P310_HOST = "npu-smi/info/310p3-24.1.rc2-host-npu1-2.txt"
 P310_DUO = "npu-smi/info/310p3-25.2.0-duo-npu2-3.txt"
+A1_NO_HUGEPAGES = "npu-smi/info/a1-910a-21.0.2-no-hugepages.txt"
+P310_OLD = "npu-smi/info/310-21.0.3.1-200dk.txt"
 HEALTH_VARIANTS = {
     "npu-smi/info/a2-910b4-25.0.rc1.1-health-alarm-npu5.txt": (5, "Alarm"),
     "npu-smi/info/a2-910b4-25.0.rc1.1-health-critical-npu0.txt": (0, "Critical"),
@@ -61,6 +63,8 @@ def chip(info, npu_id: int, chip_id: int = 0) -> NpuChip:
         (A3_WIDE, "a3-wide", "26.0.rc2", "26.0.rc2", 16, tuple(range(8))),
         (P310_HOST, "310p", "24.1.rc2", "24.1.rc2", 4, (1, 2)),
         (P310_DUO, "310p", "25.2.0", "25.2.0", 4, (2, 3)),
+        (A1_NO_HUGEPAGES, "a2", "21.0.2", "21.0.2", 2, (1, 4)),
+        (P310_OLD, "310p", "21.0.3.1", "21.0.3.1", 1, (0,)),
     ],
 )
 def test_info_layout_versions_and_ids(relative, layout, tool, driver, n_chips, npu_ids):
@@ -72,8 +76,19 @@ def test_info_layout_versions_and_ids(relative, layout, tool, driver, n_chips, n
     assert info.npu_ids == npu_ids
 
 
+def test_npu_smi_before_21_0_4_has_no_hugepages_column():
+    """Its first chip line holds power and temperature only: every NPU check errored on such a node."""
+    info = parse_npu_smi_info(read(A1_NO_HUGEPAGES))
+    assert chip(info, 4) == NpuChip(npu_id=4, chip_id=0, phy_id=None, name="910A", health="OK", power_w=65.6,
+                                    temp_c=58, bus_id="0000:86:00.0", aicore_pct=0, memory_used_mb=1809,
+                                    memory_total_mb=15079, hbm_used_mb=0, hbm_total_mb=32768)
+    small = chip(parse_npu_smi_info(read(P310_OLD)), 0)
+    assert (small.name, small.power_w, small.temp_c, small.memory_used_mb, small.hbm_total_mb) == ("310", 12.8, 58, 5324, None)
+
+
 def test_every_info_fixture_is_covered_by_the_layout_table():
-    covered = {A2_B4_IDLE, A2_B1_NO_PROC, A2_B1_BUSY, A2_B4_WARNING, A3_CLASSIC, A3_WIDE, P310_HOST, P310_DUO}
+    covered = {A2_B4_IDLE, A2_B1_NO_PROC, A2_B1_BUSY, A2_B4_WARNING, A3_CLASSIC, A3_WIDE, P310_HOST, P310_DUO,
+               A1_NO_HUGEPAGES, P310_OLD}
     assert set(ALL_INFO) == covered | set(HEALTH_VARIANTS)
 
 
