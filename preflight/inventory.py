@@ -213,6 +213,16 @@ def _path(expand_home: bool) -> Callable[[Any], str]:
     return check
 
 
+def _known_hosts(value: Any) -> str:
+    path = _path(True)(value)
+    if os.path.realpath(path) == os.devnull:
+        # Ansible setups pair it with StrictHostKeyChecking=no: no key is ever known, every host fails.
+        raise _Invalid(f"{value!r} holds no host keys: preflight always verifies them; leave it unset "
+                       "(OpenSSH's own known_hosts files are read) or name a real file, and use "
+                       "--accept-new-host-keys on first contact")
+    return path
+
+
 def _interpreter(value: Any) -> str:
     """A program name or path (python3, /opt/conda/bin/python): quoted wherever it is used, and
     still refused when it could not be one (``python3; touch x``)."""
@@ -275,6 +285,10 @@ def _jump(value: Any) -> str:
 def _host_range(value: Any) -> list[str]:
     """A host name or address, possibly a range; returns the expanded, validated names."""
     value = _want_str(value)
+    bracketed = re.fullmatch(r"\[([0-9A-Fa-f:.%\w]*:[0-9A-Fa-f:.%\w]*)\](?::(\d+))?", value.strip())
+    if bracketed:  # [2001:db8::1]:2222, as ssh and URLs write it: brackets are our range syntax
+        port = f" and port: {bracketed.group(2)}" if bracketed.group(2) else ""
+        raise _Invalid(f"{value!r}: write an IPv6 address without brackets: address: {bracketed.group(1)}{port}")
     try:
         names = expand(value)
     except HostlistError as e:
@@ -312,6 +326,9 @@ def _env(value: Any) -> dict[str, str]:
         if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
             raise _Invalid(f"invalid environment variable name {name!r} (expected [A-Za-z_][A-Za-z0-9_]*)",
                            at=name if isinstance(name, str) else None)
+        if v is None:  # clears a value declared at a lower level (defaults, a group)
+            out[name] = None
+            continue
         if isinstance(v, int) and not isinstance(v, bool):
             v = str(v)
         if not isinstance(v, str):
@@ -321,6 +338,19 @@ def _env(value: Any) -> dict[str, str]:
             raise _Invalid(f"value of {name} {v!r} contains a NUL or newline", at=name)
         out[name] = v
     return out
+
+
+def _env_numbers_as_written(doc: "_Doc", node: yaml.Node, path: str) -> None:
+    """An unquoted env value YAML reads as a number other than its text (0x10, 010, 1_000, 1:30 are
+    16, 8, 1000 and 90 in YAML 1.1) would be judged as a value the launch script never exports."""
+    if not isinstance(node, yaml.MappingNode):
+        return
+    for knode, vnode in node.value:
+        if (isinstance(vnode, yaml.ScalarNode) and vnode.tag == "tag:yaml.org,2002:int" and not vnode.style
+                and vnode.value.strip() != str(doc.value(vnode, path))):
+            raise doc.error(vnode, _join(path, knode.value),
+                            f"{vnode.value} reads as the number {doc.value(vnode, path)} in YAML; quote it "
+                            f"({knode.value}: '{vnode.value}') to keep it as written")
 
 
 # Free-form values are copied into preflight.json and --facts-out as written out, and YAML aliases
@@ -392,7 +422,7 @@ KEYS: dict[str, KeySpec] = {
     "user":          KeySpec(CONN, _user, "SSH login user"),
     "port":          KeySpec(CONN, _int(1, 65535), "SSH port"),
     "identity_file": KeySpec(CONN, _path(True), "SSH private key file (~ expanded)"),
-    "known_hosts":   KeySpec(CONN, _path(True), "known_hosts file (~ expanded); default: OpenSSH's own files"),
+    "known_hosts":   KeySpec(CONN, _known_hosts, "known_hosts file (~ expanded); default: OpenSSH's own files"),
     "ssh_config":    KeySpec(CONN, _path(True), "ssh_config file (~ expanded); default: ~/.ssh/config when it exists"),
     "jump_host":     KeySpec(CONN, _jump, "ProxyJump host, [user@]host[:port]"),
     "npus_per_node": KeySpec(VAR, _int(1), "expected number of NPUs on the node"),
@@ -726,13 +756,23 @@ def _merge(levels: list[_Level]) -> tuple[dict[str, Any], dict[str, Any]]:
                 vars_[k] = {**vars_[k], **v}
             else:
                 vars_[k] = v
-    return conn, {k: v for k, v in vars_.items() if v is not None}
+    return conn, _without_cleared(vars_)
+
+
+def _without_cleared(vars_: dict[str, Any]) -> dict[str, Any]:
+    """Settings set to null cleared what they inherited: as if never declared (a key of a merged
+    mapping such as env too)."""
+    return {k: ({kk: vv for kk, vv in v.items() if vv is not None} if isinstance(v, dict)
+                and KEYS.get(k) is not None and KEYS[k].merge else v)
+            for k, v in vars_.items() if v is not None}
 
 
 def _validate(doc: _Doc, spec: KeySpec, key: str, vnode: yaml.Node, path: str) -> Any:
     value = doc.value(vnode, path)
     if value is None:
         return None
+    if spec.check is _env:
+        _env_numbers_as_written(doc, vnode, path)
     try:
         return spec.check(value)
     except _Invalid as e:
@@ -784,6 +824,7 @@ def _load_native(doc: _Doc, top: dict[str, tuple[yaml.Node, yaml.Node]]) -> tupl
     defaults = _native_level(doc, top["defaults"][1], "defaults") if "defaults" in top else _Level()
 
     groups: dict[str, _Level] = {}
+    group_nodes: dict[str, yaml.Node] = {}
     if "groups" in top:
         for gname, gknode, gvnode in doc.items(top["groups"][1], "groups",
                                                  "a mapping of group name to settings"):
@@ -792,6 +833,7 @@ def _load_native(doc: _Doc, top: dict[str, tuple[yaml.Node, yaml.Node]]) -> tupl
             except _Invalid as e:
                 raise doc.error(gknode, _join("groups", gname), e.message) from None
             groups[gname] = _native_level(doc, gvnode, _join("groups", gname))
+            group_nodes[gname] = gknode
 
     if "hosts" not in top:
         raise doc.error(doc.root, "hosts", "no hosts: the inventory needs a 'hosts:' list")
@@ -860,7 +902,34 @@ def _load_native(doc: _Doc, top: dict[str, tuple[yaml.Node, yaml.Node]]) -> tupl
             first_line[name] = line
             address = addresses[j] if addresses is not None else None
             hosts.append(_make_host(name, address, conn, vars_, host_groups, line))
+    # `workers:` defined, every host in `worker` (a role, so not a typo above): the settings reach no one.
+    used = {g for h in hosts for g in h.groups}
+    for gname in groups:
+        near = sorted(g for g in used if g not in groups and _typo_of(g, gname, plurals=True))
+        if gname not in used and near:
+            raise doc.error(group_nodes[gname], _join("groups", gname),
+                            f"no host is in group {gname!r}, so its settings apply to none; hosts list "
+                            f"{near[0]!r} (did you mean that?)")
+    _check_same_node_twice(doc, hosts)
     return tuple(hosts)
+
+
+def _check_same_node_twice(doc: _Doc, hosts: list[Host]) -> None:
+    """Two entries reaching one sshd (same address, port and jump host): the node would be checked,
+    and counted in the cluster checks, twice."""
+    seen: dict[tuple, Host] = {}
+    for host in hosts:
+        if host.connection == "local":
+            continue
+        key = (host.address.lower(), host.port or 22, host.jump_host)
+        if key in seen:
+            first = seen[key]
+            raise InventoryError(doc.file, host.line, "hosts",
+                                 f"hosts {first.name!r} (line {first.line}) and {host.name!r} are the same node: "
+                                 f"both reach {host.address}" + (f" port {host.port}" if host.port else "")
+                                 + (f" through {host.jump_host}" if host.jump_host else "")
+                                 + "; list each node once")
+        seen[key] = host
 
 
 # -------------------------------------------------------------------------------- Ansible format
@@ -920,7 +989,7 @@ def _ssh_args(value: Any) -> dict[str, Any]:
         elif name == "proxycommand":
             found["jump_host"] = _proxy_command(arg)
         elif name == "userknownhostsfile":
-            found["known_hosts"] = _path(True)(arg.split()[0]) if arg else None
+            found["known_hosts"] = _known_hosts(arg.split()[0]) if arg else None
         elif name == "__config":
             found["ssh_config"] = _path(True)(arg)
         elif name in _SSH_OPTIONS_ELSEWHERE:
@@ -1031,6 +1100,8 @@ def _ansible_vars(doc: _Doc, node: yaml.Node | None, path: str) -> _AnsibleVars:
             out.raw[key] = (2, {}, {key: _validate(doc, KEYS[key], key, vnode, kpath)})
         else:  # any other variable: kept as is (Ansible inventories carry arbitrary vars)
             close = [k for k, spec in KEYS.items() if spec.kind == VAR and _typo_of(key, k)]
+            # ansible_hosts, ansible_usr: the host would be reached by its name, as the default user
+            close += [k for k in _ANSIBLE_CONN_KEYS if _typo_of(key, k, plurals=True)]
             if close:  # a near miss of one of ours is a typo that would drop that setting
                 raise doc.error(vnode, kpath, f"unknown variable {key!r} (did you mean {close[0]!r}?)")
             try:
@@ -1209,8 +1280,9 @@ def _load_ansible(doc: _Doc, top: list[tuple[str, yaml.Node, yaml.Node]]) -> tup
         level = _ansible_level(chain)
         conn = dict(level.conn)
         address = conn.pop("address", None)
-        vars_ = {k: v for k, v in level.vars.items() if v is not None}
+        vars_ = _without_cleared(level.vars)
         result.append(_make_host(h.name, address, conn, vars_, tuple(ordered), h.line))
+    _check_same_node_twice(doc, result)
     return tuple(result)
 
 

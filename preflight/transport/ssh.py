@@ -168,6 +168,10 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         ca_file = self.store.certified_by(self.paths, hostname)
         why = (f"; {ca_file} trusts a host certificate authority (@cert-authority) for it, and preflight "
                f"does not check host certificates, only host keys" if ca_file else "")
+        # A mistyped known_hosts path reads as an empty file: say so, or it looks like a new node.
+        absent = [p for p in self.paths if not os.path.exists(os.path.expanduser(p))]
+        if absent and len(absent) == len(self.paths):
+            why += f"; {' and '.join(absent)} {'does' if len(absent) == 1 else 'do'} not exist"
         raise TransportError(
             "hostkey",
             f"host key of {self.label} ({hostname}, {key.get_name()} {_fingerprint(key)}) is not in known_hosts "

@@ -343,6 +343,22 @@ def test_an_unknown_host_under_a_host_ca_says_certificates_are_not_checked(tmp_p
     assert "@cert-authority" not in error("other.example")
 
 
+def test_an_unknown_host_key_with_a_known_hosts_file_that_does_not_exist_says_so(tmp_path):
+    """A mistyped known_hosts path reads as an empty file: the error looked like a new node's."""
+    key = paramiko.RSAKey.generate(1024)
+    missing = str(tmp_path / "known_hostz")
+    policy = _KnownHostsPolicy(HostKeyStore(), (missing,), accept_new=False, label="n1")
+    with pytest.raises(TransportError) as exc:
+        policy.missing_host_key(None, "10.0.0.5", key)
+    assert f"{missing} does not exist" in str(exc.value)
+    present = tmp_path / "known_hosts"
+    present.write_text("")
+    policy = _KnownHostsPolicy(HostKeyStore(), (str(present),), accept_new=False, label="n1")
+    with pytest.raises(TransportError) as exc:
+        policy.missing_host_key(None, "10.0.0.5", key)
+    assert "does not exist" not in str(exc.value)
+
+
 def test_a_name_lookup_that_hangs_is_bounded_by_the_connect_timeout(tmp_path, monkeypatch):
     """getaddrinfo takes no timeout: an unreachable DNS server held every host for resolv.conf's
     retries before --connect-timeout even started, and the error did not say it was DNS."""
