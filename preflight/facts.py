@@ -146,8 +146,9 @@ def resolve(names) -> list[FactSpec]:
 
 
 def _first_line(text: str) -> str:
+    """The first line that says something: not blank, not a table's border (npu-smi's `+-----+`)."""
     for line in text.splitlines():
-        if line.strip():
+        if line.strip() and line.strip(" +-=|"):
             return line.strip()[:160]
     return ""
 

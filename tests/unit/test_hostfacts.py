@@ -146,6 +146,15 @@ def test_a_command_with_a_shorter_timeout_of_its_own_says_that_one():
         facts.get("python.stack")
 
 
+def test_a_failed_tools_excerpt_skips_its_table_border():
+    """A valid table then exit 1: the excerpt was the table's top border, '+-----...'."""
+    from tests.factsets import fixture
+    table = fixture("npu-smi/info/a2-910b4-25.0.rc1.1-idle.txt")
+    with pytest.raises(FactUnavailable) as exc:
+        make_facts(npu_smi_dot_info=CommandOutput(table, "", 1)).get("npu_smi.info")
+    assert "failed with exit code 1: | npu-smi 25.0.rc1.1" in str(exc.value), str(exc.value)
+
+
 def test_a_result_lost_to_the_host_deadline_says_so():
     raw = healthy_raw()
     del raw["hccn.link/3"]
