@@ -182,7 +182,8 @@ def test_tls_agree(cluster, verdict):
         return
     if unreadable:  # their own result, so that their matrix cells show it rather than the others' verdict
         verdict.error(fold(unreadable), outliers=tuple(unreadable),
-                      message=f"not evaluated on {fold(unreadable)}: a TLS switch unreadable there (see hccl.tls_node)")
+                      message=f"not evaluated on {fold(unreadable)}: the TLS switch is unreadable on {fold(unreadable)} "
+                              f"(see hccl.tls_node)")
     counts = Counter(v for states in per_host.values() for v in states.values())
     note = f"; not evaluated on {fold(unreadable)}" if unreadable else ""
     note += f"; not applicable on {fold(outside)}" if outside else ""

@@ -213,16 +213,6 @@ def _path(expand_home: bool) -> Callable[[Any], str]:
     return check
 
 
-def _known_hosts(value: Any) -> str:
-    path = _path(True)(value)
-    if os.path.realpath(path) == os.devnull:
-        # Ansible setups pair it with StrictHostKeyChecking=no: no key is ever known, every host fails.
-        raise _Invalid(f"{value!r} holds no host keys: preflight always verifies them; leave it unset "
-                       "(OpenSSH's own known_hosts files are read) or name a real file, and use "
-                       "--accept-new-host-keys on first contact")
-    return path
-
-
 def _interpreter(value: Any) -> str:
     """A program name or path (python3, /opt/conda/bin/python): quoted wherever it is used, and
     still refused when it could not be one (``python3; touch x``)."""
@@ -422,7 +412,7 @@ KEYS: dict[str, KeySpec] = {
     "user":          KeySpec(CONN, _user, "SSH login user"),
     "port":          KeySpec(CONN, _int(1, 65535), "SSH port"),
     "identity_file": KeySpec(CONN, _path(True), "SSH private key file (~ expanded)"),
-    "known_hosts":   KeySpec(CONN, _known_hosts, "known_hosts file (~ expanded); default: OpenSSH's own files"),
+    "known_hosts":   KeySpec(CONN, _path(True), "known_hosts file (~ expanded); default: OpenSSH's own files"),
     "ssh_config":    KeySpec(CONN, _path(True), "ssh_config file (~ expanded); default: ~/.ssh/config when it exists"),
     "jump_host":     KeySpec(CONN, _jump, "ProxyJump host, [user@]host[:port]"),
     "npus_per_node": KeySpec(VAR, _int(1), "expected number of NPUs on the node"),
@@ -915,19 +905,27 @@ def _load_native(doc: _Doc, top: dict[str, tuple[yaml.Node, yaml.Node]]) -> tupl
 
 
 def _check_same_node_twice(doc: _Doc, hosts: list[Host]) -> None:
-    """Two entries reaching one sshd (same address, port and jump host): the node would be checked,
-    and counted in the cluster checks, twice."""
+    """Two entries making the same login (address, port, jump host, ssh_config, user and key): the
+    node would be checked, and counted in the cluster checks, twice.  A port left out is ssh_config's
+    to choose, so it is not taken for 22; another user or key is another session, kept."""
     seen: dict[tuple, Host] = {}
     for host in hosts:
         if host.connection == "local":
-            continue
-        key = (host.address.lower(), host.port or 22, host.jump_host)
+            key: tuple = ("local",)
+        else:
+            jump = None
+            if host.jump_host:
+                _, jhost, jport = parse_jump_host(host.jump_host)
+                jump = (jhost.lower(), jport or 22)
+            key = (host.address.lower(), host.port, jump, host.ssh_config, host.user, host.identity_file)
         if key in seen:
             first = seen[key]
             raise InventoryError(doc.file, host.line, "hosts",
                                  f"hosts {first.name!r} (line {first.line}) and {host.name!r} are the same node: "
-                                 f"both reach {host.address}" + (f" port {host.port}" if host.port else "")
-                                 + (f" through {host.jump_host}" if host.jump_host else "")
+                                 + ("both run on this machine (connection: local)" if key == ("local",) else
+                                    f"both reach {host.address}" + (f" port {host.port}" if host.port else "")
+                                    + (f" through {host.jump_host}" if host.jump_host else "")
+                                    + (f" as {host.user}" if host.user else ""))
                                  + "; list each node once")
         seen[key] = host
 
@@ -989,7 +987,7 @@ def _ssh_args(value: Any) -> dict[str, Any]:
         elif name == "proxycommand":
             found["jump_host"] = _proxy_command(arg)
         elif name == "userknownhostsfile":
-            found["known_hosts"] = _known_hosts(arg.split()[0]) if arg else None
+            found["known_hosts"] = _path(True)(arg.split()[0]) if arg else None
         elif name == "__config":
             found["ssh_config"] = _path(True)(arg)
         elif name in _SSH_OPTIONS_ELSEWHERE:

@@ -149,21 +149,27 @@ def run_command(bash, command, env, timeout, read):
             sel.register(f, selectors.EVENT_READ)
         # Read until both streams end, are full, or the deadline passes (a background child
         # holding a pipe open cannot keep the runner past it).
-        exited = False
+        exited = leftovers_killed = False
         while sel.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
+                if exited and not leftovers_killed:
+                    # The command is done, but something it started still holds a pipe (``daemon &``):
+                    # that goes with the command's group now, as the bash runner's EXIT trap does,
+                    # and what is left in the pipes is read.  One that left the group (setsid) is
+                    # not waited for: one per NPU would add up past the host's deadline.
+                    _kill_group(proc.pid, signal.SIGKILL)
+                    leftovers_killed = True
+                    deadline = time.monotonic() + 0.2
+                    continue
                 timed_out = proc.poll() is None
                 break
             if not exited and proc.poll() is not None:
                 exited = True
-                # The command is done, but something it started still holds a pipe (``daemon &``):
-                # that goes with the command's group now, as the bash runner's EXIT trap does, and
-                # what the command printed is read.  A child that left the group (setsid) is given
-                # a moment, not the rest of the timeout: one per NPU would add up past the host's.
-                _kill_group(proc.pid, signal.SIGKILL)
+                # A helper finishing its output (``> >(cat)``) has a moment; a daemon not the timeout.
                 deadline = min(deadline, time.monotonic() + DRAIN_SECONDS)
-            for key, _ in sel.select(min(left, 0.2)):
+                left = deadline - time.monotonic()
+            for key, _ in sel.select(max(min(left, 0.2), 0)):
                 f = key.fileobj
                 chunk = os.read(f.fileno(), 65536)
                 if chunk:

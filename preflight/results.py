@@ -45,7 +45,7 @@ def one_line(text: str) -> str:
     return visible(text).replace("\n", "\\n")
 
 
-def shortened(text: str, limit: int = 400) -> str:
+def shortened(text: str, limit: int = 1000) -> str:
     """``text`` cut to ``limit`` characters, saying how much was left out."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 

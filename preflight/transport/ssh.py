@@ -168,16 +168,27 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         ca_file = self.store.certified_by(self.paths, hostname)
         why = (f"; {ca_file} trusts a host certificate authority (@cert-authority) for it, and preflight "
                f"does not check host certificates, only host keys" if ca_file else "")
-        # A mistyped known_hosts path reads as an empty file: say so, or it looks like a new node.
+        # A mistyped known_hosts path reads as an empty file: say so, or it looks like a new node
+        # (OpenSSH's own files missing on a fresh controller are no news).
         absent = [p for p in self.paths if not os.path.exists(os.path.expanduser(p))]
-        if absent and len(absent) == len(self.paths):
+        if absent and len(absent) == len(self.paths) and not set(absent) <= _DEFAULT_FILES:
             why += f"; {' and '.join(absent)} {'does' if len(absent) == 1 else 'do'} not exist"
+        if self.paths and all(os.path.realpath(os.path.expanduser(p)) == os.devnull for p in self.paths):
+            # Ansible's `-o UserKnownHostsFile=/dev/null` (with StrictHostKeyChecking=no): preflight checks keys.
+            raise TransportError(
+                "hostkey", f"host key of {self.label} ({hostname}) cannot be verified: known_hosts is /dev/null, "
+                           f"which holds no keys; run with --accept-new-host-keys to trust each node's key on first "
+                           f"contact, or point known_hosts (UserKnownHostsFile) at a real file")
         raise TransportError(
             "hostkey",
             f"host key of {self.label} ({hostname}, {key.get_name()} {_fingerprint(key)}) is not in known_hosts "
             f"({', '.join(self.paths)}){why}: verify it, then add it (ssh-keyscan -t {key.get_name()}"
             f"{_port_option(hostname)} {hostname.strip('[').split(']')[0]} >> {self.paths[0]}) or run with "
             f"--accept-new-host-keys")
+
+
+_DEFAULT_FILES = {os.path.expanduser(p) for p in ("~/.ssh/known_hosts", "~/.ssh/known_hosts2",
+                                                   "/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")}
 
 
 def _matches_patterns(name: str, patterns: str) -> bool:

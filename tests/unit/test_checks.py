@@ -332,7 +332,7 @@ def test_tls_agree_marks_a_node_it_could_not_read_as_not_evaluated():
     results = run_check(hccl.test_tls_agree, cluster=cl)
     assert outcomes(results) == {(None, "passed"), ("node-03", "error")}
     [unread] = [r for r in results if r.outcome == "error"]
-    assert unread.outliers == ("node-03",) and "not evaluated on node-03" in unread.message
+    assert unread.outliers == ("node-03",) and "not evaluated on node-03" in unread.message and unread.remedy
     doc = {"hosts": [{"name": h.name, "reachable": True} for h in hosts],
            "results": [r.to_json() for r in results]}
     _, _, grid = cells(doc)

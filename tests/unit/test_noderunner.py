@@ -153,6 +153,13 @@ def test_a_command_that_exits_leaving_a_child_on_its_pipe_is_done_when_it_exits(
     assert _gone(m)
 
 
+def test_a_helper_finishing_the_commands_output_after_it_exits_is_read():
+    """bash does not wait for a process substitution: killing the group as bash exited lost its line."""
+    out, _, rc, _ = noderunner.run_command(BASH, "echo direct; echo via-helper > >(sleep 0.2; cat)",
+                                           dict(os.environ), 10, 1000)
+    assert (out, rc) == (b"direct\nvia-helper\n", 0)
+
+
 def test_no_stdin():
     out, _, rc, _ = noderunner.run_command(BASH, "cat; echo done", dict(os.environ), 5, 100)
     assert (out, rc) == (b"done\n", 0)

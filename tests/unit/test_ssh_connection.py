@@ -359,6 +359,28 @@ def test_an_unknown_host_key_with_a_known_hosts_file_that_does_not_exist_says_so
     assert "does not exist" not in str(exc.value)
 
 
+def test_known_hosts_dev_null_says_how_to_run_with_it():
+    key = paramiko.RSAKey.generate(1024)
+    policy = _KnownHostsPolicy(HostKeyStore(), ("/dev/null",), accept_new=False, label="n1")
+    with pytest.raises(TransportError) as exc:
+        policy.missing_host_key(None, "10.0.0.5", key)
+    assert exc.value.kind == "hostkey" and "known_hosts is /dev/null, which holds no keys" in str(exc.value)
+    assert "--accept-new-host-keys" in str(exc.value)
+    # With it, the key is trusted for the run (appending to /dev/null is harmless).
+    _KnownHostsPolicy(HostKeyStore(), ("/dev/null",), accept_new=True, label="n1").missing_host_key(None, "10.0.0.5", key)
+
+
+def test_openssh_default_files_missing_on_a_fresh_controller_are_not_news(tmp_path, monkeypatch):
+    from preflight.transport import ssh
+    key = paramiko.RSAKey.generate(1024)
+    missing = str(tmp_path / "known_hosts")
+    monkeypatch.setattr(ssh, "_DEFAULT_FILES", {missing})
+    policy = _KnownHostsPolicy(HostKeyStore(), (missing,), accept_new=False, label="n1")
+    with pytest.raises(TransportError) as exc:
+        policy.missing_host_key(None, "10.0.0.5", key)
+    assert "does not exist" not in str(exc.value) and "ssh-keyscan" in str(exc.value)
+
+
 def test_a_name_lookup_that_hangs_is_bounded_by_the_connect_timeout(tmp_path, monkeypatch):
     """getaddrinfo takes no timeout: an unreachable DNS server held every host for resolv.conf's
     retries before --connect-timeout even started, and the error did not say it was DNS."""
