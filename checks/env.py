@@ -71,21 +71,36 @@ def test_socket_ifname(host, facts, verdict):
 def _hccl_if_ip(host, value: str, interfaces: dict, verdict) -> None:
     """HCCL_IF_IP, which HCCL prefers to any interface name, is an address of this node: HCCL binds
     its host sockets to it, and a copied value (another node's) cannot be bound."""
+    text, _, zone = value.partition("%")
     try:
-        address = str(ipaddress.ip_address(value.split("%")[0]))
+        ip = ipaddress.ip_address(text)
+        if ip.version == 6 and ip.ipv4_mapped:
+            ip = ip.ipv4_mapped
+        address = str(ip)
     except ValueError:
         verdict.failed("HCCL_IF_IP", observed=f"HCCL_IF_IP={value} is not an IP address",
                        expected="one IPv4 or IPv6 address of this node",
                        remedy="Set HCCL_IF_IP to this node's own address on the network the nodes share, or unset it "
                               "and name the NIC with HCCL_SOCKET_IFNAME.")
         return
-    owner = next((name for name, iface in interfaces.items() if address in iface.ips(link_local=True)), None)
-    if owner is None:
+    owner = next((name for name, iface in interfaces.items() if address in iface.ips(link_local=True)
+                  and (not zone or name == zone)), None)
+    if ip.is_loopback:
+        verdict.failed("HCCL_IF_IP", severity="warning",
+                       observed=f"HCCL_IF_IP={value} is a loopback address: no other node can connect to it",
+                       expected="this node's address on the network the nodes share (loopback suits a "
+                                "single-node job only)",
+                       remedy="Set HCCL_IF_IP to each node's own address on the cluster network, or unset it.")
+    elif owner is None:
         verdict.failed("HCCL_IF_IP", observed=f"HCCL_IF_IP={value} is not an address of {host.name} "
                                               f"(interfaces: {describe(interfaces)})",
                        expected="an address of this node (HCCL binds its host sockets to it)",
                        remedy="HCCL_IF_IP is per node: set it to each node's own address (e.g. in the launch script, "
                               "from `hostname -I`), or unset it and name the NIC with HCCL_SOCKET_IFNAME.")
+    elif not interfaces[owner].up:
+        verdict.failed("HCCL_IF_IP", observed=f"HCCL_IF_IP={value} is on {describe({owner: interfaces[owner]})}, "
+                                              f"which is not up",
+                       expected="the address of an interface that is up")
     else:
         verdict.passed("HCCL_IF_IP", message=f"HCCL_IF_IP={value} is on {describe({owner: interfaces[owner]})}")
 
@@ -492,8 +507,9 @@ def _visible_list(env: dict, count: int, verdict) -> None:
     problems = []
     ranges = [t for t in bad if _re.fullmatch(r"\d+-\d+", t)]
     if ranges:  # Ray splits the list on commas only; CANN's examples list each id
-        a, b = map(int, ranges[0].split("-"))
-        problems.append(f"ranges are not read: {', '.join(ranges)} (list each id: {','.join(map(str, range(a, b + 1)))})")
+        spelled = [i for a, b in (map(int, r.split("-")) for r in ranges) for i in range(a, min(b, a + 64) + 1)]
+        fix = f" (list each id: {','.join(map(str, spelled))})" if spelled and len(spelled) <= 64 else ""
+        problems.append(f"ranges are not read: {', '.join(ranges)}{fix}")
     if len(bad) > len(ranges):
         problems.append(f"not NPU ids: {', '.join(t for t in bad if t not in ranges)}")
     if beyond:

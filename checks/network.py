@@ -435,10 +435,10 @@ def test_clock_skew(cluster, verdict):
     # The bound is between any two clocks: the fleet fails when its two extremes are further apart
     # than it, beyond what their own readings are uncertain by; the nodes named are those further
     # than half the bound from the median (one at least, then).
-    if spread <= bound:
+    slack = low.uncertainty_s + high.uncertainty_s
+    if spread <= bound and slack <= bound:
         verdict.passed(message=f"clocks within {spread:.2f}s of each other (bound {bound:g}s)")
         return
-    slack = low.uncertainty_s + high.uncertainty_s
     if spread <= bound + slack and slack <= bound:
         verdict.passed(message=f"clocks {spread:.2f}s apart as read, within the bound {bound:g}s given the readings' "
                                f"own ±{low.uncertainty_s:.2f}s and ±{high.uncertainty_s:.2f}s")

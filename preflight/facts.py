@@ -228,6 +228,9 @@ _UNEVALUATED_REMEDIES = (
     ("sudo -n refused", "Let the preflight user run npu-smi and hccn_tool through sudo without a password or a "
      "terminal: a sudoers rule naming their full paths with NOPASSWD, no requiretty for that user, their "
      "folder in secure_path; or run the preflight as root."),
+    ("(its own limit)", "The command has a fixed limit of its own, which --command-timeout does not change. Run "
+     "it by hand on that node to see where it hangs: a shell start-up file, or a Python path or home directory on a "
+     "network filesystem that does not answer, is the usual cause."),
     ("timed out", "The command did not answer within --command-timeout. Run it by hand on that node: if it "
      "hangs there too, the NPU driver or device is stuck (read dmesg and npu-smi info; an operator may have "
      "to reset that NPU or reboot the node); if it is only slow, re-run with a larger --command-timeout."),
@@ -341,9 +344,9 @@ class HostFacts:
                    if self.error_kind == "deadline" else "")
             raise FactUnavailable(f"`{shown}` was not gathered from {self.host}{why}")
         out = self.raw[key]
-        limit = min(t for t in (self.command_timeout, spec.own_timeout) if t) if (
-            self.command_timeout or spec.own_timeout) else None
-        hint = f" after {limit:g}s" if limit else ""
+        own = spec.own_timeout is not None and (not self.command_timeout or spec.own_timeout < self.command_timeout)
+        limit = spec.own_timeout if own else self.command_timeout
+        hint = (f" after {limit:g}s" + (" (its own limit)" if own else "")) if limit else ""
         why = _why_unusable(spec, out, shown, hint, lost)
         if why:
             raise FactUnavailable(why, tool_missing=out.rc == 127 and not out.skipped

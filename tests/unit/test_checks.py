@@ -386,13 +386,25 @@ def test_hccl_if_ip_must_be_an_address_of_the_node():
     """HCCL_IF_IP wins over any interface name: another node's address copied in cannot be bound."""
     for value, outcome, words in (("10.0.0.1", "passed", "HCCL_IF_IP=10.0.0.1 is on eth0 UP 10.0.0.1/24"),
                                   ("10.0.0.9", "failed", "HCCL_IF_IP=10.0.0.9 is not an address of node-01"),
-                                  ("eth0", "failed", "HCCL_IF_IP=eth0 is not an IP address")):
+                                  ("eth0", "failed", "HCCL_IF_IP=eth0 is not an IP address"),
+                                  ("::ffff:10.0.0.1", "passed", "is on eth0 UP 10.0.0.1/24"),
+                                  ("127.0.0.1", "warning", "is a loopback address: no other node can connect"),
+                                  ("10.0.0.1%lo", "failed", "is not an address of node-01")):
         raw = healthy_raw(env={"HCCL_IF_IP": value, "HCCL_SOCKET_IFNAME": None})
         [r] = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
         assert (r.subject, r.outcome) == ("HCCL_IF_IP", outcome), r
         assert words in r.message, r.message
-        if outcome == "failed":
+        if outcome != "passed":
             assert_explained(r, words)
+
+
+def test_hccl_if_ip_on_an_interface_that_is_down_fails():
+    ifaces = json.loads(json.dumps(IFACES))
+    ifaces[1]["flags"] = ["BROADCAST", "MULTICAST", "NO-CARRIER", "UP"]
+    ifaces[1]["operstate"] = "DOWN"
+    raw = healthy_raw(env={"HCCL_IF_IP": "10.0.0.1", "HCCL_SOCKET_IFNAME": None}, interfaces=ifaces)
+    [r] = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
+    assert r.outcome == "failed" and "which is not up" in r.message, r
 
 
 def test_tp_socket_ifname_takes_one_name_where_gloo_takes_a_list():

@@ -374,6 +374,11 @@ def test_clock_skew_bound_and_outlier():
     assert r.outcome == "warning" and r.outliers == (), r
     assert "node-01 and node-02 read 6.00s apart" in r.message and "cannot be told" in r.message
     assert "chronyc tracking" in r.remedy
+    # Close as read, but with readings that uncertain the truth could be past the bound too.
+    hosts, cl = _cluster({"node-01": {"clock.offset": "0 3"}, "node-02": {"clock.offset": "0.5 3"},
+                          "node-03": {"clock.offset": "0.1 0.01"}})
+    [r] = run_check(network.test_clock_skew, cluster=cl)
+    assert r.outcome == "warning" and "cannot be told" in r.message, r
 
 
 def test_shared_storage_views():

@@ -142,8 +142,10 @@ from preflight.probe import CommandOutput  # noqa: E402
 
 def test_a_command_with_a_shorter_timeout_of_its_own_says_that_one():
     facts = make_facts(python_dot_stack=CommandOutput("", "", 124))  # --command-timeout 10
-    with pytest.raises(FactUnavailable, match=r"timed out after 8s \(hung tool\)"):
+    with pytest.raises(FactUnavailable, match=r"timed out after 8s \(its own limit\) \(hung tool\)") as exc:
         facts.get("python.stack")
+    remedy = remedy_for_unevaluated(str(exc.value))
+    assert "fixed limit of its own" in remedy and "larger --command-timeout" not in remedy
 
 
 def test_a_failed_tools_excerpt_skips_its_table_border():

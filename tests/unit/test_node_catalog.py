@@ -894,6 +894,11 @@ def test_visible_devices_with_ray_needs_noset(listed):
 def test_visible_devices_as_a_range_says_to_list_each_id():
     [r] = bad(run(env.test_visible_devices, H, facts_of(env_={"ASCEND_RT_VISIBLE_DEVICES": "0-3,x"})))
     explained(r, "ranges are not read: 0-3 (list each id: 0,1,2,3)", "not NPU ids: x")
+    [r] = bad(run(env.test_visible_devices, H, facts_of(env_={"ASCEND_RT_VISIBLE_DEVICES": "0-3,4-7"})))
+    assert "(list each id: 0,1,2,3,4,5,6,7)" in r.message
+    for huge in ("0-2000000", "3-0"):  # a node's value: never spelled out without bound, never an empty list
+        [r] = bad(run(env.test_visible_devices, H, facts_of(env_={"ASCEND_RT_VISIBLE_DEVICES": huge})))
+        assert f"ranges are not read: {huge};" in r.message and len(r.message) < 300
 
 
 def test_visible_devices_on_a_node_without_device_nodes_is_not_evaluated():
