@@ -9,7 +9,10 @@ from preflight.parsers.system import RCMD_DEFAULT_FILE
 
 
 def is_launcher(host, cluster) -> bool:
-    """A marked launcher, or any host when the inventory marks none (pdsh is then needed anywhere)."""
+    """A marked launcher, or any host when the inventory marks none (pdsh is then needed anywhere)
+    but one with `launcher: false`."""
+    if host.vars.get("launcher") is False:
+        return False
     marked = launcher_hosts(cluster)
     return not marked or host.name in {h.name for h in marked}
 

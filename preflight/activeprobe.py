@@ -685,8 +685,9 @@ LAUNCHER_ROLES = frozenset({"head", "launcher"})
 
 
 def launcher_hosts(cluster):
-    """Hosts that launch jobs: group `head`, or `launcher: true` (none when nothing is marked)."""
-    return [h for h in cluster.hosts if LAUNCHER_ROLES & h.roles]
+    """Hosts that launch jobs: group `head`, or `launcher: true` (none when nothing is marked);
+    `launcher: false` takes a head out (a Ray head that never runs pdsh)."""
+    return [h for h in cluster.hosts if LAUNCHER_ROLES & h.roles and h.vars.get("launcher") is not False]
 
 
 def launcher_targets(cluster, launcher):

@@ -563,6 +563,22 @@ def test_pdsh_on_launchers_only():
     assert_explained(bad, "pdsh not found")
 
 
+def test_launcher_false_takes_a_head_out_of_the_launchers():
+    """A Ray head that never runs pdsh: `launcher: false` was ignored for group head."""
+    from preflight.activeprobe import launcher_hosts
+
+    head = make_host("node-01", groups=["head"], launcher=False)
+    login, worker = make_host("login", launcher=True), make_host("node-02", groups=["worker"])
+    cl = cluster_of((head, make_facts("node-01")), (login, make_facts("login")), (worker, make_facts("node-02")))
+    assert [h.name for h in launcher_hosts(cl)] == ["login"]
+    missing = make_facts(tools_dot_pdsh=out("", rc=1))
+    assert outcomes(run_check(tools.test_pdsh, host=head, facts=missing, cluster=cl)) == {(None, "skipped")}
+    # Nothing marked but the head's opt-out: pdsh everywhere else.
+    cl = cluster_of((head, make_facts("node-01")), (worker, make_facts("node-02")))
+    assert outcomes(run_check(tools.test_pdsh, host=head, facts=missing, cluster=cl)) == {(None, "skipped")}
+    assert outcomes(run_check(tools.test_pdsh, host=worker, facts=missing, cluster=cl)) == {(None, "failed")}
+
+
 def test_pdsh_everywhere_when_no_launcher_is_marked():
     hosts = [make_host("node-01"), make_host("node-02")]
     cl = cluster_of(*[(h, make_facts(h.name)) for h in hosts])
