@@ -518,9 +518,20 @@ class PhaseTwo:
         settled: set[tuple[str, str]] = set()
 
         def pairs_of(job):
+            """NPU i pings NPU i; NPUs without a same-numbered peer (containers given other devices)
+            are paired in order."""
             src, dst = job
             src_ips, dst_ips = by_name[src][1], by_name[dst][1]
-            return [(d, dd, dst_ips[dd]) for d, dd in zip(sorted(src_ips), sorted(dst_ips))]  # NPU i pings NPU i
+            common = sorted(src_ips.keys() & dst_ips.keys())
+            rest = zip(sorted(src_ips.keys() - dst_ips.keys()), sorted(dst_ips.keys() - src_ips.keys()))
+            return sorted([(d, d, dst_ips[d]) for d in common] + [(d, dd, dst_ips[dd]) for d, dd in rest])
+
+        def unpaired(job):
+            """Source NPUs left without a peer (the peer node has fewer NPUs with a device IP): said, not silent."""
+            src, dst = job
+            paired = {d for d, _, _ in pairs_of(job)}
+            return [f"{dst} {d} {d} - skipped {dst} has no NPU with a device IP left to pair with it "
+                    f"(see hccl.device_ip on {dst})" for d in sorted(by_name[src][1]) if d not in paired]
 
         def record(job, lines, stderr=""):
             """Adds one job's lines to its source's record, once: an abandoned job's thread may
@@ -555,7 +566,7 @@ class PhaseTwo:
                     why = (out.skipped or (out.stderr.strip().splitlines() or [""])[-1]
                            or f"exit status {out.rc}")[:200]
                     lines += left(job, pairs[len(answered):], f"the ping run ended early: {why}")
-                record(job, lines, out.stderr)
+                record(job, lines + unpaired(job), out.stderr)
                 return out
 
             def abandoned(job, elapsed):

@@ -652,6 +652,42 @@ def test_a_ping_run_cut_short_names_every_pair_it_left():
     assert {r.outcome for r in healthy} == {"passed"} and len(healthy) == 8
 
 
+def test_npu_i_pings_npu_i_and_an_npu_left_without_a_peer_is_said():
+    """Pairs were zipped in order: node-02's npu3 without a device IP shifted every later pair
+    (npu3 -> npu4 ...) and left node-01's npu7 pinging nobody, silently."""
+    from preflight.activeprobe import PhaseTwo
+    from preflight.gather import GatherSettings
+    from preflight.probe import CommandOutput
+
+    records = {f"node-0{n}": {f"hccn.ip/{d}": f"ipaddr:29.0.{n}.{d}\nnetmask:255.255.0.0\n"
+                              for d in range(8) if (n, d) != (2, 3)} for n in (1, 2)}
+    hosts, cl = _cluster(records)
+    phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=5))
+    asked = {}
+
+    def run(host, command, timeout):
+        pairs = [a.split("=") for a in shlex.split(command.split(" preflight ", 1)[1])]
+        asked[host.name] = pairs
+        return CommandOutput(stdout="".join(f"{d} {ip} rc=0 3 packets transmitted, 3 received\n" for d, ip in pairs),
+                             stderr="", rc=0)
+
+    phase.run = run
+    phase.device_ping("ring")
+    assert asked["node-01"] == [[str(d), f"29.0.2.{d}"] for d in range(8) if d != 3]
+    results = {r.subject: r for r in run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"],
+                                               cluster=cl)}
+    assert results["npu4->node-02:npu4"].outcome == "passed"
+    unpaired = results["npu3->node-02:npu3"]
+    assert unpaired.outcome != "passed" and "node-02 has no NPU with a device IP left to pair" in unpaired.message
+    # Containers given other devices (npu4-7 on one node, npu0-3 on the other) are paired in order.
+    hosts, cl = _cluster({"node-01": {f"hccn.ip/{d}": f"ipaddr:29.0.1.{d}\n" for d in range(4, 8)},
+                          "node-02": {f"hccn.ip/{d}": f"ipaddr:29.0.2.{d}\n" for d in range(4)}})
+    phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=5))
+    phase.run = run
+    phase.device_ping("ring")
+    assert asked["node-01"] == [["4", "29.0.2.0"], ["5", "29.0.2.1"], ["6", "29.0.2.2"], ["7", "29.0.2.3"]]
+
+
 def test_an_abandoned_ping_run_names_every_pair_and_its_late_answer_is_ignored(monkeypatch):
     """A ping run stuck past its round's deadline (a connection that never answers) is abandoned:
     each of its pairs is an error saying so, and when the stuck call comes back later its lines are
