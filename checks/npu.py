@@ -33,6 +33,7 @@ def test_health(host, facts, verdict):
 
 from preflight.facts import FactUnavailable  # noqa: E402
 from preflight.hostlist import fold  # noqa: E402
+from preflight.outliers import split  # noqa: E402
 
 DEFAULT_HBM_IDLE_PCT = 20  # idle A2/A3 chips show 5-10 % HBM in use (firmware reservations)
 
@@ -82,6 +83,10 @@ def test_count_and_type(host, facts, verdict):
                                f"inventory to check them)")
 
 
+ROLE_GROUPS = frozenset({"head", "worker"})
+ALL_NODES = "(all nodes)"
+
+
 @check("cluster.hardware_agree", title="Same NPU count and chip type within each group", scope="cluster",
        reference=faq.X_HARDWARE, needs=("npu_smi.info",),
        remedy=("Put only identical nodes in one group (a job's ranks assume the same NPUs everywhere), or fix the "
@@ -98,21 +103,20 @@ def test_hardware_agree(cluster, verdict):
             unreadable.append(host.name)
             continue
         shape = f"{len(npu_ids(info))} x {'/'.join(sorted({c.name for c in info.chips})) or 'no NPU'}"
-        for group in (host.groups or ("(no group)",)):
+        # The roles (head, worker) are not hardware groups: a head and its workers run one job, so
+        # they are compared together (split by role, a 1 head + 1 worker cluster could never fail).
+        groups = [g for g in host.groups if g not in ROLE_GROUPS] or [ALL_NODES]
+        for group in groups:
             per_group[group][host.name] = shape
     for group, shapes in sorted(per_group.items()):
-        kinds = defaultdict(list)
-        for name, shape in shapes.items():
-            kinds[shape].append(name)
-        if len(kinds) == 1:
-            verdict.passed(group, message=f"group {group}: {next(iter(kinds))} on all {len(shapes)} node(s)")
+        named = f"group {group}" if group != ALL_NODES else "the nodes outside any hardware group"
+        sides = split(shapes)
+        if sides.unanimous:
+            verdict.passed(group, message=f"{named}: {sides.majority} on all {len(shapes)} node(s)")
             continue
-        majority = max(kinds, key=lambda k: len(kinds[k]))
-        odd = sorted(n for k, names in kinds.items() if k != majority for n in names)
-        described = "; ".join(f"{fold(names)}: {k}" for k, names in kinds.items() if k != majority)
-        verdict.failed(group, outliers=tuple(odd), where=f"group {group}",
-                       observed=f"{described}, while {fold(kinds[majority])} have {majority}",
-                       expected="the same NPU count and chip on every node of the group")
+        verdict.failed(group, outliers=sides.outliers, where=named,
+                       observed=sides.describe() + sides.versus(),
+                       expected=f"the same NPU count and chip on every node of {named}")
     if unreadable:
         verdict.error(message=f"npu-smi info unreadable on {fold(unreadable)}")
 

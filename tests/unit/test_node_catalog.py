@@ -1141,6 +1141,21 @@ def test_hardware_agree():
         (hosts[2], make_facts("node-03", raw=node_raw())))))
     assert r.outliers == ("node-02",) and "910B1" in r.message
 
+    # head and worker are roles, not hardware groups: one head and one worker are compared together.
+    a3 = node_raw(npu_smi_dot_info=out(fixture("npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt")))
+    head, worker = make_host("node-01", groups=["head"]), make_host("node-02", groups=["worker"])
+    [r] = bad(run(npu.test_hardware_agree, cluster=cluster_of((head, make_facts("node-01", raw=a3)),
+                                                              (worker, make_facts("node-02", raw=node_raw())))))
+    # Two nodes, two kinds: no majority, both named, neither blamed by inventory order.
+    assert r.outliers == ("node-01", "node-02") and "no majority" in r.message, r.message
+    # A hardware group of its own is still compared within itself only.
+    racks = [make_host("a1", groups=["head", "rackA"]), make_host("a2", groups=["worker", "rackA"]),
+             make_host("b1", groups=["worker", "rackB"])]
+    results = run(npu.test_hardware_agree, cluster=cluster_of((racks[0], make_facts("a1", raw=node_raw())),
+                                                              (racks[1], make_facts("a2", raw=node_raw())),
+                                                              (racks[2], make_facts("b1", raw=a3))))
+    assert {(r.subject, r.outcome) for r in results} == {("rackA", "passed"), ("rackB", "passed")}
+
 
 def test_idle():
     ok(run(npu.test_idle, H, facts_of()))
