@@ -175,7 +175,7 @@ def test_rendezvous(cluster, verdict):
             verdict.failed("RANK", outliers=tuple(dup + unset), where="RANK", observed="; ".join(parts),
                            expected="a distinct RANK on every node")
         else:
-            verdict.passed("RANK", message=f"distinct RANK on all {len(ranks)} nodes")
+            _rank_zero_on_the_master(verdict, ranks, plan)
     sizes = {h: env.get("WORLD_SIZE") for h, env in values.items() if env.get("WORLD_SIZE")}
     if sizes:
         wrong = sorted(h for h, v in sizes.items() if v != str(len(cluster.hosts)))
@@ -190,6 +190,10 @@ def test_rendezvous(cluster, verdict):
     subject = f"{plan.address}:{plan.port}"
     if plan.master is None:
         shared = [h.name for h, f in cluster.reachable() if plan.address in node_addresses(f)]
+        if _is_loopback(plan.address) and len(cluster.hosts) == 1:
+            verdict.passed(subject, message=f"MASTER_ADDR={plan.address} ({plan.source}): a loopback address, "
+                                            f"which serves a single-node inventory")
+            return
         if _is_loopback(plan.address):
             verdict.failed(subject, observed=f"MASTER_ADDR={plan.address} ({plan.source}) is a loopback address: each "
                                              f"node would wait for the others at its own address",
@@ -215,6 +219,28 @@ def test_rendezvous(cluster, verdict):
         judge_tcp(verdict, probes[0], f"{host.name} -> {plan.master.name} MASTER_PORT ({subject}, from the "
                                       f"{plan.source})", subject, host=host.name,
                   python=target_python(cluster, plan.master))
+
+
+def _rank_zero_on_the_master(verdict, ranks: dict[str, str], plan) -> None:
+    """Distinct ranks: they are 0..N-1, and rank 0 (which hosts the store the others meet at) is
+    the node MASTER_ADDR names; otherwise every rank waits at an address where no one listens."""
+    numbers = {h: int(r) for h, r in ranks.items() if r.isascii() and r.isdigit()}
+    expected = set(range(len(ranks)))
+    if set(numbers.values()) != expected or len(numbers) != len(ranks):
+        odd = sorted(h for h, r in ranks.items() if h not in numbers or numbers[h] not in expected)
+        zero = "" if 0 in numbers.values() else "no node has RANK=0; "
+        verdict.failed("RANK", outliers=tuple(odd), where="RANK",
+                       observed=zero + "; ".join(f"RANK={ranks[h]} on {h}" for h in odd),
+                       expected=f"RANK 0..{len(ranks) - 1}, one per node")
+        return
+    zero = next(h for h, n in numbers.items() if n == 0)
+    if plan.master is not None and plan.master.name != zero:
+        verdict.failed("RANK", outliers=(zero, plan.master.name), where="RANK",
+                       observed=f"RANK=0 is on {zero}, but MASTER_ADDR={plan.address} names {plan.master.name}",
+                       expected="RANK=0 on the node MASTER_ADDR names (rank 0 hosts the rendezvous)")
+        return
+    verdict.passed("RANK", message=f"distinct RANK 0..{len(ranks) - 1} on all {len(ranks)} nodes"
+                                   + (f", 0 on the master {zero}" if plan.master is not None else ""))
 
 
 # -- HCCL host ports ---------------------------------------------------------------------------

@@ -747,6 +747,21 @@ def hccl_endpoint(host, facts) -> tuple[str, str]:
     return (address, why) if address else fallback
 
 
+def _loopback(address: str) -> bool:
+    try:
+        return address.lower() == "localhost" or ipaddress.ip_address(address.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text.split("%")[0])
+        return True
+    except ValueError:
+        return False
+
+
 def _is_ipv4(text: str) -> bool:
     try:
         return ipaddress.ip_address(text).version == 4
@@ -840,15 +855,16 @@ def rendezvous_plan(cluster) -> RendezvousPlan | None:
         return None
     addrs = [v.get("MASTER_ADDR") for v in values.values() if v.get("MASTER_ADDR")]
     ports = [v.get("MASTER_PORT") for v in values.values() if v.get("MASTER_PORT")]
-    address = max(set(addrs), key=addrs.count) if addrs else None
-    port_text = max(set(ports), key=ports.count) if ports else None
+    # The value most nodes share; a tie goes to the first in sort order, the same in every run.
+    address = max(sorted(set(addrs)), key=addrs.count) if addrs else None
+    port_text = max(sorted(set(ports)), key=ports.count) if ports else None
     source = "environment"
     if address is None and port_text is None and job is not None:
         address, port_text, source = job[0], job[1], f"job {job[2]}"
     port = int(port_text) if port_text and port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536 \
         else None
     master = None
-    if address:
+    if address and not _loopback(address):  # each node's own: cluster.rendezvous says so
         for host in cluster.hosts:
             if address in (host.name, host.address):
                 master = host
@@ -856,6 +872,11 @@ def rendezvous_plan(cluster) -> RendezvousPlan | None:
         # MASTER_ADDR on another NIC of a node (the training network, not the one SSH uses).
         owners = [host for host, facts in cluster.reachable() if address in node_addresses(facts)]
         master = owners[0] if len(owners) == 1 else None
+    if address and master is None and not _is_ip(address) and not _loopback(address):
+        # node-01.cluster.local for the inventory's node-01 (or the other way round): the same short name.
+        short = address.split(".")[0].lower()
+        same = [h for h in cluster.hosts if h.name.split(".")[0].lower() == short]
+        master = same[0] if len(same) == 1 else None
     sources = [h for h, _ in cluster.reachable() if master is None or h.name != master.name]
     if address is None or port is None:
         master = None

@@ -446,6 +446,51 @@ def test_rendezvous_agreement():
     assert {(r.host, r.outcome) for r in reach} == {("node-02", "passed"), ("node-03", "passed")}
 
 
+def _rdzv_cluster(envs, probe_to=None):
+    from tests.factsets import healthy_raw
+    hosts = [make_host(f"node-0{i}", address=f"10.0.0.{i}") for i in range(1, len(envs) + 1)]
+    facts = [make_facts(h.name, raw=healthy_raw(env=e)) for h, e in zip(hosts, envs)]
+    for f in facts:
+        f.raw["tcp.rendezvous"] = out(f"open {probe_to or '10.0.0.1'} 29500 temporary\n")
+    return cluster_of(*zip(hosts, facts))
+
+
+def test_rendezvous_rank_zero_is_on_the_master():
+    """Distinct ranks passed with rank 0 on another node than MASTER_ADDR's, or with no rank 0 at all:
+    every rank then waits at an address where no store listens."""
+    def env(rank, addr="10.0.0.1"):
+        return {"MASTER_ADDR": addr, "MASTER_PORT": "29500", "RANK": rank, "WORLD_SIZE": "3"}
+
+    def rank_result(envs, **kw):
+        [r] = [r for r in run_check(network.test_rendezvous, cluster=_rdzv_cluster(envs, **kw)) if r.subject == "RANK"]
+        return r
+
+    r = rank_result([env("0"), env("1"), env("2")])
+    assert r.outcome == "passed" and "0 on the master node-01" in r.message
+    r = rank_result([env("1"), env("0"), env("2")])
+    assert r.outcome == "failed" and "RANK=0 is on node-02, but MASTER_ADDR=10.0.0.1 names node-01" in r.message
+    r = rank_result([env("1"), env("2"), env("3")])
+    assert r.outcome == "failed" and "no node has RANK=0" in r.message and r.outliers == ("node-03",)
+    # MASTER_ADDR as a fully qualified name of the inventory's node-01: node-01 is the master, its port probed.
+    r = rank_result([env("0", "node-01.cluster.local"), env("1", "node-01.cluster.local"), env("2", "node-01.cluster.local")],
+                    probe_to="node-01.cluster.local")
+    assert r.outcome == "passed" and "the master node-01" in r.message
+
+
+def test_rendezvous_loopback_master_is_a_failure_even_when_a_local_entry_is_named_so():
+    from preflight.activeprobe import rendezvous_plan
+    from tests.factsets import healthy_raw
+    env = {"MASTER_ADDR": "localhost", "MASTER_PORT": "29500"}
+    hosts = [make_host("localhost", address="localhost"), make_host("node-02", address="10.0.0.2")]
+    cl = cluster_of(*[(h, make_facts(h.name, raw=healthy_raw(env=env))) for h in hosts])
+    assert rendezvous_plan(cl).master is None
+    [r] = [r for r in run_check(network.test_rendezvous, cluster=cl) if r.subject == "localhost:29500"]
+    assert r.outcome == "failed" and "is a loopback address" in r.message
+    single = cluster_of((hosts[0], make_facts("localhost", raw=healthy_raw(env=env))))
+    [r] = [r for r in run_check(network.test_rendezvous, cluster=single) if r.subject == "localhost:29500"]
+    assert r.outcome == "passed" and "single-node" in r.message
+
+
 def test_rendezvous_master_on_another_nic_of_a_node():
     """MASTER_ADDR on node-01's training NIC (not the address SSH uses): node-01 is the master and
     its port is probed there; an address every node has (a bridge) names no one master."""
