@@ -119,6 +119,13 @@ def test_ray_ports(host, facts, cluster, verdict):
     if head.name != host.name and (head_facts is None or not head_facts.reachable):
         verdict.error(message=f"not evaluated: the Ray head {head.name} is unreachable")
         return
+    if head.name != host.name and head.connection == "local" and _is_loopback(head.address):
+        # The head is this controller, listed as localhost: a worker probing there reaches itself.
+        verdict.error(message=f"the Ray head {head.name} is this machine (connection: local) at {head.address}, "
+                              f"which {host.name} cannot reach it by",
+                      remedy=f"Give {head.name} the address the workers reach it by (its cluster-network IP) as "
+                             f"address: in the inventory, keeping connection: local.")
+        return
     targets = ray_plan(cluster).get(host.name)
     if not targets:
         verdict.skipped(message=f"{host.name} is the Ray head and no worker is reachable")

@@ -679,7 +679,10 @@ def _make_ray_plan(cluster) -> dict[str, list[tuple]]:
         return {}
     head = heads[0]
     workers = [h for h, _ in cluster.reachable() if h.name != head.name]
-    plan = {w.name: _ray_ports(head, DEFAULT_RAY_PORTS) for w in workers}
+    # A head that is this controller listed as localhost cannot be probed from the workers
+    # (cluster.ray_ports says so): they would reach themselves.
+    reachable_head = not (head.connection == "local" and _loopback(head.address))
+    plan = {w.name: _ray_ports(head, DEFAULT_RAY_PORTS) for w in workers} if reachable_head else {}
     # The controller's own local entry is no Ray node another one reaches (its address may be
     # localhost: a probe there would reach the prober itself).
     ranged = [w for w in workers if w.connection != "local"]

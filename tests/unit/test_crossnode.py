@@ -153,6 +153,21 @@ def test_ray_ports_the_heads_and_the_next_workers_range_with_warning_severity_fo
                                             "node-01:19999"]
 
 
+def test_a_ray_head_that_is_this_controller_as_localhost_is_not_probed_from_the_workers():
+    """The workers probed localhost:6379 and reached themselves: 'refused although a listener is open
+    on the target (a firewall REJECT rule...)', wrong twice."""
+    from preflight.activeprobe import ray_plan
+    from tests.factsets import healthy_raw
+    ctl = make_host("ctl", address="localhost", groups=["head"])
+    ctl = dataclasses.replace(ctl, connection="local")
+    worker = make_host("node-02", address="10.0.0.2", groups=["worker"])
+    cl = cluster_of((ctl, make_facts("ctl", raw=healthy_raw())), (worker, make_facts("node-02", raw=healthy_raw())))
+    assert "node-02" not in ray_plan(cl)
+    [r] = run_check(network.test_ray_ports, host=worker, facts=cl.facts["node-02"], cluster=cl)
+    assert r.outcome == "error" and "is this machine (connection: local) at localhost" in r.message
+    assert "address the workers reach it by" in r.remedy
+
+
 def test_ray_plan_every_worker_probes_the_head_and_each_range_is_probed_once():
     """The head's five ports from every worker; each worker's range from the Ray node before it, with
     that worker's own inventory ports; nothing when the head is unreachable."""
