@@ -539,6 +539,22 @@ def test_vllm(host, facts, verdict, compat):
                               f"vllm-ascend {plugin} was built against it.")
     elif tnpu and row.get("torch_npu"):
         verdict.passed("torch_npu", message=f"vllm-ascend {plugin} with torch_npu {tnpu}")
+    ta = stack.version_of("triton-ascend")
+    if ta and row.get("triton_ascend"):
+        if C.pip_equal(ta, str(row["triton_ascend"])):
+            verdict.passed("triton-ascend", message=f"vllm-ascend {plugin} with triton-ascend {ta}")
+        else:
+            verdict.failed("triton-ascend", severity="warning",
+                           observed=f"vllm-ascend {plugin} with triton-ascend {ta}",
+                           expected=f"triton-ascend {row['triton_ascend']} ({source})",
+                           remedy=f"pip install triton-ascend=={row['triton_ascend']}, the release vllm-ascend "
+                                  f"{plugin} was tested with (its kernels compile against that CANN).")
+    if stack.version and row.get("python") and C.in_range(stack.version, str(row["python"])) is False:
+        verdict.failed("python", severity="warning",
+                       observed=f"vllm-ascend {plugin} on Python {stack.version}",
+                       expected=f"Python {row['python']} ({source})",
+                       remedy=f"Run vllm-ascend {plugin} in a Python {row['python']} environment (its wheels and "
+                              f"image are built for it), or use the vllm-ascend release made for this Python.")
 
 
 @check("versions.triton", title="triton-ascend (not the standard triton) beside vllm-ascend",

@@ -620,6 +620,20 @@ def test_vllm_ascend_with_another_cann_or_torch_npu_warns():
     assert "pip install torch_npu==2.8.0.post2" in r["torch_npu"].remedy
 
 
+def test_vllm_ascend_with_another_triton_ascend_or_python_warns():
+    """The row's triton-ascend and Python were never read: 0.23.0 with triton-ascend 3.2.0 (CANN 8.5's) passed."""
+    r = _vllm_results(**{"vllm-ascend": "0.23.0", "vllm": "0.23.0", "triton-ascend": "3.2.0"})
+    assert r["triton-ascend"].outcome == "warning"
+    explained(r["triton-ascend"], "vllm-ascend 0.23.0 with triton-ascend 3.2.0", "triton-ascend 3.2.2")
+    assert _vllm_results(**{"vllm-ascend": "0.23.0", "vllm": "0.23.0", "triton-ascend": "3.2.2"})[
+        "triton-ascend"].outcome == "passed"
+    raw = node_raw(python_dot_stack=out(stack_output(packages={**PACKAGES, "vllm-ascend": "0.13.0", "vllm": "0.13.0"},
+                                                     version="3.12.3")))
+    [py] = [x for x in run(versions.test_vllm, H, make_facts(raw=raw)) if x.subject == "python"]
+    assert py.outcome == "warning"
+    explained(py, "vllm-ascend 0.13.0 on Python 3.12.3", "Python >=3.10,<3.12")
+
+
 def test_vllm_ascend_without_vllm_or_off_the_table():
     r = _vllm_results(**{"vllm-ascend": "0.13.0rc1"})
     assert r["vllm"].outcome == "failed"
