@@ -304,6 +304,41 @@ def test_torch_pair(host, facts, verdict):
         verdict.passed(message=f"torch {torch}, torch_npu {tnpu} ({where})")
 
 
+def _mindspeed_row(compat, version: str):
+    """The MindSpeed table row of a release (2.3.0_core_r0.12.1 is 2.3.0's); 1.0.RC3 is not 1.0.0's."""
+    release = version.split("_core_r")[0].removeprefix("v")
+    row = next((r for r in compat.rows("mindspeed") if str(r["mindspeed"]).lower() == release.lower()), None)
+    if row is None and not re.search("rc", release, re.I):
+        row = next((r for r in compat.rows("mindspeed") if C.base_release(r["mindspeed"]) == C.base_release(release)
+                    and not re.search("rc", str(r["mindspeed"]), re.I)), None)
+    return row
+
+
+def _mindspeed_stack(verdict, compat, ms: str, ms_how: str, facts, stack) -> None:
+    """The CANN and torch the MindSpeed release was made for (a warning: the table's columns)."""
+    row = _mindspeed_row(compat, ms) if not ms.startswith("0.") else None
+    if row is None:
+        return
+    files = facts.optional("ascend.files")
+    cann, torch = (_cann_of(files) if files is not None else None), stack.version_of("torch")
+    off = []
+    if cann and row.get("cann") and not _cann_in(cann, row["cann"]):
+        off.append(f"CANN {cann}")
+    if torch and row.get("torch") and C.base_release(torch) not in {C.base_release(t) for t in C.as_list(row["torch"])}:
+        off.append(f"torch {torch}")
+    wanted = (f"CANN {' or '.join(C.as_list(row.get('cann')))} and torch {' or '.join(C.as_list(row.get('torch')))}, "
+              f"what MindSpeed {row['mindspeed']} was released for ({compat.source(row)})")
+    if off:
+        verdict.failed("mindspeed-stack", severity="warning", observed=f"MindSpeed {ms} ({ms_how}) with {' and '.join(off)}",
+                       expected=wanted,
+                       remedy=f"Use the CANN and torch MindSpeed {row['mindspeed']} lists, or the MindSpeed release "
+                              f"made for this CANN and torch (its branch README lists them).")
+    elif cann or torch:
+        verdict.passed("mindspeed-stack", message=f"MindSpeed {ms} with "
+                                                  + " and ".join(x for x in (cann and f"CANN {cann}",
+                                                                             torch and f"torch {torch}") if x))
+
+
 def _mindspeed_mcore(compat, version: str):
     m = re.search(r"core_r(\d+\.\d+\.\d+)", version)
     if m:
@@ -321,7 +356,7 @@ def _mindspeed_mcore(compat, version: str):
 
 
 @check("versions.mindspeed_megatron", title="MindSpeed / MindSpeed-MM and Megatron core versions pair",
-       reference=faq.M19, needs=("python.stack",),
+       reference=faq.M19, needs=("python.stack", "ascend.files?"),
        remedy=("Check out the Megatron-LM tag the MindSpeed branch names (core_rA.B.C -> git checkout core_vA.B.C, "
                "e.g. pip install git+https://github.com/NVIDIA/Megatron-LM.git@core_v0.12.1), and the MindSpeed "
                "release MindSpeed-MM's README lists; verl needs MindSpeed 2.3.0_core_r0.12.1 or newer."))
@@ -335,7 +370,7 @@ def test_mindspeed_megatron(host, facts, verdict, compat):
     ms, ms_how = _mindspeed_release(stack, "mindspeed", ms_pkg)
     mm, mm_how = _mindspeed_release(stack, "mindspeed_mm", mm_pkg)
     if mm_pkg:
-        row = _row(compat, "mindspeed_mm", "mindspeed_mm", C.base_release(mm)) if mm else None
+        row = _mindspeed_mm_row(compat, mm) if mm else None
         if not ms:
             verdict.failed("mindspeed-mm", observed=f"MindSpeed-MM {mm or mm_pkg} without MindSpeed",
                            expected=f"MindSpeed {row['mindspeed'] if row else ''} installed".replace("  ", " "))
@@ -392,8 +427,17 @@ def test_mindspeed_megatron(host, facts, verdict, compat):
                        expected=f"Megatron core {' or '.join(wanted)} ({why})")
     else:
         verdict.passed("megatron", message=f"MindSpeed {ms} with Megatron core {mcore} ({mcore_how})")
+    _mindspeed_stack(verdict, compat, ms, ms_how, facts, stack)
     if stack.version_of("verl"):
         _verl_mindspeed(verdict, compat, stack.version_of("verl"), ms, ms_how)
+
+
+def _mindspeed_mm_row(compat, mm: str):
+    """MindSpeed-MM's row: the release itself, else its X.Y.Z (not for an RC: 1.0.RC3 is not 1.0.0)."""
+    row = next((r for r in compat.rows("mindspeed_mm") if str(r["mindspeed_mm"]).lower() == mm.lower()), None)
+    if row is None and not re.search("rc", mm, re.I):
+        row = _row(compat, "mindspeed_mm", "mindspeed_mm", C.base_release(mm))
+    return row
 
 
 def _same_mindspeed(wanted: str, have: str) -> bool:

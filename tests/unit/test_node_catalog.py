@@ -524,29 +524,44 @@ def test_mindspeed_mm_26_releases_pair_with_their_mindspeed_branch(release):
 
 
 def test_mindspeed_mm_as_installed_by_its_guide():
-    results = ok(run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(mindspeed_mm_stack()))))
+    # On the CANN MindSpeed 2.3.0 was released for (the default node's 8.2.RC1 is another's).
+    cann_85 = out(files_output(toolkit="toolkit-install-info/8.5.0-aarch64-cann-root.txt", kernels=None, atb=None))
+
+    def on_cann_85(stack):
+        return facts_of(python_dot_stack=out(stack), ascend_dot_files=cann_85)
+
+    results = ok(run(versions.test_mindspeed_megatron, H, on_cann_85(mindspeed_mm_stack())))
     by = {r.subject: r for r in results}
     assert "MindSpeed-MM 2.3.0 with MindSpeed 2.3.0_core_r0.12.1" in by["mindspeed-mm"].message
     assert "Megatron core 0.12.1 (/opt/MindSpeed-MM/megatron/core/package_info.py)" in by["megatron"].message
     # An older core copied in; a MindSpeed branch MindSpeed-MM's release does not go with.
-    [r] = bad(run(versions.test_mindspeed_megatron, H,
-                  facts_of(python_dot_stack=out(mindspeed_mm_stack(copied="0.8.0")))))
+    [r] = bad(run(versions.test_mindspeed_megatron, H, on_cann_85(mindspeed_mm_stack(copied="0.8.0"))))
     assert r.outcome == "failed"
     explained(r, "with Megatron core 0.8.0 (/opt/MindSpeed-MM/megatron/core/package_info.py)", "0.12.1")
-    [r] = bad(run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(
-        mindspeed_mm_stack(ms_head="ref: refs/heads/2.1.0_core_r0.12.1")))))
-    assert r.subject == "mindspeed-mm" and r.outcome == "failed"
+    older = mindspeed_mm_stack(ms_head="ref: refs/heads/2.1.0_core_r0.12.1")
+    [r] = [r for r in bad(run(versions.test_mindspeed_megatron, H, on_cann_85(older))) if r.subject == "mindspeed-mm"]
+    assert r.outcome == "failed"
     explained(r, "MindSpeed-MM 2.3.0 (branch 2.3.0 of /opt/MindSpeed-MM)", "MindSpeed 2.3.0")
     # verl reads the release off the branch: 2.1.0 on core 0.12.1 is too old for it.
-    [r] = [r for r in run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(
-        mindspeed_mm_stack(ms_head="ref: refs/heads/2.1.0_core_r0.12.1", verl="0.6.1")))) if r.subject == "verl"]
+    with_verl = mindspeed_mm_stack(ms_head="ref: refs/heads/2.1.0_core_r0.12.1", verl="0.6.1")
+    [r] = [r for r in run(versions.test_mindspeed_megatron, H, on_cann_85(with_verl)) if r.subject == "verl"]
     assert r.outcome == "failed" and "branch 2.1.0_core_r0.12.1 of /opt/MindSpeed" in r.message
+
+
+def test_mindspeed_off_the_cann_and_torch_it_was_released_for_warns():
+    """The table's cann and torch columns were never read: MindSpeed 26.0.0 on CANN 8.2.RC1 passed."""
+    stack = mindspeed_mm_stack(ms_head="ref: refs/heads/26.0.0_core_r0.12.1", mm_head="ref: refs/heads/26.0.0")
+    by = {r.subject: r for r in run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack)))}
+    assert by["mindspeed-stack"].outcome == "warning"
+    explained(by["mindspeed-stack"], "MindSpeed 26.0.0_core_r0.12.1", "with CANN 8.2.RC1", "CANN 9.0.0 and torch 2.7.1")
 
 
 @pytest.mark.parametrize("mm, ms, outcome", [
     ("2.1.0", "2.1.0_core_r0.8.0", "passed"), ("2.1.0", "2.1.0_core_r0.12.1", "failed"),
     ("1.0.0", "1.0.0_core_r0.6.0", "passed"), ("1.0.0", "1.0.0_core_r0.7.0", "failed"),
-    ("2.1.0", "2.1.0", "passed"), ("1.0.0", "1.0.RC3_core_r0.6.0", "failed")])
+    ("2.1.0", "2.1.0", "passed"), ("1.0.0", "1.0.RC3_core_r0.6.0", "failed"),
+    # 1.0.RC3 is a release of its own, not 1.0.0's row: it told the operator to install 1.0.0's MindSpeed.
+    ("1.0.RC3", "1.0.RC3_core_r0.6.0", "warning")])
 def test_mindspeed_mm_wants_one_megatron_core_of_a_mindspeed_release(mm, ms, outcome):
     # MindSpeed 2.1.0 and 1.0.0 each have branches on two cores; MindSpeed-MM's README names one.
     stack = mindspeed_mm_stack(ms_head=f"ref: refs/heads/{ms}", mm_head=f"ref: refs/heads/{mm}")
