@@ -719,6 +719,9 @@ def _item_value(item, files, stack):
         return files.atb_version
     if item == "python":
         return stack.version
+    if item == "megatron-core":
+        # MindSpeed-MM's guide copies megatron/ into its checkout rather than pip-installing it.
+        return stack.version_of(item) or (stack.megatron_core or {}).get("version")
     return stack.version_of(item)
 
 

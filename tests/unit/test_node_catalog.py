@@ -779,6 +779,17 @@ def test_versions_agree_compares_the_mindspeed_release_not_its_pip_version():
     assert r.outcome == "passed" and "0.12.1 on all 3 nodes" in r.message, r.message
 
 
+def test_versions_agree_compares_a_megatron_copied_into_the_checkout():
+    """MindSpeed-MM's guide copies megatron/ in (no pip package): cores 0.12.1 and 0.8.0 passed as agreeing."""
+    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    raws = {h.name: node_raw(python_dot_stack=out(mindspeed_mm_stack(copied="0.8.0" if h.name == "node-02" else "0.12.1")))
+            for h in hosts}
+    [r] = [r for r in run(versions.test_versions_agree, cluster=cluster_of(*[(h, make_facts(h.name, raw=raws[h.name]))
+                                                                            for h in hosts]))
+           if r.subject == "megatron-core"]
+    assert r.outcome == "failed" and r.outliers == ("node-02",), r.message
+
+
 @pytest.mark.parametrize("odd, outcome", [("3.10.14", "warning"), ("3.11.9", "failed")])
 def test_versions_agree_python_a_patch_release_apart_is_a_warning(odd, outcome):
     hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
