@@ -569,7 +569,7 @@ class PreflightRun:
         if not self.strict:
             warned = [r for r in self.store.all() if r.outcome == "warning"]
             if warned:
-                tr.write_line(f"{len(warned)} warning(s), not blocking the verdict (--strict makes them so; "
+                tr.write_line(f"{len(warned)} warning(s), not blocking the verdict (--preflight-strict or --strict makes them so; "
                               f"each with its remedy in matrix.html):", yellow=True)
                 for line in brief(warned):
                     tr.write_line("  " + line, yellow=True)
