@@ -233,7 +233,7 @@ def test_a_warning_is_printed_in_the_terminal_without_strict(pytester, inv):
     pytester.makepyfile(test_mine=USER_CHECK)
     result = run(pytester, "--inventory", "inv.yaml", "test_mine.py", "-k", "warns")
     assert result.ret == 0, output(result)
-    result.stdout.fnmatch_lines(["*1 warning(s), not blocking the verdict (--strict makes them so; each with its remedy in matrix.html):",
+    result.stdout.fnmatch_lines(["*1 warning(s), not blocking the verdict (--preflight-strict or --strict makes them so; each with its remedy in matrix.html):",
                                  "  WARNING [[]mine.always_warns[]] localhost: something odd; expected nothing odd",
                                  "verdict: READY"])
     result = run(pytester, "--inventory", "inv.yaml", "test_mine.py", "-k", "warns", "--strict")
