@@ -1,11 +1,14 @@
 """Host firewalls on multi-node hosts."""
 
+import ipaddress
+
 from preflight import faq
+from preflight.activeprobe import node_addresses
 from preflight.check import check
 
 
 @check("net.firewall", title="No firewall (firewalld, ufw, a blanket iptables or nftables drop) on multi-node hosts",
-       severity="warning", reference=faq.R_FIREWALL, needs=("net.firewall", "ascend.files?"),
+       severity="warning", reference=faq.R_FIREWALL, needs=("net.firewall", "ascend.files?", "net.interfaces?"),
        remedy=("Stop the firewall on training nodes (systemctl stop firewalld && systemctl disable firewalld; "
                "ufw disable; for nftables rules of your own: systemctl disable --now nftables, or remove the drop "
                "from the input chain named), or allow all TCP between the training nodes (e.g. firewall-cmd "
@@ -19,7 +22,11 @@ def test_firewall(host, facts, cluster, verdict):
         return
     state = facts.get("net.firewall")
     found = state.active
-    if found:
+    allowed = _peers_allowed(state, host, cluster) if found else None
+    if allowed:
+        verdict.passed(message=f"{'; '.join(found)}, but the nodes' network is accepted ahead of it "
+                               f"(-s {', '.join(allowed)}: every other node has an address there)")
+    elif found:
         verdict.failed(observed="; ".join(found), expected="no host firewall between the training nodes")
     elif state.unreadable and _in_container(facts):
         # A container without NET_ADMIN cannot read the rules, and they are the host's anyway.
@@ -43,6 +50,28 @@ def test_firewall(host, facts, cluster, verdict):
                 f"iptables INPUT policy {state.input_policy}" if state.input_policy else None,
                 f"{state.nft_input_chains} nftables input chain(s) accepting" if state.nft_input_chains else None]
         verdict.passed(message="no active firewall (" + (", ".join(s for s in seen if s) or "no firewall tool") + ")")
+
+
+def _peers_allowed(state, host, cluster) -> list[str] | None:
+    """The accepted source networks, when they hold an address of every other reachable node and
+    iptables' drops are all there is (firewalld, ufw and nftables are not read rule by rule)."""
+    if (state.firewalld or "").strip().lower() in ("running", "active") or state.ufw == "active" \
+            or state.nft_findings or not state.accepted_sources:
+        return None
+    networks = []
+    for source in state.accepted_sources:
+        try:
+            networks.append(ipaddress.ip_network(source, strict=False))
+        except ValueError:
+            continue
+    peers = [facts for other, facts in cluster.reachable() if other.name != host.name]
+    if not peers or not networks:
+        return None
+    for facts in peers:
+        addresses = [ipaddress.ip_address(a) for a in node_addresses(facts)]
+        if not any(a in n for a in addresses for n in networks if a.version == n.version):
+            return None
+    return [str(n) for n in networks]
 
 
 def _in_container(facts) -> bool:

@@ -474,6 +474,9 @@ class FirewallState:
     unreadable: tuple[str, ...] = ()  # "iptables -S INPUT: Permission denied (you must be root)", ...
     nft_findings: tuple[str, ...] = ()  # nftables input-hook chains that drop: a policy, a blanket rule
     nft_input_chains: int = 0  # nftables input-hook chains read (0: nft absent, or no such chain)
+    # Source networks an INPUT (or a chain it jumps to) rule ACCEPTs before any blanket drop
+    # (`-A INPUT -s 10.0.0.0/24 -j ACCEPT`): the drop does not reach the nodes in them.
+    accepted_sources: tuple[str, ...] = ()
 
     @property
     def active(self) -> list[str]:
@@ -494,7 +497,7 @@ class FirewallState:
 def parse_firewall(text: str) -> FirewallState:
     """``firewalld=<state>``, ``ufw=<Status: ...>``, ``iptables=<iptables -S INPUT line>`` lines."""
     firewalld = ufw = policy = None
-    rules, unreadable, nft = [], [], []
+    rules, unreadable, nft, sources = [], [], [], []
     ended: set[str] = set()  # chains an unconditional ACCEPT or RETURN leaves
     seen = False
     for line in text.splitlines():
@@ -524,8 +527,11 @@ def parse_firewall(text: str) -> FirewallState:
                 policy = m.group(1)
             elif chain and chain.group(1) not in ended:
                 name = chain.group(1)
+                accept = re.fullmatch(r"-A \S+ -s (\S+)(?: -p (?:tcp|all))? -j ACCEPT", value)
                 if re.fullmatch(r"-A \S+ -j (ACCEPT|RETURN)", value):
                     ended.add(name)  # every packet leaves the chain here: what follows is not reached
+                elif accept and not rules:  # ahead of every drop found so far
+                    sources.extend(accept.group(1).split(","))
                 elif re.search(r"-j (DROP|REJECT)\b", value) and (name == "INPUT") == (key == "iptables") \
                         and not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp|"
                                           r"-m mark\b", value):
@@ -544,7 +550,7 @@ def parse_firewall(text: str) -> FirewallState:
         raise ParseError(f"no firewall state lines: {_excerpt(text)}")
     running = (firewalld or "").strip().lower() in ("running", "active")
     return FirewallState(firewalld=firewalld, ufw=ufw, input_policy=policy, blanket_rules=tuple(rules),
-                         unreadable=tuple(unreadable),
+                         unreadable=tuple(unreadable), accepted_sources=tuple(sources),
                          nft_findings=_nft_findings(nft, iptables_read=policy is not None or bool(rules),
                                                     firewalld_running=running),
                          nft_input_chains=sum(1 for entry in nft if len(entry) == 5 and entry[3] == "policy"))

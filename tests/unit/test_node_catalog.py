@@ -1288,6 +1288,24 @@ def test_firewall():
     assert r.outcome == "warning"
 
 
+def test_a_firewall_that_accepts_the_nodes_network_first_passes():
+    """Default DROP with the nodes' subnet accepted ahead of it is the usual hardened cluster, and what
+    the remedy asks for: it warned all the same."""
+    hosts = [make_host("node-01"), make_host("node-02")]
+    cl = cluster_of(*[(h, make_facts(h.name)) for h in hosts])  # every node has eth0 10.0.0.1/24
+    rules = "iptables=-P INPUT DROP\niptables=-A INPUT -i lo -j ACCEPT\niptables=-A INPUT -s 10.0.0.0/24 -j ACCEPT\n"
+    [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(rules)), cl)
+    assert r.outcome == "passed" and "accepted ahead of it (-s 10.0.0.0/24" in r.message, r.message
+    # A subnet the other node is not in, or an accept after the drop, leaves the finding.
+    for text in (rules.replace("10.0.0.0/24", "192.168.0.0/16"),
+                 "iptables=-P INPUT ACCEPT\niptables=-A INPUT -j DROP\niptables=-A INPUT -s 10.0.0.0/24 -j ACCEPT\n"):
+        [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(text)), cl)
+        assert r.outcome == "warning", (text, r.message)
+    # firewalld's zones are not read rule by rule: still a finding.
+    [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out("firewalld=running\n" + rules)), cl)
+    assert r.outcome == "warning"
+
+
 def test_firewall_reads_nftables_input_chains():
     """nftables-native rules (nftables.service) are not in iptables -S: an input-hook chain's drop
     policy or a rule dropping everything is a finding; matched drops are not; iptables-nft's own
