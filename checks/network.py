@@ -1,6 +1,7 @@
 """What two nodes must be able to do to each other (phase two: probes between nodes)."""
 
 import ipaddress
+import re
 import shlex
 from collections import Counter, defaultdict
 
@@ -248,6 +249,39 @@ def _rank_zero_on_the_master(verdict, ranks: dict[str, str], plan) -> None:
         return
     verdict.passed("RANK", message=f"distinct RANK 0..{len(ranks) - 1} on all {len(ranks)} nodes"
                                    + (f", 0 on the master {zero}" if plan.master is not None else ""))
+
+
+# Filesystems one node's files can be another's on (stat -f's names); anything else is local.
+NETWORK_FS = re.compile(r"nfs\d*|cifs|smb\d*|lustre|gpfs|ceph|glusterfs|beegfs|fuse\..*|9p|virtiofs|panfs|wekafs|"
+                        r"ocfs2|gfs2|afs")
+
+
+def _read_only_but_shared(verdict, path, writer, views) -> bool:
+    """A read-only path (a model folder mounted :ro) takes no marker: judged by its filesystem
+    instead, the same network filesystem and source on every node.  False when that cannot be said
+    (the usual "not writable" failure follows)."""
+    seen = {host: view.filesystems.get(path) for host, view in views.items()}
+    if not all(seen.values()):
+        return False
+    kinds = {fs for fs in seen.values()}
+    fstype, source = seen[writer]
+    if len(kinds) == 1 and NETWORK_FS.fullmatch(fstype):
+        verdict.passed(path, message=f"{path} is read-only on {writer}, so no marker could be written; it is the "
+                                     f"same {fstype} filesystem ({source}) on all {len(views)} nodes")
+        return True
+    described = "; ".join(f"{fold(hs)}: {t} {s}" for (t, s), hs in _group(seen).items())
+    verdict.failed(path, outliers=tuple(sorted(views)), where=path,
+                   observed=f"{path} is read-only on {writer} (no marker could be written), and its filesystem is "
+                            f"not one network filesystem everywhere: {described}",
+                   expected="one network filesystem, the same source on every node")
+    return True
+
+
+def _group(per_host: dict) -> dict:
+    out: dict = defaultdict(list)
+    for host, value in per_host.items():
+        out[value].append(host)
+    return out
 
 
 # -- HCCL host ports ---------------------------------------------------------------------------
@@ -538,6 +572,8 @@ def test_shared_storage(cluster, verdict):
         return
     for path in paths:
         wrote = {e.path: e.state for e in views[writer].entries}.get(path)
+        if wrote == "unwritable" and _read_only_but_shared(verdict, path, writer, views):
+            continue
         if wrote != "written":
             reason = {"absent": "does not exist", "unwritable": "is not writable"}.get(wrote, "was not probed")
             verdict.failed(path, outliers=(writer,), where=path,

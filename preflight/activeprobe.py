@@ -143,8 +143,14 @@ done
 wait
 """.replace("@OPTIONS@", LAUNCHER_SSH_OPTIONS)
 
+# The filesystem a path is on: "fs <type> <source> <path>" (a read-only path cannot take a marker,
+# but the same network filesystem on every node is as good a sign).
+_FS_OF = r"""fs_of() { local t s; t=$(timeout 5 stat -f -c %T -- "$2" 2>/dev/null); \
+s=$(timeout 5 df -P -- "$2" 2>/dev/null | awk 'NR==2 {print $1}'); echo "fs ${t:--} ${s:--} $1"; }
+"""
+
 # Writes one marker per path, reports, waits for stdin to close, then removes them.
-_MARKER_WRITER = r"""
+_MARKER_WRITER = _FS_OF + r"""
 m=$1; shift
 made=()
 cleanup() { for f in "${made[@]}"; do rm -f -- "$f"; done; }
@@ -153,13 +159,13 @@ for d in "$@"; do
   p=$d; @HOME_P@
   if [ ! -d "$p" ]; then echo "absent $d"
   elif : > "$p/$m" 2>/dev/null; then made+=("$p/$m"); echo "written $d"
-  else echo "unwritable $d"; fi
+  else echo "unwritable $d"; fs_of "$d" "$p"; fi
 done
 echo READY
 read -r _ || true
 """.replace("@HOME_P@", expand_home("p"))
 
-_MARKER_READER = r"""
+_MARKER_READER = _FS_OF + r"""
 m=$1; shift
 for d in "$@"; do
   p=$d; @HOME_P@
@@ -167,7 +173,7 @@ for d in "$@"; do
   elif [ -e "$p/$m" ]; then echo "seen $d"
   else
     meta=$(cd "$p" 2>/dev/null && ls -d common.pt .metadata metadata.json latest_checkpointed_iteration.txt 2>/dev/null | tr '\n' ',')
-    echo "missing $d ${meta:--}"
+    echo "missing $d ${meta:--}"; fs_of "$d" "$p"
   fi
 done
 """.replace("@HOME_P@", expand_home("p"))

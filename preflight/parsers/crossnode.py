@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import ParseError
 from .system import TcpProbe, parse_tcp_probe
@@ -65,10 +65,12 @@ class StorageView:
     writer: str | None  # the node that wrote the markers (None on the writer itself)
     is_writer: bool
     entries: tuple[StorageEntry, ...]
+    # path -> (filesystem type, source) where no marker could be written or seen ("nfs", "nas:/export")
+    filesystems: dict = field(default_factory=dict)
 
 
 def parse_storage(text: str) -> StorageView:
-    writer, is_writer, entries = None, False, []
+    writer, is_writer, entries, filesystems = None, False, [], {}
     for line in text.splitlines():
         if line.startswith("from "):
             writer = line[5:].strip()
@@ -77,6 +79,11 @@ def parse_storage(text: str) -> StorageView:
             is_writer = True
             line = line[len("writer "):]
         state, _, rest = line.partition(" ")
+        if state == "fs":
+            parts = rest.split(" ", 2)
+            if len(parts) == 3:
+                filesystems[parts[2]] = (parts[0], parts[1])
+            continue
         if state in ("written", "unwritable", "absent", "seen"):
             entries.append(StorageEntry(state, rest))
         elif state == "missing":
@@ -84,7 +91,7 @@ def parse_storage(text: str) -> StorageView:
             entries.append(StorageEntry(state, path, tuple(m for m in meta.split(",") if m and m != "-")))
     if not entries:
         raise ParseError("no shared-storage record")
-    return StorageView(writer, is_writer, tuple(entries))
+    return StorageView(writer, is_writer, tuple(entries), filesystems)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import shutil
+import subprocess
 
 import pytest
 
@@ -412,6 +413,36 @@ def test_shared_storage_views():
     hosts, cl = _cluster(records, shared_paths=("/shared",), checkpoint_dir="/ckpt")
     [bad] = [r for r in run_check(network.test_shared_storage, cluster=cl) if r.outcome != "passed"]
     assert bad.outcome == "warning" and "checkpoint metadata present on node-[02-03]" in bad.message
+
+
+def test_a_read_only_shared_path_is_judged_by_its_filesystem():
+    """A model folder mounted read-only takes no marker: it was an error, "not writable on node-01",
+    with the remedy to mount a shared filesystem it already was."""
+    fs = "fs nfs4 nas:/export/models /models\n"
+    records = {"node-01": {"storage.shared": "writer unwritable /models\nwriter " + fs},
+               "node-02": {"storage.shared": "from node-01\nmissing /models -\n" + fs},
+               "node-03": {"storage.shared": "from node-01\nmissing /models -\n" + fs}}
+    hosts, cl = _cluster(records, shared_paths=("/models",))
+    [r] = run_check(network.test_shared_storage, cluster=cl)
+    assert r.outcome == "passed" and "same nfs4 filesystem (nas:/export/models) on all 3 nodes" in r.message, r.message
+    records["node-03"] = {"storage.shared": "from node-01\nmissing /models -\nfs ext2/ext3 /dev/sda2 /models\n"}
+    hosts, cl = _cluster(records, shared_paths=("/models",))
+    [r] = run_check(network.test_shared_storage, cluster=cl)
+    assert r.outcome == "failed" and "node-03: ext2/ext3 /dev/sda2" in r.message, r.message
+    # Without the filesystem lines (an older record): the plain "not writable" failure.
+    records = {"node-01": {"storage.shared": "writer unwritable /models\n"},
+               "node-02": {"storage.shared": "from node-01\nmissing /models -\n"}}
+    hosts, cl = _cluster(records, shared_paths=("/models",))
+    [r] = [r for r in run_check(network.test_shared_storage, cluster=cl) if r.subject == "/models"]
+    assert r.outcome == "failed" and "/models is not writable on node-01" in r.message
+
+
+def test_the_filesystem_line_of_the_marker_scripts(tmp_path):
+    from preflight.activeprobe import _FS_OF
+    out = subprocess.run(["bash", "-c", _FS_OF + 'fs_of "/with space" "$1"', "x", str(tmp_path)],
+                         capture_output=True, text=True, timeout=30).stdout
+    kind, source, path = out.strip().split(" ", 3)[1:]
+    assert path == "/with space" and kind not in ("", "-") and source not in ("", "-"), out
 
 
 def test_shared_storage_with_fewer_than_two_reached_nodes_says_so():
