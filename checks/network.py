@@ -189,7 +189,8 @@ def test_rendezvous(cluster, verdict):
         wrong = sorted(h for h, v in sizes.items() if v != str(len(cluster.hosts)))
         if wrong:
             verdict.failed("WORLD_SIZE", outliers=tuple(wrong), where="WORLD_SIZE",
-                           observed="; ".join(f"WORLD_SIZE={sizes[h]} on {h}" for h in wrong),
+                           observed="; ".join(f"WORLD_SIZE={v} on {fold(hs)}"
+                                              for v, hs in _group({h: sizes[h] for h in wrong}).items()),
                            expected=f"WORLD_SIZE={len(cluster.hosts)} (the number of nodes in the inventory)")
         else:
             verdict.passed("WORLD_SIZE", message=f"WORLD_SIZE={len(cluster.hosts)} on every node that sets it")

@@ -523,6 +523,12 @@ def test_rendezvous_rank_zero_is_on_the_master():
     assert r.outcome == "passed" and "the master node-01" in r.message
 
 
+def test_rendezvous_world_size_on_many_nodes_is_one_line():
+    envs = [{"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "RANK": str(i), "WORLD_SIZE": "32"} for i in range(4)]
+    [r] = [r for r in run_check(network.test_rendezvous, cluster=_rdzv_cluster(envs)) if r.subject == "WORLD_SIZE"]
+    assert r.outcome == "failed" and "WORLD_SIZE=32 on node-[01-04]; expected WORLD_SIZE=4" in r.message, r.message
+
+
 def test_rendezvous_loopback_master_is_a_failure_even_when_a_local_entry_is_named_so():
     from preflight.activeprobe import rendezvous_plan
     from tests.factsets import healthy_raw
