@@ -318,6 +318,15 @@ def test_hccl_ports(host, facts, cluster, verdict):
     address, why = hccl_endpoint(peer, peer_facts)
     why = "" if address == peer.address else f" ({why})"
     own = node_addresses(facts)
+    # Each port expected at the peer has its record (a cut-short run or a replayed file could lack
+    # one; a record for another port is not that port's answer).
+    wanted = hccl_ports_of(peer, peer_facts)[1]
+    by_port = {p.port: p for p in probes}
+    for port in wanted:
+        if port not in by_port:
+            verdict.error(f"{peer.name}:{port}", message=f"{host.name} -> {peer.name} HCCL port {port} at {address}: "
+                                                         f"no probe record", remedy=NO_RECORD_REMEDY)
+    probes = [by_port[port] for port in wanted if port in by_port]
     for probe in probes:
         path = f"{host.name} -> {peer.name} HCCL port {probe.port} at {probe.address}{why}"
         if probe.address in own:

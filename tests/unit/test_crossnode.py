@@ -214,6 +214,15 @@ def test_the_ray_probe_listens_on_every_target_and_connects_from_every_source():
         assert results and {r.outcome for r in results} == {"passed"}
 
 
+def test_hccl_ports_without_a_record_for_a_port_say_so():
+    """A record with port 60000 only passed: 60015 was never mentioned."""
+    hosts, cl = _cluster({"node-01": {"tcp.hccl": "open 10.0.0.2 60000 temporary\n"}})
+    results = {r.subject: r for r in run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"],
+                                               cluster=cl)}
+    assert results["node-02:60000"].outcome == "passed"
+    assert results["node-02:60015"].outcome == "error" and "no probe record" in results["node-02:60015"].message
+
+
 def test_hccl_ports_name_the_peer():
     hosts, cl = _cluster({"node-01": {"tcp.hccl": "timeout 10.0.0.2 60000 temporary x\nopen 10.0.0.2 60015 temporary\n"}})
     results = run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
@@ -927,8 +936,9 @@ def test_hccls_own_nic_choice_without_hccl_socket_ifname():
                                             "by name other than docker and lo")
     hosts, cl = _cluster({"node-01": {"tcp.hccl": "timeout 172.18.0.1 60000 temporary x\n"}})
     cl.facts["node-02"] = facts
-    [result] = run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
-    assert result.subject == "node-02:60000" and result.outcome == "failed"
+    [result] = [r for r in run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+                if r.subject == "node-02:60000"]
+    assert result.outcome == "failed"
     assert "node-01 -> node-02 HCCL port 60000 at 172.18.0.1 (HCCL_SOCKET_IFNAME unset: HCCL picks br-1a2b" in \
         result.observed
 
