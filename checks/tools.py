@@ -9,12 +9,12 @@ from preflight.parsers.system import RCMD_DEFAULT_FILE
 
 
 def is_launcher(host, cluster) -> bool:
-    """A marked launcher, or any host when the inventory marks none (pdsh is then needed anywhere)
-    but one with `launcher: false`."""
-    if host.vars.get("launcher") is False:
-        return False
-    marked = launcher_hosts(cluster)
-    return not marked or host.name in {h.name for h in marked}
+    """A marked launcher, or any host when the inventory marks none (pdsh is then needed anywhere).
+    A head, or a `launcher:` set either way, is a marking: a head with `launcher: false` and no
+    other launcher means no host launches with pdsh."""
+    if any("head" in h.roles or h.vars.get("launcher") is not None for h in cluster.hosts):
+        return host.name in {h.name for h in launcher_hosts(cluster)}
+    return True
 
 
 PDSH_INSTALL = ("Install pdsh on the launcher node: apt install pdsh (Debian/Ubuntu) or yum install pdsh "
@@ -28,7 +28,8 @@ def test_pdsh(host, facts, cluster, verdict):
         verdict.skipped(message="a single-node inventory: no multi-node launch")
         return
     if not is_launcher(host, cluster):
-        verdict.skipped(message=f"{host.name} does not launch jobs (not in group head, launcher: false)")
+        why = "launcher: false" if host.vars.get("launcher") is False else "not in group head, nor launcher: true"
+        verdict.skipped(message=f"{host.name} does not launch jobs ({why})")
         return
     try:  # read after the skips: a worker's hung `pdsh -V` must not block a launch it plays no part in
         pdsh = facts.get("tools.pdsh")

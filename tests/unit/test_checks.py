@@ -573,10 +573,12 @@ def test_launcher_false_takes_a_head_out_of_the_launchers():
     assert [h.name for h in launcher_hosts(cl)] == ["login"]
     missing = make_facts(tools_dot_pdsh=out("", rc=1))
     assert outcomes(run_check(tools.test_pdsh, host=head, facts=missing, cluster=cl)) == {(None, "skipped")}
-    # Nothing marked but the head's opt-out: pdsh everywhere else.
+    # The head opted out and no other launcher: no host launches with pdsh (the workers needed it).
     cl = cluster_of((head, make_facts("node-01")), (worker, make_facts("node-02")))
-    assert outcomes(run_check(tools.test_pdsh, host=head, facts=missing, cluster=cl)) == {(None, "skipped")}
-    assert outcomes(run_check(tools.test_pdsh, host=worker, facts=missing, cluster=cl)) == {(None, "failed")}
+    [r] = run_check(tools.test_pdsh, host=head, facts=missing, cluster=cl)
+    assert r.outcome == "skipped" and "(launcher: false)" in r.message
+    [r] = run_check(tools.test_pdsh, host=worker, facts=missing, cluster=cl)
+    assert r.outcome == "skipped" and "not in group head, nor launcher: true" in r.message
 
 
 def test_pdsh_everywhere_when_no_launcher_is_marked():
