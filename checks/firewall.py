@@ -1,6 +1,7 @@
 """Host firewalls on multi-node hosts."""
 
 import ipaddress
+from collections import Counter
 
 from preflight import faq
 from preflight.activeprobe import node_addresses
@@ -67,8 +68,11 @@ def _peers_allowed(state, host, cluster) -> list[str] | None:
     peers = [facts for other, facts in cluster.reachable() if other.name != host.name]
     if not peers or not networks:
         return None
+    # An address several nodes share (docker0's 172.17.0.1 everywhere) is no node's own: a subnet
+    # holding only those does not let the nodes in.
+    counts = Counter(a for _, facts in cluster.reachable() for a in node_addresses(facts))
     for facts in peers:
-        addresses = [ipaddress.ip_address(a) for a in node_addresses(facts)]
+        addresses = [ipaddress.ip_address(a) for a in node_addresses(facts) if counts[a] == 1]
         if not any(a in n for a in addresses for n in networks if a.version == n.version):
             return None
     return [str(n) for n in networks]

@@ -498,6 +498,7 @@ def parse_firewall(text: str) -> FirewallState:
     """``firewalld=<state>``, ``ufw=<Status: ...>``, ``iptables=<iptables -S INPUT line>`` lines."""
     firewalld = ufw = policy = None
     rules, unreadable, nft, sources = [], [], [], []
+    jumped = False  # INPUT entered another chain before the rule read now
     ended: set[str] = set()  # chains an unconditional ACCEPT or RETURN leaves
     seen = False
     for line in text.splitlines():
@@ -527,11 +528,15 @@ def parse_firewall(text: str) -> FirewallState:
                 policy = m.group(1)
             elif chain and chain.group(1) not in ended:
                 name = chain.group(1)
-                accept = re.fullmatch(r"-A \S+ -s (\S+)(?: -p (?:tcp|all))? -j ACCEPT", value)
+                accept = re.fullmatch(r'-A \S+ -s (\S+)(?: -p (?:tcp|all))?(?: -m comment --comment (?:"[^"]*"|\S+))?'
+                                      r' -j ACCEPT', value)
+                jump = re.fullmatch(r"-A INPUT(?: .*)? -j (\S+)", value) if key == "iptables" else None
                 if re.fullmatch(r"-A \S+ -j (ACCEPT|RETURN)", value):
                     ended.add(name)  # every packet leaves the chain here: what follows is not reached
-                elif accept and not rules:  # ahead of every drop found so far
+                elif accept and not rules and not jumped:  # ahead of every drop, and of every chain INPUT enters
                     sources.extend(accept.group(1).split(","))
+                if jump and jump.group(1) not in ("ACCEPT", "DROP", "REJECT", "RETURN", "LOG"):
+                    jumped = True  # its drops are listed after INPUT's own rules, but come first
                 elif re.search(r"-j (DROP|REJECT)\b", value) and (name == "INPUT") == (key == "iptables") \
                         and not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp|"
                                           r"-m mark\b", value):

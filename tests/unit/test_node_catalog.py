@@ -1291,9 +1291,19 @@ def test_firewall():
 def test_a_firewall_that_accepts_the_nodes_network_first_passes():
     """Default DROP with the nodes' subnet accepted ahead of it is the usual hardened cluster, and what
     the remedy asks for: it warned all the same."""
+    from tests.factsets import IFACES, healthy_raw
+
+    def node(i):  # eth0 10.0.0.i/24, and docker0's 172.17.0.1 that every node has
+        nics = json.loads(json.dumps(IFACES))
+        nics[1]["addr_info"] = [{"family": "inet", "local": f"10.0.0.{i}", "prefixlen": 24}]
+        nics.append({"ifname": "docker0", "flags": ["UP"], "operstate": "UP",
+                     "addr_info": [{"family": "inet", "local": "172.17.0.1", "prefixlen": 16}]})
+        return make_facts(f"node-0{i}", raw=healthy_raw(interfaces=nics))
+
     hosts = [make_host("node-01"), make_host("node-02")]
-    cl = cluster_of(*[(h, make_facts(h.name)) for h in hosts])  # every node has eth0 10.0.0.1/24
-    rules = "iptables=-P INPUT DROP\niptables=-A INPUT -i lo -j ACCEPT\niptables=-A INPUT -s 10.0.0.0/24 -j ACCEPT\n"
+    cl = cluster_of((hosts[0], node(1)), (hosts[1], node(2)))
+    rules = ("iptables=-P INPUT DROP\niptables=-A INPUT -i lo -j ACCEPT\n"
+             'iptables=-A INPUT -s 10.0.0.0/24 -m comment --comment "cluster" -j ACCEPT\n')
     [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(rules)), cl)
     assert r.outcome == "passed" and "accepted ahead of it (-s 10.0.0.0/24" in r.message, r.message
     # A subnet the other node is not in, or an accept after the drop, leaves the finding.
@@ -1301,6 +1311,14 @@ def test_a_firewall_that_accepts_the_nodes_network_first_passes():
                  "iptables=-P INPUT ACCEPT\niptables=-A INPUT -j DROP\niptables=-A INPUT -s 10.0.0.0/24 -j ACCEPT\n"):
         [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(text)), cl)
         assert r.outcome == "warning", (text, r.message)
+    # A chain INPUT enters before the accept is reached first: its drop stands (iptables -S lists it last).
+    harden = ("iptables=-P INPUT ACCEPT\niptables=-A INPUT -j HARDEN\niptables=-A INPUT -s 10.0.0.0/24 -j ACCEPT\n"
+              "iptables_chain=-N HARDEN\niptables_chain=-A HARDEN -j DROP\n")
+    [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(harden)), cl)
+    assert r.outcome == "warning", r.message
+    # A subnet holding only an address every node shares (docker0) lets no node in.
+    [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(rules.replace("10.0.0.0/24", "172.17.0.0/16"))), cl)
+    assert r.outcome == "warning", r.message
     # firewalld's zones are not read rule by rule: still a finding.
     [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out("firewalld=running\n" + rules)), cl)
     assert r.outcome == "warning"
