@@ -183,7 +183,7 @@ def test_rendezvous(cluster, verdict):
             verdict.failed("RANK", outliers=tuple(dup + unset), where="RANK", observed="; ".join(parts),
                            expected="a distinct RANK on every node")
         else:
-            _rank_zero_on_the_master(verdict, ranks, plan)
+            _rank_zero_on_the_master(verdict, ranks, plan, [h.name for h in cluster.hosts])
     sizes = {h: env.get("WORLD_SIZE") for h, env in values.items() if env.get("WORLD_SIZE")}
     if sizes:
         wrong = sorted(h for h, v in sizes.items() if v != str(len(cluster.hosts)))
@@ -230,17 +230,25 @@ def test_rendezvous(cluster, verdict):
                   python=target_python(cluster, plan.master))
 
 
-def _rank_zero_on_the_master(verdict, ranks: dict[str, str], plan) -> None:
+def _rank_zero_on_the_master(verdict, ranks: dict[str, str], plan, names: list[str]) -> None:
     """Distinct ranks: they are 0..N-1, and rank 0 (which hosts the store the others meet at) is
     the node MASTER_ADDR names; otherwise every rank waits at an address where no one listens."""
     numbers = {h: int(r) for h, r in ranks.items() if r.isascii() and r.isdigit()}
-    expected = set(range(len(ranks)))
-    if set(numbers.values()) != expected or len(numbers) != len(ranks):
-        odd = sorted(h for h, r in ranks.items() if h not in numbers or numbers[h] not in expected)
-        zero = "" if 0 in numbers.values() else "no node has RANK=0; "
+    nodes = len(names)  # every node of the inventory, also those whose environment was not read
+    odd = sorted(h for h, r in ranks.items() if h not in numbers or numbers[h] >= nodes)
+    if odd:
         verdict.failed("RANK", outliers=tuple(odd), where="RANK",
-                       observed=zero + "; ".join(f"RANK={ranks[h]} on {h}" for h in odd),
-                       expected=f"RANK 0..{len(ranks) - 1}, one per node")
+                       observed="; ".join(f"RANK={ranks[h]} on {h}" for h in odd),
+                       expected=f"node ranks 0..{nodes - 1}, one per node")
+        return
+    if 0 not in numbers.values():
+        unread = [n for n in names if n not in ranks]
+        if unread:
+            verdict.error("RANK", message=f"RANK=0 is on none of the nodes read; not evaluated on {fold(unread)}, "
+                                          f"whose environment was not read")
+        else:
+            verdict.failed("RANK", where="RANK", observed=f"no node has RANK=0 (ranks {', '.join(sorted(ranks.values()))})",
+                           expected=f"node ranks 0..{nodes - 1}, one per node, 0 on the master")
         return
     zero = next(h for h, n in numbers.items() if n == 0)
     if plan.master is not None and plan.master.name != zero:
@@ -248,7 +256,8 @@ def _rank_zero_on_the_master(verdict, ranks: dict[str, str], plan) -> None:
                        observed=f"RANK=0 is on {zero}, but MASTER_ADDR={plan.address} names {plan.master.name}",
                        expected="RANK=0 on the node MASTER_ADDR names (rank 0 hosts the rendezvous)")
         return
-    verdict.passed("RANK", message=f"distinct RANK 0..{len(ranks) - 1} on all {len(ranks)} nodes"
+    read = "" if len(ranks) == nodes else f" read (of {nodes})"
+    verdict.passed("RANK", message=f"distinct RANK within 0..{nodes - 1} on all {len(ranks)} nodes{read}"
                                    + (f", 0 on the master {zero}" if plan.master is not None else ""))
 
 

@@ -525,11 +525,29 @@ def test_rendezvous_rank_zero_is_on_the_master():
     r = rank_result([env("1"), env("0"), env("2")])
     assert r.outcome == "failed" and "RANK=0 is on node-02, but MASTER_ADDR=10.0.0.1 names node-01" in r.message
     r = rank_result([env("1"), env("2"), env("3")])
-    assert r.outcome == "failed" and "no node has RANK=0" in r.message and r.outliers == ("node-03",)
+    assert r.outcome == "failed" and "RANK=3 on node-03" in r.message and r.outliers == ("node-03",)
+    r = rank_result([env("2"), env("1"), env("3"), env("4")][:3])
+    assert r.outcome == "failed" and r.outliers == ("node-03",)
     # MASTER_ADDR as a fully qualified name of the inventory's node-01: node-01 is the master, its port probed.
     r = rank_result([env("0", "node-01.cluster.local"), env("1", "node-01.cluster.local"), env("2", "node-01.cluster.local")],
                     probe_to="node-01.cluster.local")
     assert r.outcome == "passed" and "the master node-01" in r.message
+
+
+def test_rendezvous_ranks_count_the_nodes_not_read_too():
+    """A node unreachable: the ranks of the others were judged against the nodes read (0..2 of 4),
+    and a healthy node-04 with RANK=3 was blamed."""
+    from preflight.facts import HostFacts
+    envs = [{"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "RANK": str(i), "WORLD_SIZE": "4"} for i in range(4)]
+    cl = _rdzv_cluster(envs)
+    cl.facts["node-03"] = HostFacts(host="node-03", address="10.0.0.3", reachable=False, error="refused")
+    [r] = [r for r in run_check(network.test_rendezvous, cluster=cl) if r.subject == "RANK"]
+    assert r.outcome == "passed", r.message
+    # Rank 0 (the master) not read: not evaluated, no one blamed.
+    cl = _rdzv_cluster(envs)
+    cl.facts["node-01"] = HostFacts(host="node-01", address="10.0.0.1", reachable=False, error="refused")
+    [r] = [r for r in run_check(network.test_rendezvous, cluster=cl) if r.subject == "RANK"]
+    assert r.outcome == "error" and "not evaluated on node-01" in r.message, r.message
 
 
 def test_rendezvous_world_size_on_many_nodes_is_one_line():
