@@ -524,20 +524,21 @@ class PhaseTwo:
         settled: set[tuple[str, str]] = set()
 
         def pairs_of(job):
-            """NPU i pings NPU i; NPUs without a same-numbered peer (containers given other devices)
-            are paired in order."""
+            """NPU i pings NPU i (HCCL's rings join same-numbered NPUs); nodes with no NPU number in
+            common (containers given other devices) are paired in order."""
             src, dst = job
             src_ips, dst_ips = by_name[src][1], by_name[dst][1]
             common = sorted(src_ips.keys() & dst_ips.keys())
-            rest = zip(sorted(src_ips.keys() - dst_ips.keys()), sorted(dst_ips.keys() - src_ips.keys()))
-            return sorted([(d, d, dst_ips[d]) for d in common] + [(d, dd, dst_ips[dd]) for d, dd in rest])
+            if common:
+                return [(d, d, dst_ips[d]) for d in common]
+            return [(d, dd, dst_ips[dd]) for d, dd in zip(sorted(src_ips), sorted(dst_ips))]
 
         def unpaired(job):
-            """Source NPUs left without a peer (the peer node has fewer NPUs with a device IP): said, not silent."""
+            """Source NPUs left without a peer: said (a skip: the peer's own results say why), not silent."""
             src, dst = job
             paired = {d for d, _, _ in pairs_of(job)}
-            return [f"{dst} {d} {d} - skipped {dst} has no NPU with a device IP left to pair with it "
-                    f"(see hccl.device_ip on {dst})" for d in sorted(by_name[src][1]) if d not in paired]
+            return [f"{dst} {d} {d} - skipped no peer: {dst} has no npu{d} with a device IP"
+                    for d in sorted(by_name[src][1]) if d not in paired]
 
         def record(job, lines, stderr=""):
             """Adds one job's lines to its source's record, once: an abandoned job's thread may
@@ -577,7 +578,7 @@ class PhaseTwo:
 
             def abandoned(job, elapsed):
                 record(job, left(job, pairs_of(job), f"no answer from {job[0]} within {elapsed:.0f}s "
-                                                     f"(the ping run was abandoned)"))
+                                                     f"(the ping run was abandoned)") + unpaired(job))
 
             # One round at a time: the pairs of a round are disjoint, so no NPU pings twice at once.
             longest = max(len(pairs_of(job)) for job in jobs)
