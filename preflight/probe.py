@@ -46,6 +46,8 @@ DEFAULT_CAP = 1 << 20  # bytes of stdout (and of stderr) kept per command
 # Resolved once per script: the tools may be off PATH in a non-interactive session.
 _PRELUDE = r"""
 exec 3>&1
+# A vendor tool crashing on a broken driver leaves no core file behind in the login's home.
+ulimit -c 0 2>/dev/null
 PF_NPUSMI=$(command -v npu-smi 2>/dev/null)
 # -e, not -x: a tool that is there but not executable should say "permission denied", not "not found".
 for p in /usr/local/bin/npu-smi /usr/local/sbin/npu-smi; do [ -z "$PF_NPUSMI" ] && [ -e "$p" ] && PF_NPUSMI=$p; done
@@ -198,7 +200,7 @@ def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP,
         lines.append(f"PF_PLAN={shlex.quote(json.dumps(plan))}")
         lines.append('PF_PY3=; for p in /usr/bin/python3 "$(command -v python3 2>/dev/null)"; do '
                      '[ -z "$PF_PY3" ] && [ -x "$p" ] && PF_PY3=$p; done')
-        lines.append(f'if [ -z "$PF_PY3" ] || ! "$PF_PY3" -I -S -c "$PF_PYRUN" "$PF" "$PF_READ" {t} "$PF_PLAN" '
+        lines.append(f'if [ -z "$PF_PY3" ] || ! "$PF_PY3" -I -S -B -c "$PF_PYRUN" "$PF" "$PF_READ" {t} "$PF_PLAN" '
                      '"$PF_DEVS" "${BASH:-bash}" 3>&- </dev/null; then pf_bash_runner; fi')
     lines.append('printf \'%s END\\n\' "$PF"')
     return "\n".join(lines) + "\n"

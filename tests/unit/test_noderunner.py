@@ -37,6 +37,19 @@ def test_the_python_runner_runs_the_commands_when_the_node_has_python3():
     assert bash.outputs["parent"].stdout == "timeout\n"  # GNU timeout starts each command there
 
 
+def test_the_python_runner_writes_no_bytecode_on_the_node():
+    """-I makes Python ignore PYTHONDONTWRITEBYTECODE: without -B, a node whose standard library has no
+    caches (python:* images delete them) got __pycache__ files from the probe."""
+    nonce = new_nonce()
+    cmds = [ProbeCommand("parent", "tr '\\0' ' ' < /proc/$PPID/cmdline")]
+    out = parse_probe_output(_probe(build_script(cmds, nonce, 5)).stdout, nonce).outputs["parent"].stdout
+    flags = out.split(" -c ")[0].split()[1:]
+    assert "-B" in flags and "-I" in flags, out[:200]
+
+    core = parse_probe_output(_probe(build_script([ProbeCommand("core", "ulimit -c")], nonce, 5)).stdout, nonce)
+    assert core.outputs["core"].stdout == "0\n"  # a crashing tool leaves no core file on the node
+
+
 def test_unknown_runner_is_refused():
     with pytest.raises(ValueError, match="runner"):
         build_script([], new_nonce(), 5, runner="perl")
