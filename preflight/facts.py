@@ -20,7 +20,7 @@ from .parsers import hccn_tool as hccn
 from .parsers import npu_smi
 from .parsers import system
 from .probe import CommandOutput, ProbeCommand
-from .results import visible
+from .results import is_secret_name, redact_secrets, visible
 
 
 class FactUnavailable(Exception):
@@ -418,7 +418,7 @@ class HostFacts:
                 try:
                     value = self.get(name)
                     if name in ENV_FACTS:
-                        value = {k: "<redacted>" if is_secret_name(k) else v for k, v in value.items()}
+                        value = {k: "<redacted>" if is_secret_name(k) else redact_secrets(v) for k, v in value.items()}
                     parsed[name] = _jsonable(value)
                 except FactUnavailable as exc:
                     parsed[name] = {"unavailable": str(exc)}
@@ -444,14 +444,6 @@ class HostFacts:
                    raw=shared.keep(raw) if shared else raw, shared=shared)
 
 
-_SECRET_WORDS = ("PASS", "SECRET", "TOKEN", "CREDENTIAL", "PRIVATE", "APIKEY", "API_KEY", "ACCESS_KEY", "AUTH")
-
-
-def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return any(word in upper for word in _SECRET_WORDS) or upper.endswith("_PAT")  # GITHUB_PAT
-
-
 ENV_FACTS = ("session.env", "session.env_login")  # outputs of `env -0`
 
 
@@ -461,7 +453,8 @@ def redact_env_text(text: str) -> str:
     for record in text.split("\0"):
         head, eq, _ = record.partition("=")
         name = head.rsplit("\n", 1)[-1]  # a marker line may precede the first variable
-        records.append(f"{head}=<redacted>" if eq and is_secret_name(name) else record)
+        # Other values lose what a URL carries inline (PIP_INDEX_URL=https://user:pass@...).
+        records.append(f"{head}=<redacted>" if eq and is_secret_name(name) else redact_secrets(record))
     return "\0".join(records)
 
 

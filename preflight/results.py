@@ -39,10 +39,39 @@ def visible(text: str) -> str:
     return _CONTROL.sub(lambda m: _escape(m.group()), text)
 
 
+_SECRET_WORDS = ("PASS", "SECRET", "TOKEN", "CREDENTIAL", "PRIVATE", "APIKEY", "API_KEY", "ACCESS_KEY", "AUTH")
+
+
+def is_secret_name(name: str) -> bool:
+    """A variable name that holds a secret by its look (HF_TOKEN, AWS_SECRET_ACCESS_KEY, OBS_SK, GITHUB_PAT)."""
+    upper = name.upper()
+    return any(word in upper for word in _SECRET_WORDS) or upper.endswith(("_PAT", "_SK", "_AK"))
+
+
+# Secrets written inline in a command line or a URL, as launch scripts and job files quote them.
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+):([^@\s/]+)@")
+_AUTH_HEADER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
+_QUERY_SECRET = re.compile(r"(?i)([?&](?:[a-z_]*token|[a-z_]*key|secret|password|passwd|sig|signature)=)[^&\s'\"]+")
+_FLAG_SECRET = re.compile(r"(?i)(--[a-z0-9_-]*(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)"
+                          r"[a-z0-9_-]*)([= ])(?!<redacted>)([^\s'\"]+)")
+_ASSIGNMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(?!<redacted>)([^\s'\"&]+)")
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with inline secrets replaced by ``<redacted>``: a URL's password, an Authorization
+    header, a token in a query string, a ``--hf-token X`` flag, a ``HF_TOKEN=X`` assignment."""
+    text = _URL_PASSWORD.sub(r"\1:<redacted>@", text)
+    text = _AUTH_HEADER.sub(r"\1 <redacted>", text)
+    text = _QUERY_SECRET.sub(r"\1<redacted>", text)
+    text = _FLAG_SECRET.sub(r"\1\2<redacted>", text)
+    return _ASSIGNMENT.sub(lambda m: f"{m[1]}=<redacted>" if is_secret_name(m[1]) else m[0], text)
+
+
 def one_line(text: str) -> str:
     r"""``visible(text)`` with newlines written out as ``\n`` too: a message quoting a node's value
-    stays on its own line, so the value cannot print a line of its own in the terminal summary."""
-    return visible(text).replace("\n", "\\n")
+    stays on its own line, so the value cannot print a line of its own in the terminal summary.
+    Inline secrets it quotes (a launch script's token) are redacted."""
+    return redact_secrets(visible(text)).replace("\n", "\\n")
 
 
 def shortened(text: str, limit: int = 1000) -> str:

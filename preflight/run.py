@@ -21,7 +21,7 @@ from .inventory import Host, Inventory, check_host, load_inventory
 from .probe import packed
 from .reachable import unjudged_failures
 from .report.json_report import unwritable, write_atomically
-from .results import Result, ResultStore, visible, worst
+from .results import Result, ResultStore, one_line, redact_secrets, visible, worst
 from .shards import ShardedGatherer
 
 RUN_KEY = pytest.StashKey["PreflightRun"]()
@@ -475,7 +475,8 @@ class PreflightRun:
     def jobs_json(self) -> list[dict]:
         """The --job files and what their reader could not see (values only the run knows, flags a
         branch hides, "$@"): the checks that need such a value say so; these notes say it once."""
-        return [{"path": j.path, "kind": j.kind, "notes": [visible(n) for n in j.notes]} for j in self.jobs]
+        return [{"path": j.path, "kind": j.kind, "notes": [redact_secrets(visible(n)) for n in j.notes]}
+                for j in self.jobs]
 
     def finish(self, session, exitstatus) -> None:
         from .report.json_report import write_json
@@ -558,7 +559,7 @@ class PreflightRun:
             tr.write_line(f"job(s): {', '.join(j.path for j in self.jobs)}; model and paths read on {where}")
             notes = [n for j in self.jobs for n in j.notes]
             for note in notes[:JOB_NOTES_SHOWN]:
-                tr.write_line(f"  note: {visible(note)}")
+                tr.write_line(f"  note: {one_line(note)}")
             if len(notes) > JOB_NOTES_SHOWN:
                 tr.write_line(f"  ... and {len(notes) - JOB_NOTES_SHOWN} more notes in preflight.json (jobs)")
         # What pytest itself does not print: the run's own findings (a host it could not reach
@@ -726,8 +727,11 @@ class _Progress:
 def _host_to_json(h: Host) -> dict:
     host_vars = _plain(h.vars)
     if isinstance(host_vars.get("env"), dict):  # the job's environment, as the node's own is saved
-        host_vars["env"] = {k: "<redacted>" if is_secret_name(k) and v is not None else v
+        host_vars["env"] = {k: "<redacted>" if is_secret_name(k) and v is not None else
+                            redact_secrets(v) if isinstance(v, str) else v
                             for k, v in host_vars["env"].items()}
+    if isinstance(host_vars.get("tags"), dict):
+        host_vars["tags"] = {k: "<redacted>" if is_secret_name(str(k)) else v for k, v in host_vars["tags"].items()}
     return {"name": h.name, "address": h.address, "connection": h.connection, "user": h.user, "port": h.port,
             "identity_file": h.identity_file, "jump_host": h.jump_host, "known_hosts": h.known_hosts,
             "ssh_config": h.ssh_config, "groups": list(h.groups), "vars": host_vars, "line": h.line}

@@ -235,6 +235,24 @@ def test_a_tools_terminal_escapes_never_reach_the_operators_terminal():
         assert "\\x1b]0;PWNED\\x07\\x1b[2J" in text, text
 
 
+@pytest.mark.parametrize("text, shown", [
+    ('TP=$(curl -s -H "Authorization: Bearer sk-LEAK10" http://cfg/tp)',
+     'TP=$(curl -s -H "Authorization: Bearer <redacted>" http://cfg/tp)'),
+    ("PP=4 --hf-token LEAK11 at job.sh:3", "PP=4 --hf-token <redacted> at job.sh:3"),
+    ("--load https://user:LEAK13@host/models", "--load https://user:<redacted>@host/models"),
+    ("--data-path /data/x?token=LEAK15&y=1", "--data-path /data/x?token=<redacted>&y=1"),
+    ("data.train_files=hdfs://u:LEAK21@nn/x.parquet", "data.train_files=hdfs://u:<redacted>@nn/x.parquet"),
+    ("HF_TOKEN=abc OBS_SK=xyz HCCL_CONNECT_TIMEOUT=600", "HF_TOKEN=<redacted> OBS_SK=<redacted> HCCL_CONNECT_TIMEOUT=600"),
+    ("tokenizer at /models/llama --load /ckpt", "tokenizer at /models/llama --load /ckpt"),
+])
+def test_secrets_a_message_quotes_are_redacted(text, shown):
+    """Job notes quoted launch-script lines as written, tokens and URL passwords included, into every report."""
+    info = CheckInfo(id="job.tp", severity="error", title="t", remedy="r", reference="FAQ")
+    verdict = Verdict(info, "node-01")
+    verdict.failed(observed=text, expected="x")
+    assert verdict.results[0].observed == shown
+
+
 def test_a_nodes_value_with_a_newline_cannot_print_a_line_of_its_own():
     info = CheckInfo(id="env.socket_ifname", severity="error", title="t", remedy="r", reference="FAQ")
     verdict = Verdict(info, "node-01")

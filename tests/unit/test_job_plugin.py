@@ -54,6 +54,22 @@ def test_what_the_job_reader_could_not_see_is_said_in_terminal_json_and_page(pyt
     assert "Not read from the job files" in page and "is set from outside the script" in page
 
 
+def test_a_token_in_the_launch_script_reaches_no_report(pytester):
+    """A note quotes the line a value comes from: a token or a URL password on it went into the
+    terminal, preflight.json and both pages as written."""
+    hf = hf_model(pytester.path / "Qwen2-7B")
+    script = verl_script(model=str(hf), bucket=512, train=str(hf / "config.json"))
+    script = script.replace("trainer.nnodes=1", "trainer.nnodes=$(curl -s -H 'Authorization: Bearer sk-LEAK10' "
+                                                "https://ops:LEAK13@cfg.example/nnodes)")
+    (pytester.path / "run.sh").write_text(script)
+    result = run(pytester, "--job", "run.sh", "--job-local")
+    assert "sk-LEAK10" not in text(result) and "LEAK13" not in text(result), text(result)
+    assert "Bearer <redacted>" in text(result)
+    for name in ("preflight.json", "matrix.html", "preflight.html"):
+        page = (pytester.path / "reports" / name).read_text()
+        assert "sk-LEAK10" not in page and "LEAK13" not in page, name
+
+
 def test_good_job_is_ready(pytester):
     (pytester.path / "rlvr.yaml").write_text(roll_yaml())
     result = run(pytester, "--job", "rlvr.yaml", "--job-local", "-k", "roll")

@@ -766,7 +766,7 @@ def test_an_internal_error_is_never_ready(pytester, inv):
     assert doc["ready"] is False and doc["exit_code"] == 3
 
 
-def test_facts_out_redacts_the_inventorys_job_environment_and_is_private(pytester):
+def test_facts_out_redacts_the_inventorys_job_environment_and_is_private(pytester, monkeypatch):
     """--facts-out redacted secrets of the node's environment but kept the inventory's own `env:`
     (the job's) as written, in a file anyone could read."""
     import os
@@ -774,14 +774,22 @@ def test_facts_out_redacts_the_inventorys_job_environment_and_is_private(pyteste
 
     inv = pytester.path / "inv.yaml"
     inv.write_text("hosts:\n  - name: localhost\n    connection: local\n"
-                   "    env: {HF_TOKEN: hf_invsecret, GITHUB_PAT: ghp_invsecret, HCCL_CONNECT_TIMEOUT: '1200'}\n")
+                   "    env: {HF_TOKEN: hf_invsecret, GITHUB_PAT: ghp_invsecret, HCCL_CONNECT_TIMEOUT: '1200',\n"
+                   "          PIP_EXTRA_INDEX_URL: 'https://invuser:invurlpass@pypi.example/simple'}\n"
+                   "    tags: {secret_password: tagpass}\n")
     facts = pytester.path / "facts.json"
+    # Secrets the node's own environment (here: this one's) holds under names that do not look
+    # secret, or inline in a URL.
+    monkeypatch.setenv("OBS_SK", "obs-sk-value")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxyuser:proxypass@proxy:3128")
     result = run(pytester, "--inventory", str(inv), "--facts-out", str(facts), "-k", "env")
     assert result.ret in (0, 1), output(result)
     text = facts.read_text()
-    assert "hf_invsecret" not in text and "ghp_invsecret" not in text
+    for secret in ("hf_invsecret", "ghp_invsecret", "invurlpass", "tagpass", "obs-sk-value", "proxypass"):
+        assert secret not in text, secret
     env = load(facts)["inventory"]["hosts"][0]["vars"]["env"]
-    assert env == {"HF_TOKEN": "<redacted>", "GITHUB_PAT": "<redacted>", "HCCL_CONNECT_TIMEOUT": "1200"}
+    assert env == {"HF_TOKEN": "<redacted>", "GITHUB_PAT": "<redacted>", "HCCL_CONNECT_TIMEOUT": "1200",
+                   "PIP_EXTRA_INDEX_URL": "https://invuser:<redacted>@pypi.example/simple"}
     assert stat.S_IMODE(os.stat(facts).st_mode) == 0o600
     assert not [p for p in pytester.path.iterdir() if p.name.endswith(".tmp")]
 
