@@ -22,9 +22,11 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 
 from . import __version__
-from .results import OUTCOMES
+from .reachable import CHECK_ID
+from .results import OUTCOMES, one_line
 
 
 class MergeError(Exception):
@@ -37,8 +39,12 @@ class MergeError(Exception):
 # or a traceback after the merged JSON was already written. A key read as d[key] is required.
 # null is allowed where the schema or a merged document (``started_at`` of no shard) writes it.
 _STR, _STR_OR_NULL, _LIST = (str,), (str, type(None)), (list,)
-_TOP = {"started_at": (False, _STR_OR_NULL), "jobs": (False, _LIST)}
-_HOST = {"name": (True, _STR), "reachable": (False, (bool,)), "shard": (False, _STR_OR_NULL)}
+_BOOL = (bool,)
+_TOP = {"started_at": (False, _STR_OR_NULL), "jobs": (False, _LIST), "ready": (False, _BOOL),
+        "interrupted": (False, _BOOL), "strict": (False, _BOOL)}
+_HOST = {"name": (True, _STR), "reachable": (False, _BOOL), "shard": (False, _STR_OR_NULL),
+         "address": (False, _STR_OR_NULL), "error": (False, _STR_OR_NULL)}
+_JOB = {"path": (False, _STR_OR_NULL), "kind": (False, _STR_OR_NULL), "notes": (False, _LIST)}
 _RESULT = {"check": (True, _STR), "outcome": (True, _STR), "message": (True, _STR),
            "host": (True, _STR_OR_NULL), "subject": (False, _STR_OR_NULL),
            "remedy": (False, _STR_OR_NULL), "reference": (False, _STR_OR_NULL),
@@ -74,6 +80,11 @@ def _validate(doc: dict) -> None:
     _check("", doc, _TOP)
     for i, h in enumerate(doc["hosts"]):
         _check(f"hosts[{i}]", h, _HOST)
+    for i, j in enumerate(doc.get("jobs") or ()):
+        _check(f"jobs[{i}]", j, _JOB)
+        for k, note in enumerate(j.get("notes") or ()):
+            if not isinstance(note, str):
+                raise MergeError(f"jobs[{i}].notes[{k}]: expected a string, got {_json_kind(note)}")
     names = {h.get("name") for h in doc["hosts"]}
     for i, r in enumerate(doc["results"]):
         _check(f"results[{i}]", r, _RESULT)
@@ -122,13 +133,22 @@ def _differences(docs: list[tuple[str, dict]]) -> tuple[list[str], list[str]]:
     run is a hole in the fleet's verdict (the merge is then not ready); another preflight version
     or --strict on some shards only is a note.  Both are named in the merged report."""
     holes, notes = [], []
-    checks = {path: {r["check"] for r in doc["results"]} for path, doc in docs}
-    every = set().union(*checks.values())
+    # cluster.reachable's failures are the run's own record when the check was not selected: no check set.
+    checks = {path: {r["check"] for r in doc["results"] if r["check"] != CHECK_ID} for path, doc in docs}
+    runs = Counter(c for ran in checks.values() for c in ran)
+    half = len(docs) / 2
+
+    def shown(names):
+        return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+
+    # The shard that differs is named: most shards' checks are the fleet's, a check few ran is theirs.
     for path, ran in checks.items():
-        missing = sorted(every - ran)
+        missing = sorted(c for c, n in runs.items() if n >= half and c not in ran)
+        extra = sorted(c for c in ran if runs[c] < half)
         if missing and ran:
-            shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
-            holes.append(f"{path} did not run {len(missing)} check(s) the other shards ran: {shown}")
+            holes.append(f"{path} did not run {len(missing)} check(s) the other shards ran: {shown(missing)}")
+        if extra:
+            holes.append(f"{path} ran {len(extra)} check(s) the other shards did not: {shown(extra)}")
     versions = {}
     for path, doc in docs:
         tool = doc.get("tool") if isinstance(doc.get("tool"), dict) else {}
@@ -148,6 +168,8 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
     hosts, results, shards, duplicates, why, jobs = [], [], [], [], [], []
     seen: dict[str, str] = {}
     for path, doc in docs:
+        if not doc["results"]:
+            why.append(f"{path}: no check result (the shard checked nothing)")
         keep = set()
         for h in doc["hosts"]:
             name = h.get("name")
@@ -157,14 +179,14 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
             seen[name] = path
             keep.add(name)
             # The shard a host came from: a cluster-wide result speaks for its own shard's hosts only.
-            # A merged file merged again keeps the first shard's name.
-            hosts.append({**h, "shard": h.get("shard") or path})
+            # A merged file merged again names both (two regions' "ra/preflight.json" stay apart).
+            hosts.append({**h, "shard": _label(path, h.get("shard"))})
         for r in doc["results"]:
             if r.get("host") is None:
-                results.append({**r, "shard": r.get("shard") or path})
+                results.append({**r, "shard": _label(path, r.get("shard"))})
             elif r["host"] in keep:
                 results.append(r)
-        jobs.extend({**j, "shard": j.get("shard") or path} for j in doc.get("jobs") or () if isinstance(j, dict))
+        jobs.extend({**j, "shard": _label(path, j.get("shard"))} for j in doc.get("jobs") or () if isinstance(j, dict))
         ready = _shard_ready(doc)
         shards.append({"file": path, "inventory": doc.get("inventory"), "run_id": doc.get("run_id"),
                        "started_at": doc.get("started_at"), "duration_s": doc.get("duration_s"),
@@ -206,6 +228,10 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
     }
 
 
+def _label(path: str, inner: str | None) -> str:
+    return f"{path} > {inner}" if inner else path
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # a usage error is exit 4, as for preflight itself (argparse: 2)
         self.print_usage(sys.stderr)
@@ -233,10 +259,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--matrix", metavar="HTML", help="also write the host x check matrix page here")
     args = ap.parse_args(argv)
     try:
+        if len({os.path.realpath(p) for p in args.inputs}) < len(args.inputs):
+            raise MergeError("the same file is given twice")
         doc = merge([(p, _load(p)) for p in args.inputs])
-        _writable(args.output, "-o", args.inputs)
+        outputs = [(args.output, "-o")]
         if args.matrix:
-            _writable(args.matrix, "--matrix", args.inputs)
+            from .report.matrix import stylesheet_of
+            outputs += [(args.matrix, "--matrix"), (stylesheet_of(args.matrix), "--matrix's stylesheet")]
+        seen: dict[str, str] = {}
+        for path, option in outputs:
+            _writable(path, option, args.inputs)
+            if os.path.realpath(path) in seen:
+                raise MergeError(f"{option} {path}: is also {seen[os.path.realpath(path)]}'s file; give each its own")
+            seen[os.path.realpath(path)] = option
     except MergeError as exc:
         print(f"preflight-merge: {exc}", file=sys.stderr)
         return 4
@@ -249,14 +284,15 @@ def main(argv: list[str] | None = None) -> int:
         write_matrix(args.matrix, doc)
     s = doc["summary"]
     print(f"{len(doc['hosts'])} hosts from {len(args.inputs)} shard(s): "
-          + ", ".join(f"{n} {k}" for k, n in s.items() if n)
+          + (", ".join(f"{n} {k}" for k, n in s.items() if n) or "no result")
           + f"; {'READY' if doc['ready'] else 'NOT READY'}"
           + (f"; {len(doc['merge']['duplicates'])} duplicate host(s)" if doc["merge"]["duplicates"] else "")
-          + f" -> {args.output}")
+          + f" -> {one_line(args.output)}")
+    # What a shard's file says is printed as text: its escapes cannot clear the screen or forge a line.
     for reason in doc["merge"]["not_ready"]:
-        print(f"  not ready: {reason}")
+        print(f"  not ready: {one_line(reason)}")
     for note in doc["merge"]["notes"]:
-        print(f"  note: {note}")
+        print(f"  note: {one_line(note)}")
     return 0 if doc["ready"] else 1
 
 

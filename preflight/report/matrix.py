@@ -87,9 +87,14 @@ def cells(document: dict) -> tuple[list[str], list[str], dict]:
             grid.setdefault((r["host"], r["check"]), []).append(r)
     # Cluster-wide results: the outliers' cells carry the finding; the other reachable hosts
     # agreed, so their cells show the pass.
+    cluster_rows: list[str] = []
     for r in results:
         if r["host"] is None:
-            grid.setdefault(("(cluster)", r["check"]), []).append(r)
+            # A merged report has one cluster per shard: its cluster-wide results get a row each.
+            row = "(cluster)" if r.get("shard") is None else f"(cluster of {r['shard']})"
+            if row not in cluster_rows:
+                cluster_rows.append(row)
+            grid.setdefault((row, r["check"]), []).append(r)
             outliers = set(r.get("outliers") or [])
             # One copy per result shared by every host cell it spreads to, not one per host: a
             # per-name cluster check (cluster.hostnames) spreads N results over N hosts.
@@ -112,8 +117,7 @@ def cells(document: dict) -> tuple[list[str], list[str], dict]:
         if host in down and outcome == "error":
             outcome = "unreachable"
         out[(host, check)] = (outcome, rs)
-    has_cluster = any(k[0] == "(cluster)" for k in out)
-    return hosts + (["(cluster)"] if has_cluster else []), checks, out
+    return hosts + cluster_rows, checks, out
 
 
 def _describe(r: dict) -> str:
@@ -145,8 +149,10 @@ def fragment(document: dict) -> str:
     parts.append('<table class="pf-matrix"><thead><tr><th class="pf-host">host</th>')
     parts.extend(f'<th class="pf-check" title="{text(c)}">{text(c)}</th>' for c in checks)
     parts.append("</tr></thead><tbody>")
+    shard_of = {h.get("name"): h.get("shard") for h in hosts_doc if h.get("shard")}
     for host in hosts:
-        parts.append(f'<tr><th class="pf-host">{text(host)}</th>')
+        shard = f' <small>({text(shard_of[host])})</small>' if host in shard_of else ""
+        parts.append(f'<tr><th class="pf-host">{text(host)}{shard}</th>')
         for check in checks:
             if (host, check) not in grid:
                 parts.append('<td class="none"></td>')
@@ -233,10 +239,10 @@ def findings(document: dict) -> str:
             message += f" ({unevaluated[host]} other checks not evaluated)"
         remedy = r.get("remedy")
         key = (r["outcome"], r["check"], subject, _without_address(message, host, addresses.get(host)),
-               remedy or None, r.get("reference") or None)
+               remedy or None, r.get("reference") or None, r.get("shard") if host is None else None)
         groups.setdefault(key, []).append((host, message))
     parts = ['<h3>What to fix</h3><ol class="pf-findings">']
-    for (outcome, check, subject, generic, remedy, reference), members in sorted(
+    for (outcome, check, subject, generic, remedy, reference, shard), members in sorted(
             groups.items(), key=lambda kv: _ORDER[kv[0][0]]):
         hosts = [h for h, _ in members]
         named = list(dict.fromkeys(h for h in hosts if h is not None))
@@ -248,6 +254,8 @@ def findings(document: dict) -> str:
             where = " ".join(p for p in (on, subject) if p)
         else:  # a cluster-wide check: its subject (a node, an address, a port) or the cluster itself
             where = f"{subject} (cluster-wide)" if subject else "the cluster"
+            if shard:  # a merged report: which shard's cluster
+                where += f" of {shard}"
         item = [f'<li><b>{text(outcome.upper())}</b> <code>{text(check)}</code> '
                 f'on <b>{text(where)}</b>: {text(message)}']
         if remedy:

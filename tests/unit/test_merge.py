@@ -200,7 +200,8 @@ def test_a_shards_cluster_wide_result_colours_only_its_own_hosts(tmp_path):
     assert ("n4", "cluster.versions_agree") not in grid
     # merged again, each host and result keeps the shard it came from
     twice = merge([("ab", merge([("a", a), ("b", b)])), ("c", c)])
-    assert {h["name"]: h["shard"] for h in twice["hosts"]} == {"n1": "a", "n2": "a", "n3": "b", "n4": "c"}
+    assert {h["name"]: h["shard"] for h in twice["hosts"]} == {"n1": "ab > a", "n2": "ab > a", "n3": "ab > b",
+                                                               "n4": "c"}
     assert _cells(twice)[("n3", "cluster.versions_agree")][0] == "failed"
 
 
@@ -260,3 +261,86 @@ def test_job_notes_of_every_shard_are_kept():
     doc = merge([("a", a), ("b", b)])
     assert doc["jobs"] == [{"path": "run.sh", "kind": "verl", "notes": ["$@ passes on ..."], "shard": "a"}]
     assert "jobs" not in merge([("b", b)])
+
+
+# -- found by review: the page names the shards, outputs cannot collide, nothing checked is no verdict
+
+
+def test_the_merged_page_names_each_hosts_shard_and_each_shards_cluster(tmp_path):
+    """The page named no shard: one "(cluster)" row mixed every shard's cluster-wide results, and one
+    finding stood for two shards' alike."""
+    a, b = shard("a", ["a1"]), shard("b", ["b1"])
+    for doc in (a, b):
+        doc["results"].append({"check": "cluster.tls_agree", "host": None, "subject": None, "outcome": "error",
+                               "severity": "error", "message": "no node's TLS switch could be read", "remedy": "",
+                               "reference": ""})
+        doc["ready"] = False
+    page = tmp_path / "m.html"
+    main([write(tmp_path, "a", a), write(tmp_path, "b", b), "-o", str(tmp_path / "m.json"), "--matrix", str(page)])
+    shown = page.read_text()
+    pa, pb = str(tmp_path / "a.json"), str(tmp_path / "b.json")
+    assert f"a1 <small>({pa})</small>" in shown and f"(cluster of {pa})" in shown and f"(cluster of {pb})" in shown
+    findings = shown.split("What to fix", 1)[1]
+    assert findings.count("TLS switch could be read") == 2  # one finding per shard, not one for both
+    assert f"the cluster of {pa}" in findings and f"the cluster of {pb}" in findings
+
+
+@pytest.mark.parametrize("how", ["matrix-is-output", "css-is-output", "css-is-input", "same-input-twice"])
+def test_no_output_overwrites_another_or_an_input(tmp_path, how):
+    a, b = write(tmp_path, "a", shard("a", ["n1"])), write(tmp_path, "b", shard("b", ["n2"]))
+    css_input = tmp_path / "x.css"
+    css_input.write_text(json.dumps(shard("c", ["n3"])))
+    args = {"matrix-is-output": [a, b, "-o", str(tmp_path / "f.json"), "--matrix", str(tmp_path / "f.json")],
+            "css-is-output": [a, b, "-o", str(tmp_path / "f.css"), "--matrix", str(tmp_path / "f.html")],
+            "css-is-input": [a, str(css_input), "-o", str(tmp_path / "o.json"), "--matrix", str(tmp_path / "x.html")],
+            "same-input-twice": [a, a, "-o", str(tmp_path / "o.json")]}[how]
+    before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    assert main(args) == 4
+    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before  # nothing written, nothing changed
+
+
+def test_a_shard_that_checked_nothing_is_not_ready():
+    empty = shard("b", ["n2"])
+    empty["results"] = []
+    doc = merge([("a", shard("a", ["n1"])), ("b", empty)])
+    assert doc["ready"] is False and "b: no check result (the shard checked nothing)" in doc["merge"]["not_ready"]
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d["hosts"][0].update(address=5), "hosts[0].address: expected a string or null, got a number"),
+    (lambda d: d.update(jobs=[{"path": "run.sh", "notes": 5}]), "jobs[0].notes: expected an array"),
+    (lambda d: d.update(jobs=[{"path": "run.sh", "notes": [5]}]), "jobs[0].notes[0]: expected a string"),
+    (lambda d: d.update(interrupted="false"), "interrupted: expected a boolean"),
+])
+def test_a_value_of_the_wrong_type_is_a_usage_error_before_anything_is_written(tmp_path, change, words, capsys):
+    doc = shard("a", ["n1"])
+    change(doc)
+    out = tmp_path / "o.json"
+    assert main([write(tmp_path, "a", doc), "-o", str(out), "--matrix", str(tmp_path / "o.html")]) == 4
+    assert words in capsys.readouterr().err and not out.exists()
+
+
+def test_the_one_shard_that_ran_an_extra_check_is_the_one_named():
+    docs = [(f"s{i:02d}", shard(f"s{i}", [f"n{i}"])) for i in range(5)]
+    docs[4][1]["results"].append({"check": "env.extra_probe", "host": "n4", "subject": None, "outcome": "passed",
+                                  "severity": "error", "message": "m", "remedy": "", "reference": ""})
+    assert merge(docs)["merge"]["not_ready"] == ["s04 ran 1 check(s) the other shards did not: env.extra_probe"]
+
+
+def test_the_runs_own_reachability_record_is_no_check_set():
+    """A shard with an unreachable host (its cluster.reachable failure recorded by the run under -k)
+    made the others 'not run cluster.reachable'."""
+    down = shard("c", ["c1"], ready=False)
+    down["hosts"][0]["reachable"] = False
+    down["results"].append({"check": "cluster.reachable", "host": "c1", "subject": None, "outcome": "failed",
+                            "severity": "error", "message": "cannot log in", "remedy": "", "reference": ""})
+    doc = merge([("a", shard("a", ["a1"])), ("c", down)])
+    assert not [w for w in doc["merge"]["not_ready"] if "did not run" in w or "ran 1 check" in w], doc["merge"]
+
+
+def test_a_shards_escapes_are_printed_as_text(tmp_path, capsys):
+    doc = shard("a", ["n1"])
+    doc["tool"]["version"] = "0.1.0\x1b[2J\x1b[32mALL READY\x1b[0m\n  note: forged"
+    main([write(tmp_path, "a", doc), write(tmp_path, "b", shard("b", ["n2"])), "-o", str(tmp_path / "o.json")])
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\n  note: forged" not in out
