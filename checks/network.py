@@ -262,8 +262,9 @@ def _rank_zero_on_the_master(verdict, ranks: dict[str, str], plan, names: list[s
 
 
 # Filesystems one node's files can be another's on (stat -f's names); anything else is local.
-NETWORK_FS = re.compile(r"nfs\d*|cifs|smb\d*|lustre|gpfs|ceph|glusterfs|beegfs|fuse\..*|9p|virtiofs|panfs|wekafs|"
-                        r"ocfs2|gfs2|afs")
+# (`stat -f -c %T`'s names: every FUSE filesystem is fuseblk, its df source names the backend.)
+NETWORK_FS = re.compile(r"nfs\d*|cifs|smb\d*|lustre|gpfs|ceph|glusterfs|fhgfs|beegfs|fuseblk|fuse|v9fs|9p|virtiofs|"
+                        r"panfs|wekafs|ocfs2|gfs/gfs2|gfs2|afs")
 
 
 def _read_only_but_shared(verdict, path, writer, views) -> bool:
@@ -275,12 +276,14 @@ def _read_only_but_shared(verdict, path, writer, views) -> bool:
         return False
     kinds = {fs for fs in seen.values()}
     fstype, source = seen[writer]
-    if len(kinds) == 1 and NETWORK_FS.fullmatch(fstype):
+    own_export = re.match(r"(localhost|127\.[\d.]+|\[?::1\]?):", source)  # each node mounting its own server
+    if len(kinds) == 1 and NETWORK_FS.fullmatch(fstype) and not own_export:
         verdict.passed(path, message=f"{path} is read-only on {writer}, so no marker could be written; it is the "
                                      f"same {fstype} filesystem ({source}) on all {len(views)} nodes")
         return True
     described = "; ".join(f"{fold(hs)}: {t} {s}" for (t, s), hs in _group(seen).items())
-    verdict.failed(path, outliers=tuple(sorted(views)), where=path,
+    sides = split(seen)
+    verdict.failed(path, outliers=sides.outliers if not sides.unanimous else tuple(sorted(views)), where=path,
                    observed=f"{path} is read-only on {writer} (no marker could be written), and its filesystem is "
                             f"not one network filesystem everywhere: {described}",
                    expected="one network filesystem, the same source on every node")

@@ -145,7 +145,7 @@ wait
 
 # The filesystem a path is on: "fs <type> <source> <path>" (a read-only path cannot take a marker,
 # but the same network filesystem on every node is as good a sign).
-_FS_OF = r"""fs_of() { local t s; t=$(timeout 5 stat -f -c %T -- "$2" 2>/dev/null); \
+_FS_OF = r"""fs_of() { local t s; t=$(timeout 5 stat -f -c %T -- "$2" 2>/dev/null); t=${t// /_}; \
 s=$(timeout 5 df -P -- "$2" 2>/dev/null | awk 'NR==2 {print $1}'); echo "fs ${t:--} ${s:--} $1"; }
 """
 

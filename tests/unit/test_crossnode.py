@@ -438,6 +438,19 @@ def test_a_read_only_shared_path_is_judged_by_its_filesystem():
     hosts, cl = _cluster(records, shared_paths=("/models",))
     [r] = run_check(network.test_shared_storage, cluster=cl)
     assert r.outcome == "failed" and "node-03: ext2/ext3 /dev/sda2" in r.message, r.message
+    assert r.outliers == ("node-03",)
+    # FUSE filesystems read as fuseblk (JuiceFS, s3fs, GlusterFS): their df source names the backend.
+    juice = {n: {"storage.shared": rec["storage.shared"].replace("nfs4 nas:/export/models", "fuseblk JuiceFS:vol")}
+             for n, rec in {"node-01": {"storage.shared": "writer unwritable /models\nwriter " + fs},
+                            "node-02": {"storage.shared": "from node-01\nmissing /models -\n" + fs},
+                            "node-03": {"storage.shared": "from node-01\nmissing /models -\n" + fs}}.items()}
+    hosts, cl = _cluster(juice, shared_paths=("/models",))
+    assert run_check(network.test_shared_storage, cluster=cl)[0].outcome == "passed"
+    # Every node mounting its own export is not one filesystem.
+    own = {n: {"storage.shared": r["storage.shared"].replace("fuseblk JuiceFS:vol", "nfs localhost:/export")}
+           for n, r in juice.items()}
+    hosts, cl = _cluster(own, shared_paths=("/models",))
+    assert run_check(network.test_shared_storage, cluster=cl)[0].outcome == "failed"
     # Without the filesystem lines (an older record): the plain "not writable" failure.
     records = {"node-01": {"storage.shared": "writer unwritable /models\n"},
                "node-02": {"storage.shared": "from node-01\nmissing /models -\n"}}
