@@ -96,6 +96,10 @@ def test_hardware_agree(cluster, verdict):
         return
     per_group: dict[str, dict[str, str]] = defaultdict(dict)
     unreadable = []
+    # Role-only nodes the inventory declares differently (head: {npus_per_node: 4}, worker: {... 8})
+    # are compared within each declaration.
+    declared = {h.vars.get("npus_per_node") for h in cluster.hosts
+                if not [g for g in h.groups if g not in ROLE_GROUPS]} - {None}
     for host, facts in cluster.reachable():
         try:
             info = facts.get("npu_smi.info")
@@ -105,11 +109,14 @@ def test_hardware_agree(cluster, verdict):
         shape = f"{len(npu_ids(info))} x {'/'.join(sorted({c.name for c in info.chips})) or 'no NPU'}"
         # The roles (head, worker) are not hardware groups: a head and its workers run one job, so
         # they are compared together (split by role, a 1 head + 1 worker cluster could never fail).
-        groups = [g for g in host.groups if g not in ROLE_GROUPS] or [ALL_NODES]
+        own = host.vars.get("npus_per_node")
+        nodes = f"(npus_per_node {own})" if len(declared) > 1 and own is not None else ALL_NODES
+        groups = [g for g in host.groups if g not in ROLE_GROUPS] or [nodes]
         for group in groups:
             per_group[group][host.name] = shape
     for group, shapes in sorted(per_group.items()):
-        named = f"group {group}" if group != ALL_NODES else "the nodes outside any hardware group"
+        named = (f"group {group}" if not group.startswith("(") else "the nodes outside any hardware group"
+                 if group == ALL_NODES else f"the nodes declaring {group[1:-1]}")
         sides = split(shapes)
         if sides.unanimous:
             verdict.passed(group, message=f"{named}: {sides.majority} on all {len(shapes)} node(s)")

@@ -1188,6 +1188,13 @@ def test_hardware_agree():
                                                               (worker, make_facts("node-02", raw=node_raw())))))
     # Two nodes, two kinds: no majority, both named, neither blamed by inventory order.
     assert r.outliers == ("node-01", "node-02") and "no majority" in r.message, r.message
+    # Roles the inventory declares different NPU counts for are compared within each declaration.
+    small = node_raw(npu_smi_dot_info=out(fixture("npu-smi/info/a2-910b1-23.0.rc3.3-busy-2npu-docstring.txt")))
+    head4, worker8 = make_host("node-01", groups=["head"], npus_per_node=2), make_host("node-02", groups=["worker"],
+                                                                                       npus_per_node=8)
+    results = run(npu.test_hardware_agree, cluster=cluster_of((head4, make_facts("node-01", raw=small)),
+                                                              (worker8, make_facts("node-02", raw=node_raw()))))
+    assert {r.outcome for r in results} == {"passed"} and len(results) == 2, [r.message for r in results]
     # A hardware group of its own is still compared within itself only.
     racks = [make_host("a1", groups=["head", "rackA"]), make_host("a2", groups=["worker", "rackA"]),
              make_host("b1", groups=["worker", "rackB"])]
