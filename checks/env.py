@@ -20,13 +20,13 @@ IFNAME_REMEDY = ("List the node's interfaces (ip -br addr) and set the variable 
 
 @check("env.socket_ifname", title="*_SOCKET_IFNAME name an interface that exists, is up and has an address",
        reference=faq.M12, needs=("session.env", "net.interfaces"), remedy=IFNAME_REMEDY)
-def test_socket_ifname(host, facts, verdict):
+def test_socket_ifname(host, facts, cluster, verdict):
     env = effective_env(host, facts.get("session.env"))
     interfaces = facts.get("net.interfaces")
     present = [v for v in VARIABLES if env.get(v)]
     if_ip = (env.get("HCCL_IF_IP") or "").strip()
     if if_ip:
-        _hccl_if_ip(host, if_ip, interfaces, verdict)
+        _hccl_if_ip(host, if_ip, interfaces, verdict, several=cluster is None or len(cluster.hosts) > 1)
         if not present:
             return
     if not present:
@@ -68,7 +68,7 @@ def test_socket_ifname(host, facts, verdict):
                                              f"({describe({sel.chosen: interfaces[sel.chosen]})}){aside}")
 
 
-def _hccl_if_ip(host, value: str, interfaces: dict, verdict) -> None:
+def _hccl_if_ip(host, value: str, interfaces: dict, verdict, several: bool = True) -> None:
     """HCCL_IF_IP, which HCCL prefers to any interface name, is an address of this node: HCCL binds
     its host sockets to it, and a copied value (another node's) cannot be bound."""
     text, _, zone = value.partition("%")
@@ -85,7 +85,10 @@ def _hccl_if_ip(host, value: str, interfaces: dict, verdict) -> None:
         return
     owner = next((name for name, iface in interfaces.items() if address in iface.ips(link_local=True)
                   and (not zone or name == zone)), None)
-    if ip.is_loopback:
+    if ip.is_loopback and not several:
+        verdict.passed("HCCL_IF_IP", message=f"HCCL_IF_IP={value}: a loopback address, which serves a single-node "
+                                             f"inventory")
+    elif ip.is_loopback:
         verdict.failed("HCCL_IF_IP", severity="warning",
                        observed=f"HCCL_IF_IP={value} is a loopback address: no other node can connect to it",
                        expected="this node's address on the network the nodes share (loopback suits a "

@@ -398,6 +398,13 @@ def test_hccl_if_ip_must_be_an_address_of_the_node():
             assert_explained(r, words)
 
 
+def test_hccl_if_ip_loopback_serves_a_single_node_inventory():
+    raw = healthy_raw(env={"HCCL_IF_IP": "127.0.0.1", "HCCL_SOCKET_IFNAME": None})
+    one = make_host()
+    [r] = run_check(env.test_socket_ifname, host=one, facts=make_facts(raw=raw), cluster=cluster_of((one, make_facts())))
+    assert r.outcome == "passed" and "single-node" in r.message
+
+
 def test_hccl_if_ip_on_an_interface_that_is_down_fails():
     ifaces = json.loads(json.dumps(IFACES))
     ifaces[1]["flags"] = ["BROADCAST", "MULTICAST", "NO-CARRIER", "UP"]
