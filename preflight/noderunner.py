@@ -113,6 +113,12 @@ def _reap(proc):
         pass  # left to the kernel; reported as killed (137), its tool then skipped as hung
 
 
+# sudo's own refusals (as preflight.facts.SUDO_REFUSAL reads them): no password, not allowed, no tty.
+SUDO_REFUSED = re.compile(r"(?m)^(sudo: .*(not in the sudoers|is not allowed to|a password is required|"
+                          r"a terminal is required)|sorry, you must have a tty to run sudo|Sorry, user .* is not "
+                          r"allowed to execute)")
+
+
 # The probe's commands start with this (preflight.probe builds them; the bash runner runs it as
 # it is): parsers read the tools' English words.
 C_LOCALE = "export LC_ALL=C PYTHONIOENCODING=utf-8; unset LANGUAGE; "
@@ -316,6 +322,10 @@ class Group:
         # One hung tool costs one timeout, not one per NPU: later calls of it are skipped.
         if rc in (124, 137) and ms >= ctx.timeout * 1000 - 500:
             ctx.hung[breaker] = "%s timed out earlier on this host (%s)" % (tool, name)
+        # One sudo refusal is the answer for every call of the tool: each more is one more entry
+        # (and a mail to root) in the node's auth log.
+        elif rc != 0 and SUDO_REFUSED.search(err.decode("utf-8", "replace")):
+            ctx.hung[tool] = "sudo -n refused %s earlier on this host (%s)" % (tool, name)
 
     def write(self, data):
         if isinstance(self.out, list):

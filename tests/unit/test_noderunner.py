@@ -377,6 +377,18 @@ def test_a_tool_hung_on_every_npu_costs_one_timeout_and_one_process():
     assert all("timed out earlier on this host (link/0)" in out[name].skipped for name in skipped)
 
 
+def test_a_sudo_refusal_stops_the_tools_later_calls():
+    """With sudo: true and no NOPASSWD, every call was refused again: an auth-log entry (and a mail to
+    root) per NPU and per query."""
+    refused = "echo 'sudo: a password is required' >&2; exit 1"
+    out = _run_plan([[("link", "hccn", refused, True), ("tls", "hccn", "echo tls", True)]], devs="0 1 2 3")
+    ran = [d for d in range(4) if out[f"link/{d}"].rc == 1]
+    assert ran  # NPUs asked side by side before the first refusal came back were refused once each
+    for d in range(4):
+        assert d in ran or "sudo -n refused hccn earlier on this host" in out[f"link/{d}"].skipped
+        assert "sudo -n refused hccn earlier on this host" in out[f"tls/{d}"].skipped
+
+
 def test_a_call_hung_on_one_npu_stops_that_npus_lane_only():
     hang_on_2 = '[ "$PF_DEV" = 2 ] && sleep 30; echo "link=$PF_DEV"'
     cmds = [("link", "hccn", hang_on_2, True), ("tls", "hccn", 'echo "tls=$PF_DEV"', True)]
