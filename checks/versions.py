@@ -565,40 +565,37 @@ def test_vllm(host, facts, verdict, compat):
     files = facts.optional("ascend.files")
     cann = _cann_of(files) if files is not None else None
     if cann and row.get("cann"):
-        if _cann_in(cann, row["cann"]):
-            verdict.passed("cann", message=f"vllm-ascend {plugin} with CANN {cann}")
-        else:
-            verdict.failed("cann", severity="warning",
-                           observed=f"vllm-ascend {plugin} with CANN {cann}: not the release it was tested with",
-                           expected=f"CANN {', '.join(C.as_list(row['cann']))} ({source})",
-                           remedy=f"Use the CANN release vllm-ascend {plugin} names "
-                                  f"({', '.join(C.as_list(row['cann']))}: the vllm-ascend image of that release has "
-                                  f"it), or the vllm-ascend release made for CANN {cann}.")
+        wanted = ", ".join(C.as_list(row["cann"]))
+        _against_row(verdict, "cann", f"vllm-ascend {plugin} with CANN {cann}", _cann_in(cann, row["cann"]),
+                     f"CANN {wanted} ({source})", f"Use the CANN release vllm-ascend {plugin} names ({wanted}: the "
+                     f"vllm-ascend image of that release has it), or the vllm-ascend release made for CANN {cann}.",
+                     ": not the release it was tested with")
     tnpu = stack.version_of("torch_npu")
-    if tnpu and row.get("torch_npu") and not C.pip_equal(tnpu, str(row["torch_npu"])):
-        verdict.failed("torch_npu", severity="warning",
-                       observed=f"vllm-ascend {plugin} with torch_npu {tnpu}",
-                       expected=f"torch_npu {row['torch_npu']} ({source})",
-                       remedy=f"pip install torch_npu=={row['torch_npu']} (with torch {row.get('torch')}), as "
-                              f"vllm-ascend {plugin} was built against it.")
-    elif tnpu and row.get("torch_npu"):
-        verdict.passed("torch_npu", message=f"vllm-ascend {plugin} with torch_npu {tnpu}")
+    if tnpu and row.get("torch_npu"):
+        _against_row(verdict, "torch_npu", f"vllm-ascend {plugin} with torch_npu {tnpu}",
+                     C.pip_equal(tnpu, str(row["torch_npu"])), f"torch_npu {row['torch_npu']} ({source})",
+                     f"pip install torch_npu=={row['torch_npu']} (with torch {row.get('torch')}), as vllm-ascend "
+                     f"{plugin} was built against it.")
     ta = stack.version_of("triton-ascend")
     if ta and row.get("triton_ascend"):
-        if C.pip_equal(ta, str(row["triton_ascend"])):
-            verdict.passed("triton-ascend", message=f"vllm-ascend {plugin} with triton-ascend {ta}")
-        else:
-            verdict.failed("triton-ascend", severity="warning",
-                           observed=f"vllm-ascend {plugin} with triton-ascend {ta}",
-                           expected=f"triton-ascend {row['triton_ascend']} ({source})",
-                           remedy=f"pip install triton-ascend=={row['triton_ascend']}, the release vllm-ascend "
-                                  f"{plugin} was tested with (its kernels compile against that CANN).")
+        _against_row(verdict, "triton-ascend", f"vllm-ascend {plugin} with triton-ascend {ta}",
+                     C.pip_equal(ta, str(row["triton_ascend"])), f"triton-ascend {row['triton_ascend']} ({source})",
+                     f"pip install triton-ascend=={row['triton_ascend']}, the release vllm-ascend {plugin} was "
+                     f"tested with (its kernels compile against that CANN).")
     if stack.version and row.get("python") and C.in_range(stack.version, str(row["python"])) is False:
         verdict.failed("python", severity="warning",
                        observed=f"vllm-ascend {plugin} on Python {stack.version}",
                        expected=f"Python {row['python']} ({source})",
                        remedy=f"Run vllm-ascend {plugin} in a Python {row['python']} environment (its wheels and "
                               f"image are built for it), or use the vllm-ascend release made for this Python.")
+
+
+def _against_row(verdict, subject, pairing, ok, expected, remedy, why_not=""):
+    """One column of the vllm-ascend row: a pass, or a warning (the release it was tested with)."""
+    if ok:
+        verdict.passed(subject, message=pairing)
+    else:
+        verdict.failed(subject, severity="warning", observed=pairing + why_not, expected=expected, remedy=remedy)
 
 
 @check("versions.triton", title="triton-ascend (not the standard triton) beside vllm-ascend",
