@@ -43,35 +43,50 @@ _SECRET_WORDS = ("PASS", "SECRET", "TOKEN", "CREDENTIAL", "PRIVATE", "APIKEY", "
 
 
 def is_secret_name(name: str) -> bool:
-    """A variable name that holds a secret by its look (HF_TOKEN, AWS_SECRET_ACCESS_KEY, OBS_SK, GITHUB_PAT)."""
+    """A variable name that may hold a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, OBS_SK, GITHUB_PAT):
+    cautious, for --facts-out, where a value too many redacted costs nothing."""
     upper = name.upper()
     return any(word in upper for word in _SECRET_WORDS) or upper.endswith(("_PAT", "_SK", "_AK"))
 
 
+# A name whose last word is a secret's (HF_TOKEN, DB_PASSWORD, WANDB_API_KEY, OBS_SK), for text
+# shown to the operator: TOKENIZER_PATH, max_num_batched_tokens, PASSTHROUGH stay readable.
+_SECRET_TAIL = re.compile(r"(?i)(?:^|[_-])(token|password|passwd|pwd|secret|api[_-]?key|access[_-]?key|secret[_-]?key|"
+                          r"sk|ak|pat|credentials?)$")
+_VALUE = r"""(?:"[^"]*"|'[^']*'|(?!-)[^\s'"&,;)]+)"""  # a value, quoted or bare, never the next --flag
 # Secrets written inline in a command line or a URL, as launch scripts and job files quote them.
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+):([^@\s/]+)@")
-_AUTH_HEADER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
-_QUERY_SECRET = re.compile(r"(?i)([?&](?:[a-z_]*token|[a-z_]*key|secret|password|passwd|sig|signature)=)[^&\s'\"]+")
-_FLAG_SECRET = re.compile(r"(?i)(--[a-z0-9_-]*(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)"
-                          r"[a-z0-9_-]*)([= ])(?!<redacted>)([^\s'\"]+)")
-_ASSIGNMENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(?!<redacted>)([^\s'\"&]+)")
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):([^@\s]+)@")
+_URL_TOKEN_USER = re.compile(r"(?i)\b(https?://)(gh[pousr]_[A-Za-z0-9]+|glpat-[A-Za-z0-9_-]+|hf_[A-Za-z0-9]+)@")
+_AUTH_HEADER = re.compile(r"(?i)(authorization:\s*(?:bearer|basic|token)?\s*)[^\s'\"]+")
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
+_QUERY_SECRET = re.compile(r"(?i)([?&](?:[a-z]*_)?(?:token|api_?key|access_?key|secret|password|passwd|sig|"
+                           r"signature)=)[^&\s'\"]+")
+_FLAG_SECRET = re.compile(r"(?i)(--(?:[a-z0-9]+[-_])*(?:token|password|passwd|secret|api[-_]?key|access[-_]?key)"
+                          r"(?:[-_]id)?)([=\s]+)(?!<redacted>)" + _VALUE)
+_ASSIGNMENT = re.compile(r"""(["']?)\b([A-Za-z_][A-Za-z0-9_.]*)\1(\s*[=:]\s*)(?!<redacted>)""" + _VALUE)
+_USER_PASSWORD = re.compile(r"(\s-u\s+[^\s:]+):(\S+)")  # curl -u user:password
 
 
 def redact_secrets(text: str) -> str:
-    """``text`` with inline secrets replaced by ``<redacted>``: a URL's password, an Authorization
-    header, a token in a query string, a ``--hf-token X`` flag, a ``HF_TOKEN=X`` assignment."""
+    """``text`` with inline secrets replaced by ``<redacted>``: a URL's password (or a token as its
+    user), an Authorization header, a token in a query string, a ``--hf-token X`` flag, a
+    ``HF_TOKEN=X`` or ``password: X`` setting, ``curl -u user:password``."""
     text = _URL_PASSWORD.sub(r"\1:<redacted>@", text)
-    text = _AUTH_HEADER.sub(r"\1 <redacted>", text)
+    text = _URL_TOKEN_USER.sub(r"\1<redacted>@", text)
+    text = _AUTH_HEADER.sub(r"\1<redacted>", text)
+    text = _BEARER.sub(r"\1<redacted>", text)
     text = _QUERY_SECRET.sub(r"\1<redacted>", text)
     text = _FLAG_SECRET.sub(r"\1\2<redacted>", text)
-    return _ASSIGNMENT.sub(lambda m: f"{m[1]}=<redacted>" if is_secret_name(m[1]) else m[0], text)
+    text = _USER_PASSWORD.sub(r"\1:<redacted>", text)
+    return _ASSIGNMENT.sub(lambda m: f"{m[1]}{m[2]}{m[1]}{m[3]}<redacted>" if _SECRET_TAIL.search(m[2].split(".")[-1])
+                           else m[0], text)
 
 
 def one_line(text: str) -> str:
     r"""``visible(text)`` with newlines written out as ``\n`` too: a message quoting a node's value
     stays on its own line, so the value cannot print a line of its own in the terminal summary.
     Inline secrets it quotes (a launch script's token) are redacted."""
-    return redact_secrets(visible(text)).replace("\n", "\\n")
+    return visible(redact_secrets(text)).replace("\n", "\\n")
 
 
 def shortened(text: str, limit: int = 1000) -> str:

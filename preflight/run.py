@@ -449,7 +449,7 @@ class PreflightRun:
             f = self.facts.get(h.name)
             hosts.append({
                 "name": h.name, "address": h.address,
-                "reachable": bool(f and f.reachable), "error": (visible(f.error) if f.error else f.error) if f
+                "reachable": bool(f and f.reachable), "error": (visible(redact_secrets(f.error)) if f.error else f.error) if f
                 else "not gathered",
                 "error_kind": f.error_kind if f else None,  # hostkey, auth, timeout, lost ...
                 "gather_s": round(f.gather_s, 3) if f else None,

@@ -244,6 +244,15 @@ def test_a_tools_terminal_escapes_never_reach_the_operators_terminal():
     ("data.train_files=hdfs://u:LEAK21@nn/x.parquet", "data.train_files=hdfs://u:<redacted>@nn/x.parquet"),
     ("HF_TOKEN=abc OBS_SK=xyz HCCL_CONNECT_TIMEOUT=600", "HF_TOKEN=<redacted> OBS_SK=<redacted> HCCL_CONNECT_TIMEOUT=600"),
     ("tokenizer at /models/llama --load /ckpt", "tokenizer at /models/llama --load /ckpt"),
+    ("export HF_TOKEN='hf_abc'; --hf-token \"abc123\"", "export HF_TOKEN=<redacted>; --hf-token <redacted>"),
+    ('token: abc123, "api_key": "sk-1", curl -u ops:hunter2', 'token: <redacted>, "api_key": <redacted>, curl -u ops:<redacted>'),
+    ("https://ghp_abcdef123@github.com/x redis://:hunter2@h", "https://<redacted>@github.com/x redis://:<redacted>@h"),
+    # What only looks like one stays readable: a job check must name the folder it means.
+    ("s.sh:29: --tokenizer-name-or-path /models/qwen has 2 shards", "s.sh:29: --tokenizer-name-or-path /models/qwen has 2 shards"),
+    ("--tokenizer-not-use-fast --load /ckpt --max-tokens 4096", "--tokenizer-not-use-fast --load /ckpt --max-tokens 4096"),
+    ("TOKENIZER_PATH=/m max_num_batched_tokens=8192 PASSTHROUGH=1 HCCL_AUTH_ENABLE=1 PasswordAuthentication=no",
+     "TOKENIZER_PATH=/m max_num_batched_tokens=8192 PASSTHROUGH=1 HCCL_AUTH_ENABLE=1 PasswordAuthentication=no"),
+    ("Basic authentication fails; ?page_key=3", "Basic authentication fails; ?page_key=3"),
 ])
 def test_secrets_a_message_quotes_are_redacted(text, shown):
     """Job notes quoted launch-script lines as written, tokens and URL passwords included, into every report."""
