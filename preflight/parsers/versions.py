@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from preflight.parsers import ParseError
@@ -497,8 +498,11 @@ class FirewallState:
 def parse_firewall(text: str) -> FirewallState:
     """``firewalld=<state>``, ``ufw=<Status: ...>``, ``iptables=<iptables -S INPUT line>`` lines."""
     firewalld = ufw = policy = None
-    rules, unreadable, nft, sources = [], [], [], []
-    jumped = False  # INPUT entered another chain before the rule read now
+    rules, unreadable, nft = [], [], []
+    # In order, per chain: ("accept", sources) for `-s NET -j ACCEPT`, ("drop",) for a blanket drop,
+    # ("jump", chain) for INPUT's unconditional `-j CHAIN`; walked from INPUT after all are read
+    # (iptables -S lists a chain INPUT jumps to after INPUT's own rules, though it comes first).
+    steps: dict[str, list] = defaultdict(list)
     ended: set[str] = set()  # chains an unconditional ACCEPT or RETURN leaves
     seen = False
     for line in text.splitlines():
@@ -530,17 +534,18 @@ def parse_firewall(text: str) -> FirewallState:
                 name = chain.group(1)
                 accept = re.fullmatch(r'-A \S+ -s (\S+)(?: -p (?:tcp|all))?(?: -m comment --comment (?:"[^"]*"|\S+))?'
                                       r' -j ACCEPT', value)
-                jump = re.fullmatch(r"-A INPUT(?: .*)? -j (\S+)", value) if key == "iptables" else None
+                jump = re.fullmatch(r"-A INPUT -j (\S+)", value) if key == "iptables" else None
                 if re.fullmatch(r"-A \S+ -j (ACCEPT|RETURN)", value):
                     ended.add(name)  # every packet leaves the chain here: what follows is not reached
-                elif accept and not rules and not jumped:  # ahead of every drop, and of every chain INPUT enters
-                    sources.extend(accept.group(1).split(","))
-                if jump and jump.group(1) not in ("ACCEPT", "DROP", "REJECT", "RETURN", "LOG"):
-                    jumped = True  # its drops are listed after INPUT's own rules, but come first
+                elif accept:
+                    steps[name].append(("accept", accept.group(1).split(",")))
+                elif jump and jump.group(1) not in ("DROP", "REJECT", "LOG"):
+                    steps[name].append(("jump", jump.group(1)))
                 elif re.search(r"-j (DROP|REJECT)\b", value) and (name == "INPUT") == (key == "iptables") \
                         and not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp|"
                                           r"-m mark\b", value):
                     rules.append(value if name == "INPUT" else f"{value} (INPUT jumps to {name})")
+                    steps[name].append(("drop",))
         elif key == "nft_unreadable":
             seen = True
             unreadable.append(f"nft list ruleset: {value or 'failed'}")
@@ -555,10 +560,29 @@ def parse_firewall(text: str) -> FirewallState:
         raise ParseError(f"no firewall state lines: {_excerpt(text)}")
     running = (firewalld or "").strip().lower() in ("running", "active")
     return FirewallState(firewalld=firewalld, ufw=ufw, input_policy=policy, blanket_rules=tuple(rules),
-                         unreadable=tuple(unreadable), accepted_sources=tuple(sources),
+                         unreadable=tuple(unreadable), accepted_sources=tuple(_accepted_first(steps)),
                          nft_findings=_nft_findings(nft, iptables_read=policy is not None or bool(rules),
                                                     firewalld_running=running),
                          nft_input_chains=sum(1 for entry in nft if len(entry) == 5 and entry[3] == "policy"))
+
+
+def _accepted_first(steps: dict) -> list[str]:
+    """The source networks accepted before any blanket drop is reached, walking INPUT and the chains
+    it jumps to unconditionally in the order a packet does."""
+    sources: list[str] = []
+
+    def walk(chain: str, seen: frozenset) -> bool:  # False once a drop is reached
+        for step in steps.get(chain, ()):
+            if step[0] == "accept":
+                sources.extend(step[1])
+            elif step[0] == "drop":
+                return False
+            elif step[0] == "jump" and step[1] not in seen and not walk(step[1], seen | {step[1]}):
+                return False
+        return True
+
+    walk("INPUT", frozenset({"INPUT"}))
+    return sources
 
 
 # An nft rule that matches nothing before its verdict: what is left once counters, logging and

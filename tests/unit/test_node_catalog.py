@@ -1323,6 +1323,15 @@ def test_a_firewall_that_accepts_the_nodes_network_first_passes():
               "iptables_chain=-N HARDEN\niptables_chain=-A HARDEN -j DROP\n")
     [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(harden)), cl)
     assert r.outcome == "warning", r.message
+    # Chains INPUT enters that drop nothing before the accept (kube-proxy's, fail2ban's conditional one),
+    # and an accept inside a chain INPUT enters, still let the nodes in.
+    for text in ("iptables=-P INPUT DROP\niptables=-A INPUT -j KUBE-FIREWALL\niptables=-A INPUT -s 10.0.0.0/24 -j ACCEPT\n",
+                 "iptables=-P INPUT DROP\niptables=-A INPUT -p tcp -m multiport --dports 22 -j f2b-sshd\n"
+                 "iptables=-A INPUT -s 10.0.0.0/24 -j ACCEPT\niptables_chain=-N f2b-sshd\niptables_chain=-A f2b-sshd -j RETURN\n",
+                 "iptables=-P INPUT DROP\niptables=-A INPUT -j CLUSTER\niptables_chain=-N CLUSTER\n"
+                 "iptables_chain=-A CLUSTER -s 10.0.0.0/24 -j ACCEPT\n"):
+        [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(text)), cl)
+        assert r.outcome == "passed", (text, r.message)
     # A subnet holding only an address every node shares (docker0) lets no node in.
     [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(rules.replace("10.0.0.0/24", "172.17.0.0/16"))), cl)
     assert r.outcome == "warning", r.message
