@@ -9,12 +9,12 @@ from preflight.parsers.system import RCMD_DEFAULT_FILE
 
 
 def is_launcher(host, cluster) -> bool:
-    """A marked launcher, or any host when the inventory marks none (pdsh is then needed anywhere).
-    A head, or a `launcher:` set either way, is a marking: a head with `launcher: false` and no
-    other launcher means no host launches with pdsh."""
-    if any("head" in h.roles or h.vars.get("launcher") is not None for h in cluster.hosts):
+    """A marked launcher, or any host when the inventory marks none (pdsh is then needed anywhere)
+    but one with `launcher: false`. A head is a marking even with `launcher: false`: with no other
+    launcher, no host launches with pdsh."""
+    if any("head" in h.roles or h.vars.get("launcher") is True for h in cluster.hosts):
         return host.name in {h.name for h in launcher_hosts(cluster)}
-    return True
+    return host.vars.get("launcher") is not False
 
 
 PDSH_INSTALL = ("Install pdsh on the launcher node: apt install pdsh (Debian/Ubuntu) or yum install pdsh "

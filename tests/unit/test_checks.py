@@ -586,6 +586,11 @@ def test_launcher_false_takes_a_head_out_of_the_launchers():
     assert r.outcome == "skipped" and "(launcher: false)" in r.message
     [r] = run_check(tools.test_pdsh, host=worker, facts=missing, cluster=cl)
     assert r.outcome == "skipped" and "not in group head, nor launcher: true" in r.message
+    # No head, one storage node opting out: pdsh is still needed everywhere else.
+    plain, storage = make_host("node-03"), make_host("storage", launcher=False)
+    cl = cluster_of((plain, make_facts("node-03")), (storage, make_facts("storage")))
+    assert outcomes(run_check(tools.test_pdsh, host=plain, facts=missing, cluster=cl)) == {(None, "failed")}
+    assert outcomes(run_check(tools.test_pdsh, host=storage, facts=missing, cluster=cl)) == {(None, "skipped")}
 
 
 def test_pdsh_everywhere_when_no_launcher_is_marked():
