@@ -241,6 +241,21 @@ def _rank_zero_on_the_master(verdict, ranks: dict[str, str], plan, names: list[s
                        observed="; ".join(f"RANK={ranks[h]} on {h}" for h in odd),
                        expected=f"node ranks 0..{nodes - 1}, one per node")
         return
+    counts = Counter(numbers.values())
+    if len(counts) < len(numbers):  # 0 and 00 are one rank
+        twice = sorted(h for h, n in numbers.items() if counts[n] > 1)
+        verdict.failed("RANK", outliers=tuple(twice), where="RANK",
+                       observed="; ".join(f"RANK={ranks[h]} on {h}" for h in twice) + ": the same rank",
+                       expected="a distinct RANK on every node")
+        return
+    master_rank = numbers.get(plan.master.name) if plan.master is not None else None
+    if master_rank not in (None, 0):
+        zero = next((h for h, n in numbers.items() if n == 0), None)
+        verdict.failed("RANK", outliers=tuple(h for h in (plan.master.name, zero) if h), where="RANK",
+                       observed=f"MASTER_ADDR={plan.address} names {plan.master.name}, whose RANK is {master_rank}"
+                                + (f"; RANK=0 is on {zero}" if zero else ""),
+                       expected="RANK=0 on the node MASTER_ADDR names (rank 0 hosts the rendezvous)")
+        return
     if 0 not in numbers.values():
         unread = [n for n in names if n not in ranks]
         if unread:

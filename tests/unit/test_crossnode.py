@@ -536,7 +536,7 @@ def test_rendezvous_rank_zero_is_on_the_master():
     r = rank_result([env("0"), env("1"), env("2")])
     assert r.outcome == "passed" and "0 on the master node-01" in r.message
     r = rank_result([env("1"), env("0"), env("2")])
-    assert r.outcome == "failed" and "RANK=0 is on node-02, but MASTER_ADDR=10.0.0.1 names node-01" in r.message
+    assert r.outcome == "failed" and "MASTER_ADDR=10.0.0.1 names node-01, whose RANK is 1; RANK=0 is on node-02" in r.message
     r = rank_result([env("1"), env("2"), env("3")])
     assert r.outcome == "failed" and "RANK=3 on node-03" in r.message and r.outliers == ("node-03",)
     r = rank_result([env("2"), env("1"), env("3"), env("4")][:3])
@@ -561,6 +561,21 @@ def test_rendezvous_ranks_count_the_nodes_not_read_too():
     cl.facts["node-01"] = HostFacts(host="node-01", address="10.0.0.1", reachable=False, error="refused")
     [r] = [r for r in run_check(network.test_rendezvous, cluster=cl) if r.subject == "RANK"]
     assert r.outcome == "error" and "not evaluated on node-01" in r.message, r.message
+
+
+def test_rendezvous_ranks_alike_as_numbers_are_the_same_rank():
+    envs = [{"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "RANK": r, "WORLD_SIZE": "3"} for r in ("0", "1", "01")]
+    [r] = [r for r in run_check(network.test_rendezvous, cluster=_rdzv_cluster(envs)) if r.subject == "RANK"]
+    assert r.outcome == "failed" and r.outliers == ("node-02", "node-03"), r.message
+
+
+def test_rendezvous_a_master_read_without_rank_zero_fails_though_a_node_is_unread():
+    from preflight.facts import HostFacts
+    envs = [{"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "RANK": r, "WORLD_SIZE": "3"} for r in ("1", "2", "0")]
+    cl = _rdzv_cluster(envs)
+    cl.facts["node-03"] = HostFacts(host="node-03", address="10.0.0.3", reachable=False, error="refused")
+    [r] = [r for r in run_check(network.test_rendezvous, cluster=cl) if r.subject == "RANK"]
+    assert r.outcome == "failed" and "names node-01, whose RANK is 1" in r.message, r.message
 
 
 def test_rendezvous_world_size_on_many_nodes_is_one_line():
