@@ -506,7 +506,7 @@ class PhaseTwo:
                 process.close()
 
     def device_ping(self, mode: str) -> None:
-        nodes = []
+        nodes, devices = [], {}
         for host, facts in self.cluster.reachable():
             try:
                 ips = device_ips(facts)
@@ -514,6 +514,8 @@ class PhaseTwo:
                 return
             if ips:
                 nodes.append((host, ips))
+                # Every NPU of the node, with a device IP or not: HCCL's local rank i is its i-th NPU.
+                devices[host.name] = sorted(set(facts.devices()) | set(facts.per_device("hccn.ip")))
         if len(nodes) < 2:
             return  # cluster.device_ping says why (checks.network.no_ping_reason)
         for (host, _) in nodes:
@@ -523,22 +525,29 @@ class PhaseTwo:
         lock = threading.Lock()
         settled: set[tuple[str, str]] = set()
 
+        def ranks(job):
+            """[(source NPU, peer NPU)]: the i-th NPU of each node, as HCCL's local rank i pairs them
+            (the same numbers on whole nodes; in order in containers given other devices)."""
+            return list(zip(devices[job[0]], devices[job[1]]))
+
         def pairs_of(job):
-            """NPU i pings NPU i (HCCL's rings join same-numbered NPUs); nodes with no NPU number in
-            common (containers given other devices) are paired in order."""
-            src, dst = job
-            src_ips, dst_ips = by_name[src][1], by_name[dst][1]
-            common = sorted(src_ips.keys() & dst_ips.keys())
-            if common:
-                return [(d, d, dst_ips[d]) for d in common]
-            return [(d, dd, dst_ips[dd]) for d, dd in zip(sorted(src_ips), sorted(dst_ips))]
+            src_ips, dst_ips = by_name[job[0]][1], by_name[job[1]][1]
+            return [(d, dd, dst_ips[dd]) for d, dd in ranks(job) if d in src_ips and dd in dst_ips]
 
         def unpaired(job):
-            """Source NPUs left without a peer: said (a skip: the peer's own results say why), not silent."""
+            """Source NPUs with a device IP and no peer to ping: said (a skip: the peer's own results
+            say why, hccl.device_ip or the peer's fewer NPUs), not silent."""
             src, dst = job
-            paired = {d for d, _, _ in pairs_of(job)}
-            return [f"{dst} {d} {d} - skipped no peer: {dst} has no npu{d} with a device IP"
-                    for d in sorted(by_name[src][1]) if d not in paired]
+            src_ips, dst_ips = by_name[src][1], by_name[dst][1]
+            peer = dict(ranks(job))
+            lines = []
+            for d in sorted(src_ips):
+                if d not in peer:
+                    lines.append(f"{dst} {d} {d} - skipped no peer: {dst} has {len(devices[dst])} NPU(s), "
+                                 f"none at this rank")
+                elif peer[d] not in dst_ips:
+                    lines.append(f"{dst} {peer[d]} {d} - skipped no peer: {dst} npu{peer[d]} has no device IP")
+            return lines
 
         def record(job, lines, stderr=""):
             """Adds one job's lines to its source's record, once: an abandoned job's thread may

@@ -830,7 +830,7 @@ def test_npu_i_pings_npu_i_and_an_npu_left_without_a_peer_is_said():
                                                cluster=cl)}
     assert results["npu4->node-02:npu4"].outcome == "passed"
     unpaired = results["npu3->node-02:npu3"]
-    assert unpaired.outcome == "skipped" and "no peer: node-02 has no npu3 with a device IP" in unpaired.message
+    assert unpaired.outcome == "skipped" and "no peer: node-02 npu3 has no device IP" in unpaired.message
     # Nodes sharing most NPU numbers are not paired across numbers (npu6 -> npu7 is a rail HCCL never uses).
     records = {"node-01": {f"hccn.ip/{d}": f"ipaddr:29.0.1.{d}\n" for d in range(8) if d != 7},
                "node-02": {f"hccn.ip/{d}": f"ipaddr:29.0.2.{d}\n" for d in range(8) if d != 6}}
@@ -840,12 +840,23 @@ def test_npu_i_pings_npu_i_and_an_npu_left_without_a_peer_is_said():
     phase.device_ping("ring")
     assert asked["node-01"] == [[str(d), f"29.0.2.{d}"] for d in range(6)]
     # Containers given other devices (npu4-7 on one node, npu0-3 on the other) are paired in order.
-    hosts, cl = _cluster({"node-01": {f"hccn.ip/{d}": f"ipaddr:29.0.1.{d}\n" for d in range(4, 8)},
-                          "node-02": {f"hccn.ip/{d}": f"ipaddr:29.0.2.{d}\n" for d in range(4)}})
+    hosts, cl = _cluster({"node-01": {"probe.devices": "4 5 6 7", **{f"hccn.ip/{d}": f"ipaddr:29.0.1.{d}\n"
+                                                                    for d in range(4, 8)}},
+                          "node-02": {"probe.devices": "0 1 2 3", **{f"hccn.ip/{d}": f"ipaddr:29.0.2.{d}\n"
+                                                                    for d in range(4)}}})
     phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=5))
     phase.run = run
     phase.device_ping("ring")
     assert asked["node-01"] == [["4", "29.0.2.0"], ["5", "29.0.2.1"], ["6", "29.0.2.2"], ["7", "29.0.2.3"]]
+    # Containers given overlapping devices (0-3 and 2-5): local rank i to local rank i, none left out.
+    hosts, cl = _cluster({"node-01": {"probe.devices": "0 1 2 3", **{f"hccn.ip/{d}": f"ipaddr:29.0.1.{d}\n"
+                                                                    for d in range(4)}},
+                          "node-02": {"probe.devices": "2 3 4 5", **{f"hccn.ip/{d}": f"ipaddr:29.0.2.{d}\n"
+                                                                    for d in range(2, 6)}}})
+    phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=5))
+    phase.run = run
+    phase.device_ping("ring")
+    assert asked["node-01"] == [["0", "29.0.2.2"], ["1", "29.0.2.3"], ["2", "29.0.2.4"], ["3", "29.0.2.5"]]
 
 
 def test_an_abandoned_ping_run_names_every_pair_and_its_late_answer_is_ignored(monkeypatch):
