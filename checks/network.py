@@ -291,18 +291,34 @@ def _read_only_but_shared(verdict, path, writer, views) -> bool:
         return False
     kinds = {fs for fs in seen.values()}
     fstype, source = seen[writer]
-    own_export = re.match(r"(localhost|127\.[\d.]+|\[?::1\]?):", source)  # each node mounting its own server
-    if len(kinds) == 1 and NETWORK_FS.fullmatch(fstype) and not own_export:
+    if len(kinds) == 1 and _shared_kind(fstype, source):
         verdict.passed(path, message=f"{path} is read-only on {writer}, so no marker could be written; it is the "
                                      f"same {fstype} filesystem ({source}) on all {len(views)} nodes")
         return True
     described = "; ".join(f"{fold(hs)}: {t} {s}" for (t, s), hs in _group(seen).items())
     sides = split(seen)
-    verdict.failed(path, outliers=sides.outliers if not sides.unanimous else tuple(sorted(views)), where=path,
+    # The minority is the odd one only when what most nodes have is a shared filesystem.
+    named = sides.outliers if not sides.unanimous and not sides.tied and _shared_kind(*sides.majority) \
+        else tuple(sorted(views))
+    verdict.failed(path, outliers=named, where=path,
                    observed=f"{path} is read-only on {writer} (no marker could be written), and its filesystem is "
                             f"not one network filesystem everywhere: {described}",
                    expected="one network filesystem, the same source on every node")
     return True
+
+
+def _shared_kind(fstype: str, source: str) -> bool:
+    """A filesystem nodes can share: a network one, not mounted from the node itself, and for FUSE
+    (fuseblk) one whose source is no local device or container layer."""
+    if not NETWORK_FS.fullmatch(fstype):
+        return False
+    if re.match(r"(localhost\d*|ip6-localhost|localhost6|127\.[\d.]+|0\.0\.0\.0|\[?::1?\]?):", source):
+        return False  # each node mounting its own server
+    # A FUSE source that is a local path or device (ntfs-3g /dev/sdb1, bindfs /data) is the node's own.
+    return not (fstype == "fuseblk" and (source.startswith("/") or source in LOCAL_FUSE))
+
+
+LOCAL_FUSE = frozenset({"fuse-overlayfs", "squashfuse", "lxcfs", "gvfsd-fuse"})
 
 
 def _group(per_host: dict) -> dict:

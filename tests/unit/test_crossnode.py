@@ -451,6 +451,18 @@ def test_a_read_only_shared_path_is_judged_by_its_filesystem():
            for n, r in juice.items()}
     hosts, cl = _cluster(own, shared_paths=("/models",))
     assert run_check(network.test_shared_storage, cluster=cl)[0].outcome == "failed"
+    # FUSE over a local disk or a container layer is each node's own.
+    for local in ("fuseblk /dev/sdb1", "fuseblk fuse-overlayfs", "nfs ip6-localhost:/export"):
+        alike = {n: {"storage.shared": r["storage.shared"].replace("fuseblk JuiceFS:vol", local)} for n, r in juice.items()}
+        hosts, cl = _cluster(alike, shared_paths=("/models",))
+        assert run_check(network.test_shared_storage, cluster=cl)[0].outcome == "failed", local
+    # Two nodes on local disks and one on the NFS server: the local ones are not "the majority that is right".
+    mixed = {"node-01": {"storage.shared": "writer unwritable /models\nwriter fs xfs /dev/nvme0n1p1 /models\n"},
+             "node-02": {"storage.shared": "from node-01\nmissing /models -\nfs xfs /dev/nvme0n1p1 /models\n"},
+             "node-03": {"storage.shared": "from node-01\nmissing /models -\n" + fs}}
+    hosts, cl = _cluster(mixed, shared_paths=("/models",))
+    [r] = run_check(network.test_shared_storage, cluster=cl)
+    assert r.outcome == "failed" and r.outliers == ("node-01", "node-02", "node-03"), r.outliers
     # Without the filesystem lines (an older record): the plain "not writable" failure.
     records = {"node-01": {"storage.shared": "writer unwritable /models\n"},
                "node-02": {"storage.shared": "from node-01\nmissing /models -\n"}}
