@@ -389,6 +389,12 @@ def test_a_sudo_refusal_stops_the_tools_later_calls():
         assert "sudo -n refused hccn earlier on this host" in out[f"tls/{d}"].skipped
 
 
+def test_a_sudo_rule_refusing_one_query_stops_that_query_only():
+    refused = "echo \"Sorry, user op is not allowed to execute '/usr/bin/hccn_tool -i $PF_DEV -tls -g' as root\" >&2; exit 1"
+    out = _run_plan([[("tls", "hccn", refused, True), ("link", "hccn", "echo up", True)]], devs="0 1")
+    assert all(out[f"link/{d}"].stdout == "up\n" for d in range(2))  # the allowed query still runs
+
+
 def test_a_call_hung_on_one_npu_stops_that_npus_lane_only():
     hang_on_2 = '[ "$PF_DEV" = 2 ] && sleep 30; echo "link=$PF_DEV"'
     cmds = [("link", "hccn", hang_on_2, True), ("tls", "hccn", 'echo "tls=$PF_DEV"', True)]
