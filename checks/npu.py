@@ -1,6 +1,6 @@
 """The NPUs as npu-smi sees them."""
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from preflight import faq
 from preflight.check import check, nothing_to_compare
@@ -98,8 +98,13 @@ def test_hardware_agree(cluster, verdict):
     unreadable = []
     # Role-only nodes the inventory declares differently (head: {npus_per_node: 4}, worker: {... 8})
     # are compared within each declaration.
-    declared = {h.vars.get("npus_per_node") for h in cluster.hosts
-                if not [g for g in h.groups if g not in ROLE_GROUPS]} - {None}
+    role_only = [h for h in cluster.hosts if not [g for g in h.groups if g not in ROLE_GROUPS]]
+    declared = {h.vars.get("npus_per_node") for h in role_only} - {None}
+    by_role: dict[str, Counter] = defaultdict(Counter)  # a node declaring nothing goes with its role's count
+    for h in role_only:
+        for role in h.groups:
+            if h.vars.get("npus_per_node") is not None:
+                by_role[role][h.vars["npus_per_node"]] += 1
     for host, facts in cluster.reachable():
         try:
             info = facts.get("npu_smi.info")
@@ -110,6 +115,9 @@ def test_hardware_agree(cluster, verdict):
         # The roles (head, worker) are not hardware groups: a head and its workers run one job, so
         # they are compared together (split by role, a 1 head + 1 worker cluster could never fail).
         own = host.vars.get("npus_per_node")
+        if own is None:
+            seen = sum((by_role[r] for r in host.groups if r in by_role), Counter())
+            own = seen.most_common(1)[0][0] if seen else None
         nodes = f"(npus_per_node {own})" if len(declared) > 1 and own is not None else ALL_NODES
         groups = [g for g in host.groups if g not in ROLE_GROUPS] or [nodes]
         for group in groups:

@@ -1195,6 +1195,13 @@ def test_hardware_agree():
     results = run(npu.test_hardware_agree, cluster=cluster_of((head4, make_facts("node-01", raw=small)),
                                                               (worker8, make_facts("node-02", raw=node_raw()))))
     assert {r.outcome for r in results} == {"passed"} and len(results) == 2, [r.message for r in results]
+    # A worker declaring nothing is compared with the workers (it was alone in a bucket and passed).
+    bare = make_host("node-03", groups=["worker"])
+    results = run(npu.test_hardware_agree, cluster=cluster_of((head4, make_facts("node-01", raw=small)),
+                                                              (worker8, make_facts("node-02", raw=node_raw())),
+                                                              (bare, make_facts("node-03", raw=small))))
+    [bad_bucket] = [r for r in results if r.outcome == "failed"]
+    assert bad_bucket.outliers == ("node-02", "node-03") and "npus_per_node 8" in bad_bucket.message
     # A hardware group of its own is still compared within itself only.
     racks = [make_host("a1", groups=["head", "rackA"]), make_host("a2", groups=["worker", "rackA"]),
              make_host("b1", groups=["worker", "rackB"])]
