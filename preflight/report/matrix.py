@@ -205,7 +205,9 @@ def _tip(rs) -> str:
     return "\n".join(lines)
 
 
-_ORDER = {"failed": 0, "warning": 1, "error": 2}
+# What blocks the launch first (failures, then what could not be evaluated), advice last; within
+# those, unreachable hosts first: their other findings are unknown.
+_ORDER = {"failed": 0, "error": 1, "warning": 2}
 
 
 def findings(document: dict) -> str:
@@ -243,7 +245,7 @@ def findings(document: dict) -> str:
         groups.setdefault(key, []).append((host, message))
     parts = ['<h3>What to fix</h3><ol class="pf-findings">']
     for (outcome, check, subject, generic, remedy, reference, shard), members in sorted(
-            groups.items(), key=lambda kv: _ORDER[kv[0][0]]):
+            groups.items(), key=lambda kv: (_ORDER[kv[0][0]], kv[0][1] != "cluster.reachable")):
         hosts = [h for h, _ in members]
         named = list(dict.fromkeys(h for h in hosts if h is not None))
         message = members[0][1] if len(named) <= 1 else generic

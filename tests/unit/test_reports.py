@@ -315,7 +315,10 @@ def test_remedies_appear_in_the_findings_list(parsed):
     # "not evaluated" errors are summarised on its reachability failure instead of listed.
     assert len(findings) == 6, findings
     kinds = [f.split(" ", 1)[0] for f in findings]
-    assert kinds == ["FAILED"] * 4 + ["WARNING", "ERROR"]  # failures first, then warnings, then errors
+    # What blocks the launch first: failures (an unreachable host's leading), what could not be
+    # evaluated, then the warnings that do not block it.
+    assert kinds == ["FAILED"] * 4 + ["ERROR", "WARNING"]
+    assert "cluster.reachable" in findings[0]
     joined = "\n".join(findings)
     assert "Remedy: Pass --device /dev/davinci1 into the container." in joined
     assert "Remedy: hccn_tool -i 3 -link -g; check the optical module." in joined
