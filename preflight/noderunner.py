@@ -114,9 +114,9 @@ def _reap(proc):
 
 
 # sudo's own refusals (as preflight.facts.SUDO_REFUSAL reads them): no password, not allowed, no tty.
-SUDO_REFUSED = re.compile(r"(?m)^(sudo: .*(not in the sudoers|is not allowed to|a password is required|"
-                          r"a terminal is required)|sorry, you must have a tty to run sudo|Sorry, user .* is not "
-                          r"allowed to execute)")
+SUDO_REFUSED_ERE = (r"^(sudo: .*(not in the sudoers|is not allowed to|a password is required|a terminal is required)|"
+                    r"sorry, you must have a tty to run sudo|Sorry, user .* is not allowed to execute)")  # grep -E too
+SUDO_REFUSED = re.compile("(?m)" + SUDO_REFUSED_ERE)
 
 
 # The probe's commands start with this (preflight.probe builds them; the bash runner runs it as

@@ -39,7 +39,7 @@ from pathlib import Path
 # refused"); a node set up in Chinese or German would otherwise answer in its language. LANGUAGE
 # too: Python's gettext (ufw) reads it before LC_ALL. Python 3.6 under C would print ASCII only.
 # The bash runner runs it as the commands' prefix, the python runner sets it in their environment.
-from .noderunner import C_LOCALE
+from .noderunner import C_LOCALE, SUDO_REFUSED_ERE
 
 DEFAULT_CAP = 1 << 20  # bytes of stdout (and of stderr) kept per command
 
@@ -93,7 +93,10 @@ pf_run() {  # fact-name tool timeout-seconds command
   printf '\n%s R %s %s\n%s E %s\n' "$PF" "$rc" "$ms" "$PF" "$e"
   # A command killed by its timeout: later calls of the same tool are skipped, so one hung
   # tool costs one timeout, not one per NPU.
-  case $rc in 124|137) [ "$ms" -ge "$(( $3 * 1000 - 500 ))" ] && printf -v "$v" '%s' "$2 timed out earlier on this host ($1)";; esac
+  case $rc in 124|137) [ "$ms" -ge "$(( $3 * 1000 - 500 ))" ] && printf -v "$v" '%s' "$2 timed out earlier on this host ($1)";;
+    # One sudo refusal is the answer for every call of the tool (each more: an auth-log entry).
+    0) ;; *) [ "$PF_NPUSMI" = pf_sudo_npusmi ] && printf %s "$e" | base64 -d 2>/dev/null | grep -qE "$PF_SUDO_REFUSED" \
+         && printf -v "$v" '%s' "sudo -n refused $2 earlier on this host ($1)";; esac
 }
 """
 
@@ -157,6 +160,7 @@ def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP,
         if "\0" in str(value):
             raise ValueError(f"probe parameter {name} contains a NUL byte")
         lines.append(f"export {name}={shlex.quote(str(value))}")
+    lines.append(f"PF_SUDO_REFUSED={shlex.quote(SUDO_REFUSED_ERE)}")
     lines.append(_PRELUDE)
     # The leading newline ends whatever a login banner printed without one.
     lines.append('printf \'\\n%s B probe.devices\\n%s O %s\\n%s R 0 0\\n%s E \\n\' "$PF" "$PF" '

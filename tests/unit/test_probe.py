@@ -519,6 +519,19 @@ def test_sudo_wanting_a_password_is_a_clear_error(tmp_path):
         facts.get("npu_smi.info")
 
 
+def test_one_sudo_refusal_stops_the_tools_later_calls(tmp_path):
+    """Each refused call is an auth-log entry (and a mail to root): one per tool is enough."""
+    env = _fake_sudo(tmp_path, 'echo "$*" >> "$HOME/sudo.log"; echo "sudo: a password is required" >&2; exit 1\n')
+    nonce = new_nonce()
+    script = build_script([ProbeCommand("one", '"$PF_NPUSMI" info', tool="npu-smi"),
+                           ProbeCommand("two", '"$PF_NPUSMI" info -t board', tool="npu-smi")], nonce, 5,
+                          params={"PF_SUDO": "1"})
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, env=env, timeout=30)
+    out = parse_probe_output(proc.stdout, nonce).outputs
+    assert out["one"].rc == 1 and "sudo -n refused npu-smi earlier on this host (one)" in out["two"].skipped
+    assert len((tmp_path / "sudo.log").read_text().splitlines()) == 1
+
+
 @pytest.mark.parametrize("refusal", [
     "sorry, you must have a tty to run sudo",
     "sudo: /usr/local/Ascend/driver/tools/hccn_tool: command not found",
