@@ -327,9 +327,16 @@ class Group:
         elif rc != 0 and SUDO_REFUSED.search(err.decode("utf-8", "replace")):
             # No password or no sudoers entry refuses every call; a rule that allows some of the
             # tool's queries ("is not allowed to execute '... -tls -g'") refuses only that one.
+            # A rule for some other arguments refuses that one query; two queries refused, the tool
+            # has no rule at all ("is not allowed to execute" says both): its later calls are spared.
             words = err.decode("utf-8", "replace")
-            key = ("query", name.split("/")[0]) if "is not allowed to" in words else tool
-            ctx.hung[key] = "sudo -n refused %s earlier on this host (%s)" % (tool, name)
+            query = name.split("/")[0]
+            why = "sudo -n refused %s earlier on this host (%s)" % (tool, name)
+            refused = ctx.refused.setdefault(tool, set())
+            refused.add(query)
+            ctx.hung[("query", query)] = why
+            if "is not allowed to" not in words or len(refused) > 1:
+                ctx.hung[tool] = why
 
     def write(self, data):
         if isinstance(self.out, list):
@@ -343,6 +350,7 @@ class Context:
         self.nonce, self.read, self.timeout, self.devs, self.bash = nonce, read, timeout, devs, bash
         self.env = dict(os.environ)
         self.hung = {}
+        self.refused = {}  # tool -> the queries sudo refused
         self.failed = []
 
 

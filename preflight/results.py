@@ -51,26 +51,36 @@ def is_secret_name(name: str) -> bool:
 
 # A name whose last word is a secret's (HF_TOKEN, DB_PASSWORD, WANDB_API_KEY, OBS_SK), for text
 # shown to the operator: TOKENIZER_PATH, max_num_batched_tokens, PASSTHROUGH stay readable.
-_SECRET_TAIL = re.compile(r"(?i)(?:^|[_-])(token|password|passwd|pwd|secret|api[_-]?key|access[_-]?key|secret[_-]?key|"
-                          r"sk|ak|pat|credentials?)$")
-_VALUE = r"""(?:"[^"]*"|'[^']*'|(?!-)[^\s'"&,;)]+)"""  # a value, quoted or bare, never the next --flag
+# (PGPASSWORD too; MYSQL_PWD but not the shell's PWD.)
+_SECRET_TAIL = re.compile(r"(?i)(?:password|passwd|[_-]pwd|(?:^|[_-])(?:token|pass|secret|auth|api[_-]?key|"
+                          r"access[_-]?key|secret[_-]?key|private[_-]?key|sk|ak|pat|credentials?))$")
+_SPACE = " \t\r\n\f\v"  # whitespace only: Python's \s also takes \x1c-\x1f, which would end a value early
+_VALUE = rf"""(?:"[^"]*"|'[^']*'|(?!-)[^{_SPACE}'"&;)]+)"""  # a value, quoted or bare, never the next --flag
 # Secrets written inline in a command line or a URL, as launch scripts and job files quote them.
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):([^@\s]+)@")
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):([^@\s/]+)@")  # userinfo has no raw /
 _URL_TOKEN_USER = re.compile(r"(?i)\b(https?://)(gh[pousr]_[A-Za-z0-9]+|glpat-[A-Za-z0-9_-]+|hf_[A-Za-z0-9]+)@")
-_AUTH_HEADER = re.compile(r"(?i)(authorization:\s*(?:bearer|basic|token)?\s*)[^\s'\"]+")
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
-_QUERY_SECRET = re.compile(r"(?i)([?&](?:[a-z]*_)?(?:token|api_?key|access_?key|secret|password|passwd|sig|"
-                           r"signature)=)[^&\s'\"]+")
+_AUTH_HEADER = re.compile(r"(?i)(authorization:[ \t]*(?:bearer|basic|token)?[ \t]*)[^\s'\"]+")
+_BEARER = re.compile(r"(?i)\b(bearer[ \t]+)[A-Za-z0-9._~+/=-]{8,}")
+_QUERY_SECRET = re.compile(r"(?i)([?&](?:(?:[a-z]*_)?(?:token|api_?key|access_?key|secret|password|passwd)|key|sig|"
+                           r"signature|x-amz-signature|x-amz-credential)=)[^&\s'\"]+")
 _FLAG_SECRET = re.compile(r"(?i)(--(?:[a-z0-9]+[-_])*(?:token|password|passwd|secret|api[-_]?key|access[-_]?key)"
-                          r"(?:[-_]id)?)([=\s]+)(?!<redacted>)" + _VALUE)
-_ASSIGNMENT = re.compile(r"""(["']?)\b([A-Za-z_][A-Za-z0-9_.]*)\1(\s*[=:]\s*)(?!<redacted>)""" + _VALUE)
-_USER_PASSWORD = re.compile(r"(\s-u\s+[^\s:]+):(\S+)")  # curl -u user:password
+                          r"(?:[-_]id)?)([= \t]+)(?!<redacted>)" + _VALUE)
+# NAME=value anywhere; "name": value / name: value only as a key (quoted, or opening a line or a
+# mapping), not prose ("the script passes a token: set HF_TOKEN instead").
+_ASSIGNMENT = re.compile(r"""\b([A-Za-z_][A-Za-z0-9_.]*)([ \t]*=[ \t]*)(?!<redacted>)""" + _VALUE)
+_KEY_VALUE = re.compile(r"""((?:^|[{,][ \t]*)(["']?)([A-Za-z_][A-Za-z0-9_.]*)\2[ \t]*:[ \t]*|(["'])([A-Za-z_][A-Za-z0-9_.]*)\4[ \t]*:[ \t]*)(?!<redacted>)"""
+                        rf"""(?:"[^"]*"|'[^']*'|[^{_SPACE}'",}}]+)""", re.M)  # a mapping's value ends at , or }
+_USER_PASSWORD = re.compile(r"(\bcurl\b[^\n]*?\s(?:-u|--user)[ \t]+[^\s:]+):(\S+)")  # curl -u user:password
+
+
+def _secret_name(name: str) -> bool:
+    return bool(_SECRET_TAIL.search(name.split(".")[-1]))
 
 
 def redact_secrets(text: str) -> str:
     """``text`` with inline secrets replaced by ``<redacted>``: a URL's password (or a token as its
     user), an Authorization header, a token in a query string, a ``--hf-token X`` flag, a
-    ``HF_TOKEN=X`` or ``password: X`` setting, ``curl -u user:password``."""
+    ``HF_TOKEN=X`` or ``"password": X`` setting, ``curl -u user:password``."""
     text = _URL_PASSWORD.sub(r"\1:<redacted>@", text)
     text = _URL_TOKEN_USER.sub(r"\1<redacted>@", text)
     text = _AUTH_HEADER.sub(r"\1<redacted>", text)
@@ -78,8 +88,8 @@ def redact_secrets(text: str) -> str:
     text = _QUERY_SECRET.sub(r"\1<redacted>", text)
     text = _FLAG_SECRET.sub(r"\1\2<redacted>", text)
     text = _USER_PASSWORD.sub(r"\1:<redacted>", text)
-    return _ASSIGNMENT.sub(lambda m: f"{m[1]}{m[2]}{m[1]}{m[3]}<redacted>" if _SECRET_TAIL.search(m[2].split(".")[-1])
-                           else m[0], text)
+    text = _ASSIGNMENT.sub(lambda m: f"{m[1]}{m[2]}<redacted>" if _secret_name(m[1]) else m[0], text)
+    return _KEY_VALUE.sub(lambda m: f"{m[1]}<redacted>" if _secret_name(m[3] or m[5]) else m[0], text)
 
 
 def one_line(text: str) -> str:

@@ -484,7 +484,7 @@ class PreflightRun:
     def jobs_json(self) -> list[dict]:
         """The --job files and what their reader could not see (values only the run knows, flags a
         branch hides, "$@"): the checks that need such a value say so; these notes say it once."""
-        return [{"path": j.path, "kind": j.kind, "notes": [redact_secrets(visible(n)) for n in j.notes]}
+        return [{"path": j.path, "kind": j.kind, "notes": [visible(redact_secrets(n)) for n in j.notes]}
                 for j in self.jobs]
 
     def finish(self, session, exitstatus) -> None:

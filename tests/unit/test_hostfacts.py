@@ -253,6 +253,16 @@ def test_a_tools_terminal_escapes_never_reach_the_operators_terminal():
     ("TOKENIZER_PATH=/m max_num_batched_tokens=8192 PASSTHROUGH=1 HCCL_AUTH_ENABLE=1 PasswordAuthentication=no",
      "TOKENIZER_PATH=/m max_num_batched_tokens=8192 PASSTHROUGH=1 HCCL_AUTH_ENABLE=1 PasswordAuthentication=no"),
     ("Basic authentication fails; ?page_key=3", "Basic authentication fails; ?page_key=3"),
+    ("export PGPASSWORD=x DB_PASS=x SSH_PRIVATE_KEY=x REDIS_AUTH=x MYSQL_PWD=x HF_TOKEN=abc,def",
+     "export PGPASSWORD=<redacted> DB_PASS=<redacted> SSH_PRIVATE_KEY=<redacted> REDIS_AUTH=<redacted> "
+     "MYSQL_PWD=<redacted> HF_TOKEN=<redacted>"),
+    ("https://maps.example/api?key=AIza123 ?X-Amz-Signature=abc&x=1", "https://maps.example/api?key=<redacted> "
+                                                                     "?X-Amz-Signature=<redacted>&x=1"),
+    ("PWD=/home/alice/job; docker run -u 1000:1000; the script passes a token: set HF_TOKEN instead",
+     "PWD=/home/alice/job; docker run -u 1000:1000; the script passes a token: set HF_TOKEN instead"),
+    ("image registry.example.com:5000/v2/ascend/mindie@sha256:0123abcd https://registry.example.com:5000/v2/x@sha256:1",
+     "image registry.example.com:5000/v2/ascend/mindie@sha256:0123abcd https://registry.example.com:5000/v2/x@sha256:1"),
+    ("HF_TOKEN=abc\x1fdef", "HF_TOKEN=<redacted>"),
 ])
 def test_secrets_a_message_quotes_are_redacted(text, shown):
     """Job notes quoted launch-script lines as written, tokens and URL passwords included, into every report."""

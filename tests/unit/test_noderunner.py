@@ -394,6 +394,12 @@ def test_a_sudo_rule_refusing_one_query_stops_that_query_only():
     out = _run_plan([[("tls", "hccn", refused, True), ("link", "hccn", "echo up", True)]], devs="0 1")
     assert all(out[f"link/{d}"].stdout == "up\n" for d in range(2))  # the allowed query still runs
 
+    # No rule for the tool at all (sudo says "not allowed" too): after two queries, the rest are spared.
+    refuse_all = "echo \"Sorry, user op is not allowed to execute '/usr/bin/hccn_tool' as root\" >&2; exit 1"
+    plan = [(q, "hccn", refuse_all, True) for q in ("link", "tls", "ip", "health", "stat", "speed")]
+    out = _run_plan([plan], devs="0")
+    assert sum(1 for o in out.values() if o.rc == 1) == 2, {k: (o.rc, o.skipped) for k, o in out.items()}
+
 
 def test_a_call_hung_on_one_npu_stops_that_npus_lane_only():
     hang_on_2 = '[ "$PF_DEV" = 2 ] && sleep 30; echo "link=$PF_DEV"'
