@@ -276,8 +276,8 @@ def _rank_zero_on_the_master(verdict, ranks: dict[str, str], plan, names: list[s
                                    + (f", 0 on the master {zero}" if plan.master is not None else ""))
 
 
-# Filesystems one node's files can be another's on (stat -f's names); anything else is local.
-# (`stat -f -c %T`'s names: every FUSE filesystem is fuseblk, its df source names the backend.)
+# Filesystems one node's files can be another's on, as `stat -f -c %T` names them (every FUSE
+# filesystem is fuseblk: its df source names the backend); anything else is local.
 NETWORK_FS = re.compile(r"nfs\d*|cifs|smb\d*|lustre|gpfs|ceph|glusterfs|fhgfs|beegfs|fuseblk|fuse|v9fs|9p|virtiofs|"
                         r"panfs|wekafs|ocfs2|gfs/gfs2|gfs2|afs")
 
