@@ -373,11 +373,15 @@ def test_hccl_exact_list_is_alternatives_gloo_list_is_not():
     assert_explained(failed(results)[0], "GLOO_SOCKET_IFNAME=eth9,eth0", "eth9, which does not exist")
 
 
-def test_socket_ifname_down_interface():
+def _eth0_down():
     ifaces = json.loads(json.dumps(IFACES))
     ifaces[1]["flags"] = ["BROADCAST", "MULTICAST", "NO-CARRIER", "UP"]
     ifaces[1]["operstate"] = "DOWN"
-    raw = healthy_raw(env={"TP_SOCKET_IFNAME": "eth0", "HCCL_SOCKET_IFNAME": None}, interfaces=ifaces)
+    return ifaces
+
+
+def test_socket_ifname_down_interface():
+    raw = healthy_raw(env={"TP_SOCKET_IFNAME": "eth0", "HCCL_SOCKET_IFNAME": None}, interfaces=_eth0_down())
     [result] = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
     assert result.outcome == "failed" and "down or has no address" in result.message
 
@@ -406,10 +410,7 @@ def test_hccl_if_ip_loopback_serves_a_single_node_inventory():
 
 
 def test_hccl_if_ip_on_an_interface_that_is_down_fails():
-    ifaces = json.loads(json.dumps(IFACES))
-    ifaces[1]["flags"] = ["BROADCAST", "MULTICAST", "NO-CARRIER", "UP"]
-    ifaces[1]["operstate"] = "DOWN"
-    raw = healthy_raw(env={"HCCL_IF_IP": "10.0.0.1", "HCCL_SOCKET_IFNAME": None}, interfaces=ifaces)
+    raw = healthy_raw(env={"HCCL_IF_IP": "10.0.0.1", "HCCL_SOCKET_IFNAME": None}, interfaces=_eth0_down())
     [r] = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
     assert r.outcome == "failed" and "which is not up" in r.message, r
 
