@@ -289,7 +289,7 @@ def test_stack(host, facts, verdict, compat):
        needs=("python.stack",),
        remedy=("Install the torch_npu built for the installed torch (same X.Y.Z): pip install torch==X.Y.Z "
                "torch_npu==X.Y.Z[.postN] in the job's Python (see the Ascend/pytorch compatibility table)."))
-def test_torch_pair(host, facts, verdict):
+def test_torch_pair(host, facts, verdict, compat):
     stack = facts.get("python.stack")
     torch, tnpu = stack.version_of("torch"), stack.version_of("torch_npu")
     where = f"{stack.executable or 'python3'}"
@@ -298,8 +298,15 @@ def test_torch_pair(host, facts, verdict):
         verdict.failed(observed=f"{' and '.join(missing)} not installed for {where}",
                        expected="torch and torch_npu installed in the Python the job uses (inventory `python`)")
     elif C.base_release(torch) != C.base_release(tnpu):
+        # The command with this node's versions: the newest torch_npu the table lists for this torch.
+        made = [str(r["torch_npu"]) for r in compat.rows("torch_npu")
+                if C.base_release(str(r["torch"])) == C.base_release(torch)]
+        pick = max(made, key=C.version_key) if made else f"{C.base_release(torch)}[.postN]"
         verdict.failed(observed=f"torch {torch} with torch_npu {tnpu} ({where})",
-                       expected=f"torch_npu {C.base_release(torch)}[.postN] for torch {torch}")
+                       expected=f"torch_npu {C.base_release(torch)}[.postN] for torch {torch}",
+                       remedy=f"{where} -m pip install torch_npu=={pick} (built for torch {C.base_release(torch)}; "
+                              f"or pip install torch=={C.base_release(tnpu)} to keep torch_npu {tnpu}), on this node "
+                              f"and every other one alike.")
     else:
         verdict.passed(message=f"torch {torch}, torch_npu {tnpu} ({where})")
 

@@ -38,7 +38,7 @@ def judge(host, gathered, verdict: Verdict, note: str = "") -> None:
                        expected=f"an SSH login to {host.address}"
                                 + (f" port {host.port}" if host.port and int(host.port) != 22 else "")
                                 + " within --connect-timeout",
-                       remedy=_REMEDIES.get(gathered.error_kind))
+                       remedy=_REMEDIES.get(gathered.error_kind) or _login_remedy(host))
     elif gathered.error_kind == "lost":
         verdict.failed(observed=f"logged in, then {gathered.error}{note}",
                        expected="the connection to stay up for the whole probe")
@@ -46,6 +46,17 @@ def judge(host, gathered, verdict: Verdict, note: str = "") -> None:
         verdict.passed(message=f"{host.name} answered, but {gathered.error}")
     else:
         verdict.passed(message=f"{host.name} answered in {gathered.gather_s:.1f}s")
+
+
+def _login_remedy(host) -> str | None:
+    """The check's remedy with this host's own login in it, to paste as it is."""
+    if host.connection == "local":
+        return None
+    login = f"{host.user + '@' if host.user else ''}{host.address}"
+    port = f" -p {host.port}" if host.port and int(host.port) != 22 else ""
+    jump = f" -J {host.jump_host}" if host.jump_host else ""
+    return (f"Check that {host.name} is up and its sshd listens: ssh -o BatchMode=yes{port}{jump} {login} true from "
+            f"the controller; fix the address, port, jump host or network path in the inventory or on the node.")
 
 
 def unjudged_failures(hosts, facts: dict, results) -> list[Result]:

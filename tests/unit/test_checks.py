@@ -46,6 +46,8 @@ def test_reachable_fails_with_a_remedy_for_the_cause(kind, remedy_word):
     assert result.outcome == "failed"
     assert_explained(result, "node-03", "connection refused")
     assert remedy_word in result.remedy
+    if kind == "unreachable":  # the login to paste, this host's own
+        assert "ssh -o BatchMode=yes root@node-03 true" in result.remedy, result.remedy
 
 
 # -- devices ---------------------------------------------------------------------------
