@@ -48,10 +48,11 @@ def test_socket_ifname(host, facts, cluster, verdict):
         elif sel.missing and not alternatives:
             verdict.failed(variable, observed=f"{shown} names {', '.join(sel.missing)}, which does not exist "
                                               f"(interfaces: {describe(interfaces)})",
-                           expected="an existing interface")
+                           expected="an existing interface", remedy=_rename_hint(host, interfaces, sel.missing[0]))
         elif not sel.matched:
             verdict.failed(variable, observed=f"{shown} matches no interface (interfaces: {describe(interfaces)})",
-                           expected="at least one matching interface")
+                           expected="at least one matching interface",
+                           remedy=_rename_hint(host, interfaces, sel.value.lstrip("^=").split(",")[0]))
         elif sel.exact and not alternatives and len(sel.usable) < len(sel.matched):
             bad = [n for n in sel.matched if n not in sel.usable]
             verdict.failed(variable, observed=f"{shown}: {', '.join(bad)} is down or has no address "
@@ -66,6 +67,17 @@ def test_socket_ifname(host, facts, cluster, verdict):
             aside = f"; {', '.join(unused)} not present or not usable here" if unused else ""
             verdict.passed(variable, message=f"{shown} selects {sel.chosen} "
                                              f"({describe({sel.chosen: interfaces[sel.chosen]})}){aside}")
+
+
+def _rename_hint(host, interfaces: dict, wanted: str) -> str:
+    """IFNAME_REMEDY, with the NIC that carries this node's inventory address named when there is one:
+    a node whose cluster NIC has another name than the others' (enp189s0f0 beside eth0)."""
+    nic = next((n for n, iface in interfaces.items() if host.address in iface.ips()), None)
+    if nic is None or nic == wanted:
+        return IFNAME_REMEDY
+    return (f"On {host.name}, {nic} carries {host.address}, the address the inventory reaches it by: give it the "
+            f"name the other nodes use ({wanted}) with a udev rule or netplan's set-name, so one name serves every "
+            f"node (cluster.ifname_agree), or, if the cluster network is another NIC, name that one. " + IFNAME_REMEDY)
 
 
 def _hccl_if_ip(host, value: str, interfaces: dict, verdict, several: bool = True) -> None:

@@ -352,6 +352,10 @@ def test_socket_ifname_present_and_missing():
     assert outcomes(results) == {("HCCL_SOCKET_IFNAME", "failed"), ("GLOO_SOCKET_IFNAME", "passed")}
     bad = failed(results)[0]
     assert_explained(bad, "HCCL_SOCKET_IFNAME=eth9", "eth0 UP 10.0.0.1/24")
+    # The NIC holding the node's own address is named in the remedy: a node whose NIC is named apart.
+    host = make_host(address="10.0.0.1")
+    [bad] = failed(run_check(env.test_socket_ifname, host=host, facts=make_facts(raw=raw)))
+    assert "On node-01, eth0 carries 10.0.0.1" in bad.remedy and "name the other nodes use (eth9)" in bad.remedy
 
 
 @pytest.mark.parametrize("value, outcome", [
