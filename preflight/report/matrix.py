@@ -240,15 +240,18 @@ def findings(document: dict) -> str:
         if host in unevaluated and r["check"] == "cluster.reachable":
             message += f" ({unevaluated[host]} other checks not evaluated)"
         remedy = r.get("remedy")
+        # A remedy naming the host's own login (cluster.reachable) is alike on hosts down alike.
         key = (r["outcome"], r["check"], subject, _without_address(message, host, addresses.get(host)),
-               remedy or None, r.get("reference") or None, r.get("shard") if host is None else None)
-        groups.setdefault(key, []).append((host, message))
+               _as_any_host(remedy, host, addresses.get(host)) or None, r.get("reference") or None,
+               r.get("shard") if host is None else None)
+        groups.setdefault(key, []).append((host, message, remedy))
     parts = ['<h3>What to fix</h3><ol class="pf-findings">']
     for (outcome, check, subject, generic, remedy, reference, shard), members in sorted(
             groups.items(), key=lambda kv: (_ORDER[kv[0][0]], kv[0][1] != "cluster.reachable")):
-        hosts = [h for h, _ in members]
+        hosts = [h for h, _, _ in members]
         named = list(dict.fromkeys(h for h in hosts if h is not None))
         message = members[0][1] if len(named) <= 1 else generic
+        remedy = members[0][2] if len(named) <= 1 else remedy
         if named:
             on = fold(named) + (f" ({len(named)} hosts)" if len(named) > 1 else "")
             if None in hosts:  # the same text from a cluster-wide result too (rare)
@@ -268,6 +271,15 @@ def findings(document: dict) -> str:
         parts.append("".join(item))
     parts.append("</ol>")
     return "".join(parts)
+
+
+def _as_any_host(remedy, host, address):
+    """The remedy with the host's own name and address as placeholders, for one item on many hosts."""
+    if not remedy or not host:
+        return remedy
+    if address and address != host:
+        remedy = re.sub(rf"(?<![\w.:]){re.escape(address)}(?!\.?\w)", "<address>", remedy)
+    return re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", "<node>", remedy)
 
 
 def _without_address(message: str, host, address) -> str:

@@ -366,6 +366,9 @@ def test_hosts_down_alike_are_one_finding_though_each_error_names_its_address():
     assert "10.0.0." not in many
     one = next(f for f in p.findings if "on node-04" in f)
     assert "cannot log in (node-04 (10.0.0.14): no answer within 10s" in one and "an SSH login to 10.0.0.14 within" in one
+    # The remedy's login: the host's own for one host, a placeholder for the node set.
+    assert "ssh -o BatchMode=yes -p 2222 root@<address> true" in many and "Check that <node> is up" in many
+    assert "ssh -o BatchMode=yes root@10.0.0.14 true" in one
 
 
 def test_not_evaluated_alike_on_several_hosts_is_one_finding_though_each_names_its_host():
