@@ -678,6 +678,19 @@ def _is_loopback(address: str) -> bool:
         return False
 
 
+def _link_down_note(cluster, source: str, pair) -> str:
+    """A ping over a port hccl.link_up already found DOWN says so: that is the fault to fix, not
+    this pair's path (the healthy end of the pair otherwise looked to blame)."""
+    down = []
+    for node, dev in ((source, pair.dev), (pair.peer, pair.peer_dev)):
+        facts = cluster.facts.get(node)
+        if facts is None or f"hccn.link/{dev}" not in facts.raw:
+            continue
+        if facts.per_device("hccn.link").get(dev) == "DOWN":
+            down.append(f"{node} npu{dev}")
+    return f" - the link of {' and '.join(down)} is DOWN (see hccl.link_up)" if down else ""
+
+
 def no_ping_reason(host, facts, cluster) -> str | None:
     """Why no NPU ping ran from ``host`` where that is a fact of the cluster, not a failure of the
     run: the pings go only between nodes whose device IPs hccn_tool read (as the activeprobe picks them)."""
@@ -696,7 +709,7 @@ def no_ping_reason(host, facts, cluster) -> str | None:
 
 
 @check("cluster.device_ping", title="NPUs reach the other nodes' NPUs over RoCE (hccn_tool -ping)",
-       reference=faq.R_HCCL_PING, needs=("hccn.ping", "hccn.ip", "npu_smi.info?", "ascend.files?"),
+       reference=faq.R_HCCL_PING, needs=("hccn.ping", "hccn.ip", "hccn.link?", "npu_smi.info?", "ascend.files?"),
        remedy=("Check the failing NPU's port and the path to the peer: hccn_tool -i <N> -link -g, -net_health -g, "
                "the switch port and VLAN; a whole row (one source NPU failing everywhere) points at that NPU, a "
                "column (one peer unreachable from all) at the peer; the device IPs must be in routable subnets "
@@ -750,12 +763,9 @@ def test_device_ping(host, facts, cluster, verdict):
                              f"re-run the preflight.")
         elif pair.ok:
             verdict.passed(subject, message=f"{shown}: {pair.received}/{pair.transmitted} received")
-        elif pair.rc in (124, 137):
-            verdict.failed(subject, observed=f"{shown} did not finish within {10}s (hung)",
-                           expected="every packet received")
-        elif pair.transmitted is None:
-            verdict.failed(subject, observed=f"{shown} failed (exit code {pair.rc}, no summary)",
-                           expected="every packet received")
         else:
-            verdict.failed(subject, observed=f"{shown}: {pair.received}/{pair.transmitted} received",
+            what = (f"{shown} did not finish within {10}s (hung)" if pair.rc in (124, 137) else
+                    f"{shown} failed (exit code {pair.rc}, no summary)" if pair.transmitted is None else
+                    f"{shown}: {pair.received}/{pair.transmitted} received")
+            verdict.failed(subject, observed=what + _link_down_note(cluster, host.name, pair),
                            expected="every packet received")

@@ -656,6 +656,11 @@ def test_device_ping_rows():
     hosts, cl = _cluster({"node-01": {"hccn.ping": "schedule none\n"}})
     [r] = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
     assert r.outcome == "skipped"
+    # A ping into a port already found DOWN names it: the healthy source is not the fault.
+    hosts, cl = _cluster({"node-01": {"hccn.ping": rec}, "node-02": {"hccn.link/1": "link status: DOWN\n"}})
+    [bad] = [r for r in run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+             if r.outcome == "failed"]
+    assert "the link of node-02 npu1 is DOWN (see hccl.link_up)" in bad.message, bad.message
 
 
 def test_device_ping_not_run_says_why_where_the_cluster_explains_it():
