@@ -1,13 +1,12 @@
 """What two nodes must be able to do to each other (phase two: probes between nodes)."""
 
-import ipaddress
 import re
 import shlex
 from collections import Counter, defaultdict
 
 from preflight import faq
-from preflight.activeprobe import (device_ips, hccl_endpoint, hccl_ports_of, launcher_hosts, launcher_targets,
-                                  node_addresses, ray_plan, rendezvous_plan, shared_paths)
+from preflight.activeprobe import (device_ips, hccl_endpoint, hccl_ports_of, is_loopback, launcher_hosts,
+                                  launcher_targets, node_addresses, ray_plan, rendezvous_plan, shared_paths)
 from preflight.check import check
 from preflight.checks.hccl import not_applicable
 from preflight.facts import FactUnavailable, remedy_for_unevaluated
@@ -120,7 +119,7 @@ def test_ray_ports(host, facts, cluster, verdict):
     if head.name != host.name and (head_facts is None or not head_facts.reachable):
         verdict.error(message=f"not evaluated: the Ray head {head.name} is unreachable")
         return
-    if head.name != host.name and head.connection == "local" and _is_loopback(head.address):
+    if head.name != host.name and head.connection == "local" and is_loopback(head.address):
         # The head is this controller, listed as localhost: a worker probing there reaches itself.
         verdict.error(message=f"the Ray head {head.name} is this machine (connection: local) at {head.address}, "
                               f"which {host.name} cannot reach it by",
@@ -199,11 +198,11 @@ def test_rendezvous(cluster, verdict):
     subject = f"{plan.address}:{plan.port}"
     if plan.master is None:
         shared = [h.name for h, f in cluster.reachable() if plan.address in node_addresses(f)]
-        if _is_loopback(plan.address) and len(cluster.hosts) == 1:
+        if is_loopback(plan.address) and len(cluster.hosts) == 1:
             verdict.passed(subject, message=f"MASTER_ADDR={plan.address} ({plan.source}): a loopback address, "
                                             f"which serves a single-node inventory")
             return
-        if _is_loopback(plan.address):
+        if is_loopback(plan.address):
             verdict.failed(subject, observed=f"MASTER_ADDR={plan.address} ({plan.source}) is a loopback address: each "
                                              f"node would wait for the others at its own address",
                            expected="MASTER_ADDR set to the rank-0 node's address the other nodes reach",
@@ -667,15 +666,6 @@ def test_shared_storage(cluster, verdict):
 
 
 # -- NPU-to-NPU ping -------------------------------------------------------------------------
-
-
-def _is_loopback(address: str) -> bool:
-    if address.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 def _link_down_note(cluster, source: str, pair) -> str:

@@ -515,7 +515,7 @@ class PhaseTwo:
             if ips:
                 nodes.append((host, ips))
                 # Every NPU of the node, with a device IP or not: HCCL's local rank i is its i-th NPU.
-                devices[host.name] = sorted(set(facts.devices()) | set(facts.per_device("hccn.ip")))
+                devices[host.name] = sorted(facts.devices())
         if len(nodes) < 2:
             return  # cluster.device_ping says why (checks.network.no_ping_reason)
         for (host, _) in nodes:
@@ -697,7 +697,7 @@ def _make_ray_plan(cluster) -> dict[str, list[tuple]]:
     workers = [h for h, _ in cluster.reachable() if h.name != head.name]
     # A head that is this controller listed as localhost cannot be probed from the workers
     # (cluster.ray_ports says so): they would reach themselves.
-    reachable_head = not (head.connection == "local" and _loopback(head.address))
+    reachable_head = not (head.connection == "local" and is_loopback(head.address))
     plan = {w.name: _ray_ports(head, DEFAULT_RAY_PORTS) for w in workers} if reachable_head else {}
     # The controller's own local entry is no Ray node another one reaches (its address may be
     # localhost: a probe there would reach the prober itself).
@@ -766,7 +766,8 @@ def hccl_endpoint(host, facts) -> tuple[str, str]:
     return (address, why) if address else fallback
 
 
-def _loopback(address: str) -> bool:
+def is_loopback(address: str) -> bool:
+    """localhost, 127.x or ::1 (a zone aside): each node's own, which no other node reaches it by."""
     try:
         return address.lower() == "localhost" or ipaddress.ip_address(address.split("%")[0]).is_loopback
     except ValueError:
@@ -883,7 +884,7 @@ def rendezvous_plan(cluster) -> RendezvousPlan | None:
     port = int(port_text) if port_text and port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536 \
         else None
     master = None
-    if address and not _loopback(address):  # each node's own: cluster.rendezvous says so
+    if address and not is_loopback(address):  # each node's own: cluster.rendezvous says so
         for host in cluster.hosts:
             if address in (host.name, host.address):
                 master = host
@@ -891,7 +892,7 @@ def rendezvous_plan(cluster) -> RendezvousPlan | None:
         # MASTER_ADDR on another NIC of a node (the training network, not the one SSH uses).
         owners = [host for host, facts in cluster.reachable() if address in node_addresses(facts)]
         master = owners[0] if len(owners) == 1 else None
-    if address and master is None and not _is_ip(address) and not _loopback(address):
+    if address and master is None and not _is_ip(address) and not is_loopback(address):
         # node-01.cluster.local for the inventory's node-01 (or the other way round): the same short name.
         short = address.split(".")[0].lower()
         same = [h for h in cluster.hosts if h.name.split(".")[0].lower() == short]

@@ -187,8 +187,8 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
             f"--accept-new-host-keys")
 
 
-_DEFAULT_FILES = {os.path.expanduser(p) for p in ("~/.ssh/known_hosts", "~/.ssh/known_hosts2",
-                                                   "/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")}
+# OpenSSH's own files, each with its "2" twin: their absence on a fresh controller is no news.
+_DEFAULT_FILES = {os.path.expanduser(p + twin) for p in DEFAULT_KNOWN_HOSTS for twin in ("", "2")}
 
 
 def _matches_patterns(name: str, patterns: str) -> bool:
