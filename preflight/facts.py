@@ -20,7 +20,7 @@ from .parsers import hccn_tool as hccn
 from .parsers import npu_smi
 from .parsers import system
 from .probe import CommandOutput, ProbeCommand
-from .results import is_secret_name, redact_secrets, visible
+from .results import is_secret_name, redact_secrets, shortened, visible
 
 
 class FactUnavailable(Exception):
@@ -437,8 +437,10 @@ class HostFacts:
     @classmethod
     def from_json(cls, data: dict, shared: SharedOutputs | None = None) -> "HostFacts":
         raw = {k: CommandOutput.from_json(v) for k, v in (data.get("raw") or {}).items()}
+        # Cut as gathering cuts it (a replayed file may be older, or edited).
+        error = shortened(data["error"]) if isinstance(data.get("error"), str) else data.get("error")
         return cls(host=data["host"], address=data.get("address", ""), reachable=data.get("reachable", True),
-                   error=data.get("error"), error_kind=data.get("error_kind"),
+                   error=error, error_kind=data.get("error_kind"),
                    gather_s=data.get("gather_s", 0.0),
                    command_timeout=data.get("command_timeout"),
                    raw=shared.keep(raw) if shared else raw, shared=shared)

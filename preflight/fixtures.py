@@ -11,7 +11,7 @@ import pytest
 
 from .check import Verdict, info_of
 from .facts import FACTS, FactUnavailable
-from .results import one_line, shortened
+from .results import one_line
 from .run import RUN_KEY, PreflightRun
 
 VERDICT_KEY = pytest.StashKey[Verdict]()
@@ -39,8 +39,8 @@ def facts(request, host):
     host_facts = run.facts_for(host.name)
     if host_facts is None or not host_facts.reachable:
         why = host_facts.error if host_facts else "not gathered"
-        # The reason can quote what the node's sshd said: one line, escaped and cut short.
-        pytest.fail(f"not evaluated: {host.name} is unreachable ({one_line(shortened(why))})", pytrace=False)
+        # The reason can quote what the node's sshd said (cut short where facts are made): one line, escaped.
+        pytest.fail(f"not evaluated: {host.name} is unreachable ({one_line(why)})", pytrace=False)
     info = info_of(request.node)
     problem = None
     for need in (info.needs if info else ()):

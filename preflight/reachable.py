@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from . import faq
 from .check import CheckInfo, Verdict
-from .results import Result, shortened
+from .results import Result
 
 CHECK_ID = "cluster.reachable"
 
@@ -34,7 +34,7 @@ def judge(host, gathered, verdict: Verdict, note: str = "") -> None:
     if gathered is None:
         verdict.error(message=f"{host.name} was not gathered")
     elif not gathered.reachable:
-        verdict.failed(observed=f"cannot log in ({shortened(gathered.error or '')}){note}",
+        verdict.failed(observed=f"cannot log in ({gathered.error}){note}",
                        expected=f"an SSH login to {host.address}"
                                 + (f" port {host.port}" if host.port and int(host.port) != 22 else "")
                                 + " within --connect-timeout",
