@@ -148,38 +148,86 @@ def parse_ping_matrix(text: str) -> PingMatrix:
 def parse_resolve(text: str) -> dict[str, str | None]:
     """Each queried inventory name -> its first address (None: does not resolve).
 
-    The probe prints ``query <name>`` per name, then ``getent hosts <all names>``, which prints
-    ``<address> <canonical name> [aliases]`` for each name found, in query order, and nothing for
-    a name not found.  A line belongs to the name it lists, also as the first labels of a longer
-    name (node-b for node-b.cluster.local), or whose address it is, for a name that is an address;
-    a line listing no queried name (a DNS alias) belongs to the name in turn, never to an address,
-    which resolves to itself when getent prints nothing for it.
-    The older ``<name> <address or ->`` form (saved facts files) is read too."""
+    The probe prints ``query <name>`` per name, then resolves the names that are not addresses (an
+    address resolves to itself) with one ``getent hosts <names>``, which prints each found name's
+    ``<address> <canonical name> [aliases]``, one line per address, in query order, and nothing for
+    a name not found.  When every name was found it prints ``resolved all`` and those lines: each
+    name's lines are one block, in query order.  When one was not, the lines cannot be told apart (a
+    DNS alias's answer lists no queried name), so it resolves name by name instead: ``name <name>``
+    and that name's lines.
+    Saved facts files hold two older forms: the query lines followed by one getent's lines (matched
+    by name, see _matched) and ``<name> <address or ->``."""
     rows = [line.split() for line in text.splitlines()]
     # Every node lists every name: interned, the N x N answers share one string per name/address.
     queries = [sys.intern(r[1]) for r in rows if len(r) == 2 and r[0] == "query"]
-    answers = [r for r in rows if len(r) >= 2 and r[0] != "query"]
-    if not queries:  # the older form
-        legacy = {r[0]: None if r[1] == "-" else r[1] for r in answers}
+    if not queries:  # the oldest form
+        legacy = {r[0]: None if r[1] == "-" else r[1] for r in rows if len(r) >= 2}
         if not legacy and text.strip():
             raise ParseError("unreadable name resolution records")
         return legacy
-    found = [(sys.intern(r[0]), _answer_keys(r)) for r in answers]
+    names: dict[str, str | None] = {q: (q if _is_address(q) else None) for q in queries}
+    asked = [q for q in queries if _resolved_by_getent(q)]
+    if any(len(r) == 2 and r[0] == "name" for r in rows):
+        current = None
+        for r in rows:
+            if len(r) == 2 and r[0] == "name":
+                current = sys.intern(r[1])
+            elif len(r) >= 2 and r[0] != "query" and current is not None and names.get(current) is None:
+                names[current] = sys.intern(r[0])
+        return names
+    answered = ["resolved", "all"] in rows
+    lines = [r for r in rows if len(r) >= 2 and r[0] != "query" and r != ["resolved", "all"]]
+    blocks = _blocks(lines)
+    if answered and len(blocks) == len(asked):
+        names.update((q, sys.intern(b[0][0])) for q, b in zip(asked, blocks))
+        return names
+    return _matched(queries, blocks, names)
+
+
+def _resolved_by_getent(name: str) -> bool:
+    """The probe's own test (a shell `case`): a name holding ':' or only digits and dots is an
+    address, not looked up."""
+    return ":" not in name and not set(name) <= set("0123456789.")
+
+
+def _blocks(lines: list[list[str]]) -> list[list[list[str]]]:
+    """getent's lines, one block per name it found.  A name with several addresses prints a line
+    for each, all naming the same host; two names of one host in a row print the same lines twice
+    (the addresses repeat, in any order when DNS rotates them), so a run of same-host lines is
+    split into as many blocks as its addresses repeat."""
+    blocks: list[list[list[str]]] = []
+    run: list[list[str]] = []
+    for row in lines + [None]:
+        if run and (row is None or [p.lower() for p in row[1:]] != [p.lower() for p in run[0][1:]]):
+            width = len({r[0] for r in run})
+            if len(run) % width:
+                blocks.append(run)
+            else:
+                blocks.extend(run[i:i + width] for i in range(0, len(run), width))
+            run = []
+        if row is not None:
+            run.append(row)
+    return blocks
+
+
+def _matched(queries: list[str], blocks: list[list[list[str]]], names: dict[str, str | None]):
+    """The older form, or answers that did not come one block per name: a block belongs to the
+    name it lists, also as the first labels of a longer name (node-b for node-b.cluster.local), or
+    whose address it is, for a name that is an address; a block listing no queried name (a DNS
+    alias) belongs to the name in turn, never to an address.  Best effort: an unresolved name just
+    before a DNS alias's answer takes that answer."""
+    found = [(sys.intern(b[0][0]), set().union(*(_answer_keys(r) for r in b))) for b in blocks]
     positions: dict[str, list[int]] = {}
     for i, name in enumerate(queries):
         positions.setdefault(name.lower(), []).append(i)
-    # The last query each line could answer (-1: none, a DNS alias).
+    # The last query each block could answer (-1: none, a DNS alias).
     last_claim = [max((i for k in keys for i in positions.get(k, ())), default=-1) for _, keys in found]
-    names: dict[str, str | None] = {}
     j = 0
     for i, name in enumerate(queries):
         literal = _is_address(name)
         if j < len(found) and (name.lower() in found[j][1] or (last_claim[j] < i and not literal)):
             names[name] = found[j][0]
             j += 1
-        else:
-            # An address needs no resolving: getent prints a line for it only when a reverse entry exists.
-            names[name] = name if literal else None
     return names
 
 

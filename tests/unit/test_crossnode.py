@@ -73,6 +73,38 @@ def test_resolve_search_domain_answers_and_address_names():
     assert parse_resolve(text) == {"10.99.99.99": "10.99.99.99", "fe80::1": "fe80::1", "x": "10.0.0.5"}
 
 
+def test_resolve_a_name_with_several_addresses_is_one_answer():
+    """getent prints a line per address: the second line of node-a is not node-b's answer (nor,
+    in the older form, an unresolved name's)."""
+    lines = "10.0.0.1 node-a\n10.0.0.2 node-a\n10.0.0.5 node-b\n"
+    assert parse_resolve("query node-a\nquery node-b\nresolved all\n" + lines) == {"node-a": "10.0.0.1",
+                                                                                   "node-b": "10.0.0.5"}
+    assert parse_resolve("query node-a\nquery node-b\n" + lines) == {"node-a": "10.0.0.1", "node-b": "10.0.0.5"}
+    assert parse_resolve("query node-a\nquery node-x\n10.0.0.1 node-a\n10.0.0.2 node-a\n") == {
+        "node-a": "10.0.0.1", "node-x": None}
+
+
+def test_resolve_all_found_is_one_block_per_name_in_order():
+    """Every name found: blocks in query order, DNS aliases included; two names of one host in a row
+    print its lines twice, in whatever order DNS rotates them; an address is not looked up."""
+    text = ("query a\nquery b\nquery c\nquery 10.0.0.9\nquery d\nresolved all\n"
+            "10.0.0.1 real-a.example\n"
+            "10.0.0.2 host-b b c\n10.0.0.3 host-b b c\n10.0.0.3 host-b b c\n10.0.0.2 host-b b c\n"
+            "10.0.0.4 real-d.example\n")
+    assert parse_resolve(text) == {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3", "10.0.0.9": "10.0.0.9",
+                                   "d": "10.0.0.4"}
+
+
+def test_resolve_name_by_name_when_one_is_missing():
+    """With a name missing, a DNS alias's answer after it cannot be placed in one getent's lines:
+    the probe asks name by name, and each answer is the name's own."""
+    text = ("query node-x\nquery alias-y\nquery node-z\nname node-x\nname alias-y\n10.0.0.2 real-y.example\n"
+            "10.0.0.3 real-y.example\nname node-z\n10.0.0.4 node-z\n")
+    assert parse_resolve(text) == {"node-x": None, "alias-y": "10.0.0.2", "node-z": "10.0.0.4"}
+    # The older form could only guess: the unresolved name took the alias's answer.
+    assert parse_resolve("query node-x\nquery alias-y\n10.0.0.2 real-y.example\n")["node-x"] == "10.0.0.2"
+
+
 def test_resolve_reads_the_older_per_name_records():
     assert parse_resolve("node-01 10.0.0.1\nnode-02 -\n") == {"node-01": "10.0.0.1", "node-02": None}
     assert parse_resolve("") == {}
@@ -91,9 +123,30 @@ def test_resolve_command_on_this_machine():
     text = subprocess.run(["bash", "-c", spec.command], capture_output=True, text=True, env=env, timeout=30).stdout
     answers = spec.parse(text)
     assert answers["no-such-host.invalid"] is None and answers["localhost"] in ("127.0.0.1", "::1")
+    assert "name no-such-host.invalid" in text  # one missing: name by name
+    env["PF_HOSTNAMES_GZ"] = packed("localhost 10.0.0.9")
+    text = subprocess.run(["bash", "-c", spec.command], capture_output=True, text=True, env=env, timeout=30).stdout
+    assert "resolved all" in text and spec.parse(text)["10.0.0.9"] == "10.0.0.9"
     env["PF_HOSTNAMES_GZ"] = packed("")  # no names: nothing, not the whole hosts database
     assert spec.parse(subprocess.run(["bash", "-c", spec.command], capture_output=True, text=True, env=env,
                                      timeout=30).stdout) == {}
+
+
+def test_resolve_command_without_getent_says_so(tmp_path):
+    """Without getent every name would read as unresolved on that node: the command exits 127,
+    which the probe reports as getent not found."""
+    import shutil
+    import subprocess
+
+    from preflight.facts import FACTS
+    from preflight.probe import packed
+
+    for tool in ("bash", "base64", "gzip"):
+        (tmp_path / tool).symlink_to(shutil.which(tool))
+    env = {"PATH": str(tmp_path), "PF_HOSTNAMES_GZ": packed("node-a 10.0.0.9")}
+    done = subprocess.run([str(tmp_path / "bash"), "-c", FACTS["net.resolve"].command], capture_output=True,
+                          text=True, env=env, timeout=30)
+    assert done.returncode == 127 and done.stdout == "query node-a\nquery 10.0.0.9\n"
 
 
 def test_record_parsers():
