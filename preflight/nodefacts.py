@@ -212,15 +212,21 @@ any=
 if command -v firewall-cmd >/dev/null 2>&1; then any=1; printf 'firewalld=%s\n' "$(timeout 5 firewall-cmd --state 2>&1 | head -n1)";
 elif command -v systemctl >/dev/null 2>&1; then s=$(timeout 5 systemctl is-active firewalld 2>/dev/null | head -n1); [ -n "$s" ] && { any=1; printf 'firewalld=%s\n' "$s"; }; fi
 command -v ufw >/dev/null 2>&1 && { any=1; printf 'ufw=%s\n' "$(timeout 5 ufw status 2>&1 | head -n1)"; }
+# Legacy iptables takes the xtables lock even to list, and without -w fails at once while another
+# program holds it (kube-proxy, docker, firewalld often do): then it waits for the lock, within 5 s.
+# -w is not given first: iptables before 1.4.20 does not know it.
+ipt() { r=$(timeout 5 iptables "$@" 2>&1) && return 0
+  case $r in *"xtables lock"*) r=$(timeout 5 iptables -w "$@" 2>&1) && return 0
+    [ -n "$r" ] || r="the xtables lock stayed held by another program for 5 s";; esac; return 1; }
 if command -v iptables >/dev/null 2>&1; then
-  if r=$(timeout 5 iptables -S INPUT 2>&1); then [ -n "$r" ] && { any=1; printf '%s\n' "$r" | sed 's/^/iptables=/'; }
+  if ipt -S INPUT; then [ -n "$r" ] && { any=1; printf '%s\n' "$r" | sed 's/^/iptables=/'; }
     # Chains INPUT jumps to whatever the packet (-A INPUT -j HARDEN): a drop there is INPUT's.
     # ufw's and firewalld's own chains are judged by their status lines above; Kubernetes' and the
     # CNIs' (KUBE-FIREWALL drops marked packets only) are not a host firewall.
     for c in $(printf '%s\n' "$r" | awk '$1 == "-A" && $2 == "INPUT" && NF == 4 && $3 == "-j" &&
         $4 !~ /^(ACCEPT|DROP|REJECT|RETURN|LOG|ufw-.*|INPUT_.*|IN_.*|KUBE-.*|cali-.*|CILIUM_.*|FLANNEL.*)$/ {
         print $4 }' | head -n 20); do
-      timeout 5 iptables -S "$c" 2>/dev/null | sed 's/^/iptables_chain=/'
+      ipt -S "$c" && printf '%s\n' "$r" | sed 's/^/iptables_chain=/'
     done
   else any=1; printf 'iptables_unreadable=%s\n' "$(printf '%s\n' "$r" | head -n1)"; fi
 fi

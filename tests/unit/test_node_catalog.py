@@ -1619,6 +1619,33 @@ def test_the_firewall_probe_finds_the_tools_off_a_non_root_path():
     assert "none=" not in text and ("iptables=" in text or "iptables_unreadable=" in text), text
 
 
+@pytest.mark.parametrize("held", ["briefly", "for good"])
+def test_the_firewall_probe_waits_for_the_xtables_lock(tmp_path, held):
+    """Legacy iptables fails at once while another program holds the xtables lock (kube-proxy,
+    docker): the probe asks again with -w, so a busy lock is neither "unreadable" nor "no rules";
+    a lock held past 5 s is unreadable, saying why."""
+    import subprocess
+
+    from preflight.nodefacts import FIREWALL
+
+    lock = "Another app is currently holding the xtables lock. Perhaps you want to use the -w option?"
+    waited = 'sleep 6; exit 4' if held == "for good" else 'true'
+    fake = tmp_path / "iptables"
+    fake.write_text(f"""#!/bin/bash
+case " $* " in *" -w "*) {waited} ;; *) echo "{lock}" >&2; exit 4 ;; esac
+case "$*" in *INPUT*) printf -- '-P INPUT DROP\\n-A INPUT -j HARDEN\\n' ;; *HARDEN*) printf -- '-N HARDEN\\n-A HARDEN -s 10.0.0.0/24 -j ACCEPT\\n' ;; esac
+""")
+    fake.chmod(0o755)
+    text = subprocess.run(["bash", "-c", FIREWALL], env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=60).stdout
+    state = pv.parse_firewall(text)
+    if held == "briefly":
+        assert state.input_policy == "DROP" and "iptables_chain=-A HARDEN -s 10.0.0.0/24 -j ACCEPT" in text, text
+        assert not state.unreadable
+    else:
+        assert state.unreadable == ("iptables -S INPUT: the xtables lock stayed held by another program for 5 s",)
+
+
 HCCN_CHECKS = ((hccl.test_link_up, "hccn.link"), (hccl.test_tls_node, "hccn.tls"), (hccl.test_device_ip, "hccn.ip"),
                (hccl.test_net_health, "hccn.net_health"))
 
