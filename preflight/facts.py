@@ -107,15 +107,20 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              'names=$(printf %s "$PF_HOSTNAMES_GZ" | base64 -d | gzip -dc) && [ -n "$names" ] '
              '|| { echo "cannot unpack the inventory names (base64 -d | gzip -dc)" >&2; exit 3; }; fi; '
              # An address is not looked up (its reverse lookup could wait on DNS, and it resolves to
-             # itself).  getent's lines cannot be told apart when a name is missing (crossnode.
-             # parse_resolve): then each name is looked up on its own, which costs N processes
-             # only where resolution is already broken.
+             # itself).  IPv4 first, as the job's connections go (getent hosts asks for IPv6 first:
+             # a name with an AAAA record in DNS hid a stale IPv4 line in /etc/hosts).  One line per
+             # name: the first address, with the canonical name getaddrinfo gives it.  getent's lines
+             # cannot be told apart when a name is missing (crossnode.parse_resolve): then each name is
+             # looked up on its own, any family, which costs N processes only where resolution is
+             # already broken.
              'ask=; for n in $names; do echo "query $n"; case $n in *:*) ;; *[!0-9.]*) ask="$ask $n";; esac; done; '
              # Without getent every name would read as unresolved: say it is missing instead.
              'if [ -n "$ask" ]; then command -v getent >/dev/null || exit 127; '
-             'if out=$(getent hosts $ask 2>/dev/null); then echo "resolved all"; printf "%s\\n" "$out"; '
-             'else for n in $ask; do echo "name $n"; getent hosts "$n" 2>/dev/null; done; fi; fi; '
-             'true', crossnode.parse_resolve, display="getent hosts <every inventory name>"),
+             'if out=$(getent ahostsv4 $ask 2>/dev/null); then echo "resolved all"; '
+             'printf "%s\\n" "$out" | awk \'$2 == "STREAM" && NF >= 3 {print $1, $3}\'; '
+             'else for n in $ask; do echo "name $n"; '
+             '{ getent ahostsv4 "$n" || getent hosts "$n"; } 2>/dev/null | head -n 1; done; fi; fi; '
+             'true', crossnode.parse_resolve, display="getent ahostsv4 <every inventory name>"),
     # Phase two (preflight.activeprobe): probes between nodes, built from phase one's facts.
     FactSpec("tcp.ray", "", crossnode.parse_tcp_probes, phase=2,
              display="TCP connects to the Ray head's ports"),

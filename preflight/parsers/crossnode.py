@@ -149,14 +149,13 @@ def parse_resolve(text: str) -> dict[str, str | None]:
     """Each queried inventory name -> its first address (None: does not resolve).
 
     The probe prints ``query <name>`` per name, then resolves the names that are not addresses (an
-    address resolves to itself) with one ``getent hosts <names>``, which prints each found name's
-    ``<address> <canonical name> [aliases]``, one line per address, in query order, and nothing for
-    a name not found.  When every name was found it prints ``resolved all`` and those lines: each
-    name's lines are one block, in query order.  When one was not, the lines cannot be told apart (a
-    DNS alias's answer lists no queried name), so it resolves name by name instead: ``name <name>``
-    and that name's lines.
-    Saved facts files hold two older forms: the query lines followed by one getent's lines (matched
-    by name, see _matched) and ``<name> <address or ->``."""
+    address resolves to itself).  When one ``getent ahostsv4 <names>`` found every name it prints
+    ``resolved all`` and one ``<address> <canonical name>`` line per name, in query order.  When one
+    was missing, getent's lines cannot be told apart (a DNS alias's answer names no queried name, a
+    name's second address comes on a line of its own), so the probe asks name by name: ``name
+    <name>`` and that name's first getent line, if any.
+    Saved facts files hold two older forms: the query lines followed by one ``getent hosts``'s lines
+    (matched by name, see _matched), and ``<name> <address or ->``."""
     rows = [line.split() for line in text.splitlines()]
     # Every node lists every name: interned, the N x N answers share one string per name/address.
     queries = [sys.intern(r[1]) for r in rows if len(r) == 2 and r[0] == "query"]
@@ -177,11 +176,10 @@ def parse_resolve(text: str) -> dict[str, str | None]:
         return names
     answered = ["resolved", "all"] in rows
     lines = [r for r in rows if len(r) >= 2 and r[0] != "query" and r != ["resolved", "all"]]
-    blocks = _blocks(lines)
-    if answered and len(blocks) == len(asked):
-        names.update((q, sys.intern(b[0][0])) for q, b in zip(asked, blocks))
+    if answered and len(lines) == len(asked):
+        names.update((q, sys.intern(r[0])) for q, r in zip(asked, lines))
         return names
-    return _matched(queries, blocks, names)
+    return _matched(queries, [[r] for r in lines] if answered else _blocks(lines), names)
 
 
 def _resolved_by_getent(name: str) -> bool:
@@ -191,7 +189,8 @@ def _resolved_by_getent(name: str) -> bool:
 
 
 def _blocks(lines: list[list[str]]) -> list[list[list[str]]]:
-    """getent's lines, one block per name it found.  A name with several addresses prints a line
+    """The older form's ``getent hosts`` lines, one block per name it found.  A name with several
+    addresses prints a line
     for each, all naming the same host; two names of one host in a row print the same lines twice
     (the addresses repeat, in any order when DNS rotates them), so a run of same-host lines is
     split into as many blocks as its addresses repeat."""

@@ -74,35 +74,65 @@ def test_resolve_search_domain_answers_and_address_names():
 
 
 def test_resolve_a_name_with_several_addresses_is_one_answer():
-    """getent prints a line per address: the second line of node-a is not node-b's answer (nor,
-    in the older form, an unresolved name's)."""
+    """The older form (one getent hosts) prints a line per address: the second line of node-a is not
+    node-b's answer, nor an unresolved name's; two names of one host in a row print its lines twice,
+    in whatever order DNS rotates them."""
     lines = "10.0.0.1 node-a\n10.0.0.2 node-a\n10.0.0.5 node-b\n"
-    assert parse_resolve("query node-a\nquery node-b\nresolved all\n" + lines) == {"node-a": "10.0.0.1",
-                                                                                   "node-b": "10.0.0.5"}
     assert parse_resolve("query node-a\nquery node-b\n" + lines) == {"node-a": "10.0.0.1", "node-b": "10.0.0.5"}
     assert parse_resolve("query node-a\nquery node-x\n10.0.0.1 node-a\n10.0.0.2 node-a\n") == {
         "node-a": "10.0.0.1", "node-x": None}
-
-
-def test_resolve_all_found_is_one_block_per_name_in_order():
-    """Every name found: blocks in query order, DNS aliases included; two names of one host in a row
-    print its lines twice, in whatever order DNS rotates them; an address is not looked up."""
-    text = ("query a\nquery b\nquery c\nquery 10.0.0.9\nquery d\nresolved all\n"
-            "10.0.0.1 real-a.example\n"
+    text = ("query b\nquery c\nquery d\n"
             "10.0.0.2 host-b b c\n10.0.0.3 host-b b c\n10.0.0.3 host-b b c\n10.0.0.2 host-b b c\n"
             "10.0.0.4 real-d.example\n")
-    assert parse_resolve(text) == {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3", "10.0.0.9": "10.0.0.9",
+    assert parse_resolve(text) == {"b": "10.0.0.2", "c": "10.0.0.3", "d": "10.0.0.4"}
+
+
+def test_resolve_all_found_is_one_line_per_name_in_order():
+    """Every name found: one line per name, in query order, DNS aliases (a canonical name that is no
+    queried name) included; an address is not looked up."""
+    text = ("query a\nquery b\nquery c\nquery 10.0.0.9\nquery d\nresolved all\n"
+            "10.0.0.1 real-a.example\n10.0.0.2 host-b\n10.0.0.2 host-b\n10.0.0.4 real-d.example\n")
+    assert parse_resolve(text) == {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.2", "10.0.0.9": "10.0.0.9",
                                    "d": "10.0.0.4"}
 
 
 def test_resolve_name_by_name_when_one_is_missing():
     """With a name missing, a DNS alias's answer after it cannot be placed in one getent's lines:
     the probe asks name by name, and each answer is the name's own."""
-    text = ("query node-x\nquery alias-y\nquery node-z\nname node-x\nname alias-y\n10.0.0.2 real-y.example\n"
-            "10.0.0.3 real-y.example\nname node-z\n10.0.0.4 node-z\n")
-    assert parse_resolve(text) == {"node-x": None, "alias-y": "10.0.0.2", "node-z": "10.0.0.4"}
+    text = ("query node-x\nquery alias-y\nquery node-z\nname node-x\nname alias-y\n"
+            "10.0.0.2        STREAM real-y.example\nname node-z\nfd00::4 node-z\n")
+    assert parse_resolve(text) == {"node-x": None, "alias-y": "10.0.0.2", "node-z": "fd00::4"}
     # The older form could only guess: the unresolved name took the alias's answer.
     assert parse_resolve("query node-x\nquery alias-y\n10.0.0.2 real-y.example\n")["node-x"] == "10.0.0.2"
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root and unshare")
+def test_resolve_command_against_a_hosts_file(tmp_path):
+    """The command itself, against an /etc/hosts of our own (bind-mounted in a private mount
+    namespace): IPv4 before IPv6 (getent hosts gave fd00::3, hiding 10.0.0.3), a name with two
+    addresses, two names of one host, and name by name once one is missing (IPv6-only included)."""
+    import subprocess
+
+    from preflight.facts import FACTS
+    from preflight.probe import packed
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("10.0.0.1 node-a\n10.0.0.2 node-a\n10.0.0.3 node-c alias-c\nfd00::3 node-c\nfd00::9 v6-only\n")
+    spec = FACTS["net.resolve"]
+    script = f"mount --bind {hosts} /etc/hosts && exec bash -c {shlex.quote(spec.command)}"
+    def run(names):
+        env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "PF_HOSTNAMES_GZ": packed(names)}
+        done = subprocess.run(["unshare", "-m", "bash", "-c", script], capture_output=True, text=True, env=env,
+                              timeout=30)
+        assert done.returncode == 0, done.stderr
+        return done.stdout, spec.parse(done.stdout)
+
+    text, answers = run("node-a node-c alias-c 10.0.0.7")
+    assert "resolved all" in text
+    assert answers == {"node-a": "10.0.0.1", "node-c": "10.0.0.3", "alias-c": "10.0.0.3", "10.0.0.7": "10.0.0.7"}
+    text, answers = run("node-a missing-b v6-only node-c")
+    assert "name missing-b" in text
+    assert answers == {"node-a": "10.0.0.1", "missing-b": None, "v6-only": "fd00::9", "node-c": "10.0.0.3"}
 
 
 def test_resolve_reads_the_older_per_name_records():
