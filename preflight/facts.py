@@ -109,7 +109,8 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              # An address is not looked up (its reverse lookup could wait on DNS, and it resolves to
              # itself).  IPv4 first, as the job's connections go (getent hosts asks for IPv6 first:
              # a name with an AAAA record in DNS hid a stale IPv4 line in /etc/hosts).  One line per
-             # name: the first address, with the canonical name getaddrinfo gives it.  getent's lines
+             # name: its lowest address (DNS rotates a name's records, so "the first" differs from
+             # node to node), with the canonical name getaddrinfo gives it.  getent's lines
              # cannot be told apart when a name is missing (crossnode.parse_resolve): then each name is
              # looked up on its own, any family, which costs N processes only where resolution is
              # already broken.
@@ -117,9 +118,10 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              # Without getent every name would read as unresolved: say it is missing instead.
              'if [ -n "$ask" ]; then command -v getent >/dev/null || exit 127; '
              'if out=$(getent ahostsv4 $ask 2>/dev/null); then echo "resolved all"; '
-             'printf "%s\\n" "$out" | awk \'$2 == "STREAM" && NF >= 3 {print $1, $3}\'; '
+             'printf "%s\\n" "$out" | awk \'$2 != "STREAM" {next} NF >= 3 {if (c != "") print a, c; a = $1; c = $3; next} '
+             '$1 < a {a = $1} END {if (c != "") print a, c}\'; '
              'else for n in $ask; do echo "name $n"; '
-             '{ getent ahostsv4 "$n" || getent hosts "$n"; } 2>/dev/null | head -n 1; done; fi; fi; '
+             '{ getent ahostsv4 "$n" || getent hosts "$n"; } 2>/dev/null | awk \'{print $1}\' | sort | head -n 1; done; fi; fi; '
              'true', crossnode.parse_resolve, display="getent ahostsv4 <every inventory name>"),
     # Phase two (preflight.activeprobe): probes between nodes, built from phase one's facts.
     FactSpec("tcp.ray", "", crossnode.parse_tcp_probes, phase=2,

@@ -146,14 +146,15 @@ def parse_ping_matrix(text: str) -> PingMatrix:
 
 
 def parse_resolve(text: str) -> dict[str, str | None]:
-    """Each queried inventory name -> its first address (None: does not resolve).
+    """Each queried inventory name -> its lowest address (None: does not resolve); the older forms
+    hold the first one.
 
     The probe prints ``query <name>`` per name, then resolves the names that are not addresses (an
     address resolves to itself).  When one ``getent ahostsv4 <names>`` found every name it prints
     ``resolved all`` and one ``<address> <canonical name>`` line per name, in query order.  When one
     was missing, getent's lines cannot be told apart (a DNS alias's answer names no queried name, a
     name's second address comes on a line of its own), so the probe asks name by name: ``name
-    <name>`` and that name's first getent line, if any.
+    <name>`` and that name's lowest address, if any.
     Saved facts files hold two older forms: the query lines followed by one ``getent hosts``'s lines
     (matched by name, see _matched), and ``<name> <address or ->``."""
     rows = [line.split() for line in text.splitlines()]
@@ -171,7 +172,7 @@ def parse_resolve(text: str) -> dict[str, str | None]:
         for r in rows:
             if len(r) == 2 and r[0] == "name":
                 current = sys.intern(r[1])
-            elif len(r) >= 2 and r[0] != "query" and current is not None and names.get(current) is None:
+            elif r and r[0] != "query" and current is not None and names.get(current) is None:
                 names[current] = sys.intern(r[0])
         return names
     answered = ["resolved", "all"] in rows
