@@ -118,7 +118,7 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              # Without getent every name would read as unresolved: say it is missing instead.
              'if [ -n "$ask" ]; then command -v getent >/dev/null || exit 127; '
              'if out=$(getent ahostsv4 $ask 2>/dev/null); then echo "resolved all"; '
-             'printf "%s\\n" "$out" | awk \'$2 != "STREAM" {next} NF >= 3 {if (c != "") print a, c; a = $1; c = $3; next} '
+             'printf "%s\\n" "$out" | awk \'$2 != "STREAM" {next} $3 != "" {if (c != "") print a, c; a = $1; c = $3; next} '
              '$1 < a {a = $1} END {if (c != "") print a, c}\'; '
              'else for n in $ask; do echo "name $n"; '
              '{ getent ahostsv4 "$n" || getent hosts "$n"; } 2>/dev/null | awk \'{print $1}\' | sort | head -n 1; done; fi; fi; '

@@ -190,7 +190,9 @@ PF_PY
 """.replace("@PYTHON_TIMEOUT@", str(PYTHON_TIMEOUT))
 
 LOGIN_TIMEOUT = 8
-LOGIN_ENV = (f"timeout -k 2 {LOGIN_TIMEOUT} bash -lic 'printf \"\\n%s\\n\" \"" + v.LOGIN_MARKER + "\"; env -0' 2>/dev/null")
+# HISTFILE empty: an interactive bash whose .bashrc sets HISTFILESIZE (Ubuntu's sets 2000) cuts
+# ~/.bash_history to that many lines as it reads the assignment, and saves its history on exit.
+LOGIN_ENV = (f"HISTFILE= timeout -k 2 {LOGIN_TIMEOUT} bash -lic 'printf \"\\n%s\\n\" \"" + v.LOGIN_MARKER + "\"; env -0' 2>/dev/null")
 
 # The SoC name needs the board info of one chip: the first NPU id npu-smi lists (ids are labels,
 # not 0..n-1), chip 0.  The card level of the same NPU adds the driver and firmware versions and

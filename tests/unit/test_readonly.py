@@ -126,3 +126,21 @@ def test_the_python_stack_probe_writes_no_bytecode(tmp_path):
     done = subprocess.run(["bash", "-c", PYTHON_STACK], env=env, capture_output=True, text=True, timeout=60)
     assert "@@PY " in done.stdout, done.stderr
     assert not list(site.rglob("__pycache__")) and not list(site.rglob("*.pyc"))
+
+
+def test_the_login_shell_leaves_the_history_file_alone(tmp_path):
+    """session.env_login runs an interactive login bash: with Ubuntu's HISTFILESIZE=2000 in .bashrc
+    it cut the user's ~/.bash_history to 2000 lines (here 3 of 10)."""
+    import subprocess
+
+    from preflight.nodefacts import LOGIN_ENV
+
+    (tmp_path / ".bash_profile").write_text("[ -f ~/.bashrc ] && . ~/.bashrc\n")
+    (tmp_path / ".bashrc").write_text("HISTFILESIZE=3\nHISTSIZE=3\n")
+    history = tmp_path / ".bash_history"
+    history.write_text("".join(f"command {i}\n" for i in range(10)))
+    done = subprocess.run(["bash", "-c", LOGIN_ENV], env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, timeout=30)
+    assert b"HOME=" in done.stdout  # the login shell ran and printed its environment
+    assert history.read_text() == "".join(f"command {i}\n" for i in range(10))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".bash_history", ".bash_profile", ".bashrc"]
