@@ -218,6 +218,12 @@ def test_rendezvous(cluster, verdict):
                       remedy="Set MASTER_ADDR to the address or name of the rank-0 node as the inventory lists it "
                              "(or one of that node's own interface addresses), on every node or in the launch script.")
         return
+    master_facts = cluster.facts.get(plan.master.name)
+    if master_facts is None or not master_facts.reachable:
+        # Its port was not probed: the sources' "refused" or "timeout" would blame a firewall.
+        verdict.error(subject, message=f"not evaluated: the rendezvous master {plan.master.name} "
+                                       f"(MASTER_ADDR={plan.address}) is unreachable")
+        return
     for host in plan.sources:
         try:
             probes = cluster.facts[host.name].get("tcp.rendezvous")

@@ -394,8 +394,8 @@ class PhaseTwo:
 
     def rendezvous(self) -> None:
         plan = rendezvous_plan(self.cluster)
-        if plan is None or plan.master is None:
-            return
+        if plan is None or plan.master is None or not _reachable(self.cluster, plan.master):
+            return  # an unreachable master is the check's finding, not a port probe's
         with self.listening_on([(plan.master, [plan.port])], clients=len(plan.sources)) as listenings:
             def work(host):
                 state = listenings[plan.master.name].states[plan.port]

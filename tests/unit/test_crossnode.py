@@ -659,6 +659,25 @@ def test_rendezvous_ranks_count_the_nodes_not_read_too():
     assert r.outcome == "error" and "not evaluated on node-01" in r.message, r.message
 
 
+@pytest.mark.parametrize("record", ["refused 10.0.0.1 29500 none connection refused",
+                                    "timeout 10.0.0.1 29500 none no answer within 3s"])
+def test_rendezvous_an_unreachable_master_is_not_a_firewall(record):
+    """The master unreachable, its port was not probed: the others' refused or timed-out connects
+    blamed a missing python3 or a firewall.  Phase two does not probe it; the check names the master."""
+    from preflight.activeprobe import PhaseTwo
+    from preflight.facts import HostFacts
+
+    envs = [{"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "RANK": str(i), "WORLD_SIZE": "3"} for i in range(3)]
+    cl = _rdzv_cluster(envs)
+    for f in cl.facts.values():
+        f.raw["tcp.rendezvous"] = out(record + "\n")
+    cl.facts["node-01"] = HostFacts(host="node-01", address="10.0.0.1", reachable=False, error="auth failed")
+    reach = [r for r in run_check(network.test_rendezvous, cluster=cl) if r.subject == "10.0.0.1:29500"]
+    assert [(r.outcome, r.message) for r in reach] == [
+        ("error", "not evaluated: the rendezvous master node-01 (MASTER_ADDR=10.0.0.1) is unreachable")]
+    PhaseTwo(cl, gatherer=None, settings=None).rendezvous()  # nothing to listen on, nothing run
+
+
 def test_rendezvous_ranks_alike_as_numbers_are_the_same_rank():
     envs = [{"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "RANK": r, "WORLD_SIZE": "3"} for r in ("0", "1", "01")]
     [r] = [r for r in run_check(network.test_rendezvous, cluster=_rdzv_cluster(envs)) if r.subject == "RANK"]
