@@ -2,6 +2,7 @@
 
 import re
 import shlex
+import statistics
 from collections import Counter, defaultdict
 
 from preflight import faq
@@ -555,7 +556,9 @@ def test_clock_skew(cluster, verdict):
                 for h in cluster.hosts)
     ordered = sorted(offsets.values(), key=lambda o: o.offset_s)
     low, high = ordered[0], ordered[-1]
-    median = ordered[len(ordered) // 2].offset_s
+    # The true median: with an even count, the upper middle blamed the lower half (of two nodes, always
+    # the one whose clock agreed with the controller's); a tie names both sides.
+    median = statistics.median(o.offset_s for o in ordered)
     spread = high.offset_s - low.offset_s
     # The bound is between any two clocks: the fleet fails when its two extremes are further apart
     # than it, beyond what their own readings are uncertain by; the nodes named are those further

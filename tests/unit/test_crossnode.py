@@ -483,6 +483,21 @@ def test_clock_skew_bound_and_outlier():
     assert r.outcome == "warning" and r.outliers == (), r
     assert "node-01 and node-02 read 6.00s apart" in r.message and "cannot be told" in r.message
     assert "chronyc tracking" in r.remedy
+    # Two clocks apart, or an even split: the order does not pick the culprit (node-01, agreeing with
+    # the controller, was blamed as the lower half); both sides are named.
+    hosts, cl = _cluster({"node-01": {"clock.offset": "0 0.01"}, "node-02": {"clock.offset": "5 0.01"}})
+    del cl.facts["node-03"]  # _cluster's third node, not read here
+    cl.hosts = [h for h in cl.hosts if h.name != "node-03"]
+    [r] = run_check(network.test_clock_skew, cluster=cl)
+    assert r.outcome == "warning" and r.outliers == ("node-01", "node-02"), r
+    assert "node-01 is -2.50s from the median; node-02 is +2.50s" in r.message
+    four = []
+    for i, offset in enumerate((0, 0, 0, 5), 1):
+        f = make_facts(f"node-0{i}")
+        f.raw["clock.offset"] = out(f"{offset} 0.01")
+        four.append((make_host(f"node-0{i}"), f))
+    [r] = run_check(network.test_clock_skew, cluster=cluster_of(*four))
+    assert r.outliers == ("node-04",), r
     # Close as read, but with readings that uncertain the truth could be past the bound too.
     hosts, cl = _cluster({"node-01": {"clock.offset": "0 3"}, "node-02": {"clock.offset": "0.5 3"},
                           "node-03": {"clock.offset": "0.1 0.01"}})
