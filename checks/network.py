@@ -313,6 +313,28 @@ def _read_only_but_shared(verdict, path, writer, views) -> bool:
     return True
 
 
+def _writer_off_the_share(verdict, path, writer, views, missing) -> bool:
+    """No other node saw the writer's marker: when they all have one network filesystem there and the
+    writer another (its share not mounted: the marker went to the empty mount point), the writer is
+    the odd node, not all the others.  False otherwise (the usual failure naming the readers follows,
+    with what they hold of a checkpoint's metadata)."""
+    seen = {host: views[host].filesystems.get(path) for host in [writer, *missing]}
+    if not all(seen.values()):
+        return False
+    readers = {seen[host] for host in missing}
+    if len(readers) == 1 and _shared_kind(*next(iter(readers))) and seen[writer] not in readers:
+        fstype, source = next(iter(readers))
+        verdict.failed(path, outliers=(writer,), where=path,
+                       observed=f"the marker {writer} wrote to {path} is seen on no other node, and every other node "
+                                f"has the {fstype} share {source} there while {writer} has "
+                                f"{' '.join(seen[writer])}",
+                       expected=f"{path} the same {fstype} share on every node",
+                       remedy=f"Mount {source} at {path} on {writer} (the other nodes have it there); until then "
+                              f"what {writer} writes to {path} stays on its own disk.")
+        return True
+    return False
+
+
 def _shared_kind(fstype: str, source: str) -> bool:
     """A filesystem nodes can share: a network one, not mounted from the node itself, and for FUSE
     (fuseblk) one whose source is no local device or container layer."""
@@ -659,6 +681,9 @@ def test_shared_storage(cluster, verdict):
         if absent:
             verdict.failed(path, outliers=tuple(absent), where=path,
                            observed=f"{path} does not exist on {fold(absent)}", expected="the same path on every node")
+        if missing and not absent and len(missing) == len(views) - 1 and _writer_off_the_share(
+                verdict, path, writer, views, missing):
+            continue
         if missing:
             parts = ([f"checkpoint metadata present on {fold(metadata_ok)}"] if metadata_ok else []) + [
                 f"{fold(hosts)} lack{'s' if len(hosts) == 1 else ''} checkpoint metadata {gone}"

@@ -149,7 +149,8 @@ _FS_OF = r"""fs_of() { local t s; t=$(timeout 5 stat -f -c %T -- "$2" 2>/dev/nul
 s=$(timeout 5 df -P -- "$2" 2>/dev/null | awk 'NR==2 {print $1}'); echo "fs ${t:--} ${s:--} $1"; }
 """
 
-# Writes one marker per path, reports, waits for stdin to close, then removes them.
+# Writes one marker per path, reports it with its filesystem (a share not mounted on the writer
+# took the marker on the empty mount point), waits for stdin to close, then removes them.
 _MARKER_WRITER = _FS_OF + r"""
 m=$1; shift
 made=()
@@ -158,7 +159,7 @@ trap cleanup EXIT HUP INT TERM
 for d in "$@"; do
   p=$d; @HOME_P@
   if [ ! -d "$p" ]; then echo "absent $d"
-  elif : > "$p/$m" 2>/dev/null; then made+=("$p/$m"); echo "written $d"
+  elif : > "$p/$m" 2>/dev/null; then made+=("$p/$m"); echo "written $d"; fs_of "$d" "$p"
   else echo "unwritable $d"; fs_of "$d" "$p"; fi
 done
 echo READY

@@ -505,6 +505,31 @@ def test_clock_skew_bound_and_outlier():
     assert r.outcome == "warning" and "cannot be told" in r.message, r
 
 
+def test_shared_storage_the_writer_without_the_share_is_the_odd_node():
+    """The first reached node writes the markers: with its NFS mount gone (the empty mount point
+    took the marker), every healthy reader was named instead of it."""
+    writer = "writer written /shared\nwriter fs ext2/ext3 /dev/sda1 /shared\n"
+    reader = "from node-01\nmissing /shared -\nfs nfs nas:/export /shared\n"
+    hosts, cl = _cluster({"node-01": {"storage.shared": writer}, "node-02": {"storage.shared": reader},
+                          "node-03": {"storage.shared": reader}}, shared_paths=("/shared",))
+    [r] = run_check(network.test_shared_storage, cluster=cl)
+    assert (r.outcome, r.outliers) == ("failed", ("node-01",)), r
+    assert "every other node has the nfs share nas:/export there while node-01 has ext2/ext3 /dev/sda1" in r.message
+    assert r.remedy.startswith("Mount nas:/export at /shared on node-01")
+    # The readers on their own disks: they are the ones without the share, as before.
+    local = reader.replace("nfs nas:/export", "ext2/ext3 /dev/sdb1")
+    hosts, cl = _cluster({"node-01": {"storage.shared": writer.replace("ext2/ext3 /dev/sda1", "nfs nas:/export")},
+                          "node-02": {"storage.shared": local}, "node-03": {"storage.shared": local}},
+                         shared_paths=("/shared",))
+    [r] = run_check(network.test_shared_storage, cluster=cl)
+    assert (r.outcome, r.outliers) == ("failed", ("node-02", "node-03")), r
+    # One reader sees it: the other reader is the odd one, whatever the filesystems say.
+    hosts, cl = _cluster({"node-01": {"storage.shared": writer}, "node-02": {"storage.shared": reader},
+                          "node-03": {"storage.shared": "from node-01\nseen /shared\n"}}, shared_paths=("/shared",))
+    [r] = run_check(network.test_shared_storage, cluster=cl)
+    assert (r.outcome, r.outliers) == ("failed", ("node-02",)), r
+
+
 def test_shared_storage_views():
     records = {"node-01": {"storage.shared": "writer written /shared\nwriter written /ckpt\n"},
                "node-02": {"storage.shared": "from node-01\nseen /shared\nmissing /ckpt -\n"},
