@@ -1335,7 +1335,9 @@ def test_a_home_relative_path_is_expanded_as_the_jobs_shell_would(tmp_path):
     writer = subprocess.Popen(["bash", "-c", _MARKER_WRITER, "x", "pf-mark", "~/ckpt", "~/none"], env=env,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        assert [writer.stdout.readline() for _ in range(3)] == ["written ~/ckpt\n", "absent ~/none\n", "READY\n"]
+        lines = [writer.stdout.readline() for _ in range(4)]
+        assert lines[0] == "written ~/ckpt\n" and lines[1].startswith("fs ") and lines[1].endswith(" ~/ckpt\n")
+        assert lines[2:] == ["absent ~/none\n", "READY\n"]
         assert (tmp_path / "ckpt" / "pf-mark").exists()
         read = subprocess.run(["bash", "-c", _MARKER_READER, "x", "pf-mark", "~/ckpt"], env=env, capture_output=True,
                               text=True, timeout=30).stdout
