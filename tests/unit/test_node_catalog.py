@@ -761,6 +761,22 @@ def test_versions_agree():
     explained(r, "node-02: 2.6.0.post3")
 
 
+def test_versions_agree_reads_each_unreadable_node_apart_and_counts_the_nodes_read():
+    """Unreadable nodes were one error naming each node and its reason (30 kB at 100 nodes); a
+    node not read made the others' agreement "on all 2 nodes" of 3."""
+    from preflight.facts import HostFacts
+
+    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    unread = node_raw(python_dot_stack=out("", rc=127))
+    results = run(versions.test_versions_agree, cluster=cluster_of(
+        (hosts[0], make_facts("node-01", raw=node_raw())), (hosts[1], make_facts("node-02", raw=unread)),
+        (hosts[2], HostFacts(host="node-03", address="10.0.0.3", reachable=False, error="refused"))))
+    [error] = [r for r in results if r.outcome == "error"]
+    assert error.host == "node-02" and error.message.startswith("node-02: versions unreadable: `"), error.message
+    [python] = [r for r in results if r.subject == "python"]
+    assert python.outcome == "passed" and python.message.endswith("on the 1 of 3 nodes read"), python.message
+
+
 def test_versions_agree_compares_the_mindspeed_release_not_its_pip_version():
     # 2.1.0_core_r0.12.1 and 2.3.0_core_r0.12.1 both install as mindspeed 0.12.1.
     hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
