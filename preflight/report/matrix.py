@@ -11,6 +11,7 @@ import html
 import os
 import re
 from collections import Counter
+from dataclasses import dataclass
 
 from ..hostlist import fold
 from ..results import visible, worst
@@ -210,13 +211,26 @@ def _tip(rs) -> str:
 _ORDER = {"failed": 0, "error": 1, "warning": 2}
 
 
-def findings(document: dict) -> str:
-    """Failures first, then warnings, then what could not be evaluated, each with its remedy.
+@dataclass(frozen=True)
+class FixItem:
+    """One line of "What to fix": a finding and the hosts (as a node set) or cluster it is on."""
+
+    outcome: str
+    check: str
+    where: str
+    message: str
+    remedy: str | None
+    reference: str | None
+
+
+def fix_items(document: dict) -> list[FixItem]:
+    """Failures first, then what could not be evaluated, then warnings, each with its remedy.
 
     The checks of an unreachable host are not listed one by one: its reachability failure
     says how many were not evaluated.  One finding on many hosts (``ulimit -n`` at 1024 on
     the whole fleet) is one item naming them as a node set, not one item per host: the
-    operator reads each distinct problem once, and a host whose finding differs stands out."""
+    operator reads each distinct problem once, and a host whose finding differs stands out.
+    ``document`` is preflight.json's (its hosts and the results, as dicts)."""
     down = {h["name"] for h in document.get("hosts", []) if not h.get("reachable")}
     results = document.get("results", [])
     unevaluated: dict[str, int] = {}
@@ -228,8 +242,6 @@ def findings(document: dict) -> str:
             unevaluated[r["host"]] = unevaluated.get(r["host"], 0) + 1
             continue
         shown.append(r)
-    if not shown:
-        return ""
     addresses = {h.get("name"): h.get("address") for h in document.get("hosts", [])}
     # (outcome, check, subject, message without its host or the host's address, remedy, reference)
     # -> (host, its own message) in first-seen order
@@ -245,7 +257,10 @@ def findings(document: dict) -> str:
                _as_any_host(remedy, host, addresses.get(host)) or None, r.get("reference") or None,
                r.get("shard") if host is None else None)
         groups.setdefault(key, []).append((host, message, remedy))
-    parts = ['<h3>What to fix</h3><ol class="pf-findings">']
+    # One cause on every NPU of the same nodes (hccn_tool missing) is one item naming the NPUs as a
+    # set, not one per NPU: (outcome, check, nodes, text with the NPU's number as <N>, ...) -> NPUs.
+    by_npu: dict[tuple, list[tuple[int, str, str | None]]] = {}
+    items: list = []
     for (outcome, check, subject, generic, remedy, reference, shard), members in sorted(
             groups.items(), key=lambda kv: (_ORDER[kv[0][0]], kv[0][1] != "cluster.reachable")):
         hosts = [h for h, _, _ in members]
@@ -256,19 +271,54 @@ def findings(document: dict) -> str:
             on = fold(named) + (f" ({len(named)} hosts)" if len(named) > 1 else "")
             if None in hosts:  # the same text from a cluster-wide result too (rare)
                 on = "the cluster and " + on
+            npu = re.fullmatch(r"npu(\d+)", subject or "")
+            if npu:
+                key = (outcome, check, on, _any_npu(message, npu[1]), _any_npu(remedy, npu[1]), reference)
+                if key not in by_npu:
+                    items.append(key)  # its place: the first NPU's
+                by_npu.setdefault(key, []).append((int(npu[1]), message, remedy))
+                continue
             where = " ".join(p for p in (on, subject) if p)
         else:  # a cluster-wide check: its subject (a node, an address, a port) or the cluster itself
             where = f"{subject} (cluster-wide)" if subject else "the cluster"
             if shard:  # a merged report: which shard's cluster
                 where += f" of {shard}"
-        item = [f'<li><b>{text(outcome.upper())}</b> <code>{text(check)}</code> '
-                f'on <b>{text(where)}</b>: {text(message)}']
-        if remedy:
-            item.append(f"<br>Remedy: {text(remedy)}")
-        if reference:
-            item.append(f"<br><i>Source: {text(reference)}</i>")
-        item.append("</li>")
-        parts.append("".join(item))
+        items.append(FixItem(outcome, check, where, message, remedy, reference))
+    return [item if isinstance(item, FixItem) else _npu_item(item, by_npu[item]) for item in items]
+
+
+def _any_npu(text: str | None, number: str) -> str | None:
+    """The text with one NPU's number as <N> (its name npu3, its hccn_tool -i 3)."""
+    if not text:
+        return text
+    text = re.sub(rf"(?<![\w-])npu{number}(?!\d)", "npu<N>", text)
+    return re.sub(rf"(?<=-i ){number}(?!\d)", "<N>", text)
+
+
+def _npu_item(key: tuple, npus: list[tuple[int, str, str | None]]) -> FixItem:
+    outcome, check, on, message, remedy, reference = key
+    if len(npus) == 1:
+        [(number, message, remedy)] = npus
+        return FixItem(outcome, check, f"{on} npu{number}", message, remedy, reference)
+    return FixItem(outcome, check, f"{on} {fold([f'npu{n}' for n, _, _ in sorted(npus)])}", message, remedy,
+                   reference)
+
+
+def findings(document: dict) -> str:
+    """"What to fix" (:func:`fix_items`) as HTML."""
+    items = fix_items(document)
+    if not items:
+        return ""
+    parts = ['<h3>What to fix</h3><ol class="pf-findings">']
+    for item in items:
+        line = [f'<li><b>{text(item.outcome.upper())}</b> <code>{text(item.check)}</code> '
+                f'on <b>{text(item.where)}</b>: {text(item.message)}']
+        if item.remedy:
+            line.append(f"<br>Remedy: {text(item.remedy)}")
+        if item.reference:
+            line.append(f"<br><i>Source: {text(item.reference)}</i>")
+        line.append("</li>")
+        parts.append("".join(line))
     parts.append("</ol>")
     return "".join(parts)
 

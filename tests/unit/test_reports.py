@@ -539,9 +539,12 @@ def test_one_finding_on_many_hosts_is_one_item_naming_them_as_a_node_set():
     # node-0007's limit differs: its own item, so the odd one out stands out.
     results.append(result("limits.nofile", "node-0007", "failed", "node-0007: ulimit -n soft 4096, hard 4096; "
                           "expected both at least 65536", remedy="raise nofile"))
-    # Same text on every NPU of two hosts: grouped per NPU, the subject kept.
-    results += [result("hccl.tls_switch", h, "failed", f"{h} npu{d}: TLS on", subject=f"npu{d}", remedy="tls off")
-                for h in ("node-0001", "node-0002") for d in (0, 1)]
+    # Same text on every NPU of two hosts: one item naming the hosts and the NPUs as sets (the NPU's
+    # number in its text as <N>); an NPU whose text differs is its own item.
+    results += [result("hccl.tls_switch", h, "failed", f"{h} npu{d}: TLS on (hccn_tool -i {d} -tls -g)",
+                       subject=f"npu{d}", remedy="tls off") for h in ("node-0001", "node-0002") for d in (0, 1, 3)]
+    results.append(result("hccl.tls_switch", "node-0001", "failed", "node-0001 npu2: TLS half on", subject="npu2",
+                          remedy="tls off"))
     results.append(result("hccl.link_up", "node-0003", "error", "node-0003 npu1: hccn_tool timed out",
                           subject="npu1", remedy="run it by hand"))
     p = Page()
@@ -551,8 +554,9 @@ def test_one_finding_on_many_hosts_is_one_item_naming_them_as_a_node_set():
         f"FAILED limits.nofile on node-[0000-0006,0008-0049] (49 hosts): {limit}Remedy: raise nofileSource: FAQ item",
         "FAILED limits.nofile on node-0007: ulimit -n soft 4096, hard 4096; expected both at least 65536"
         "Remedy: raise nofileSource: FAQ item",
-        "FAILED hccl.tls_switch on node-[0001-0002] (2 hosts) npu0: TLS onRemedy: tls offSource: FAQ item",
-        "FAILED hccl.tls_switch on node-[0001-0002] (2 hosts) npu1: TLS onRemedy: tls offSource: FAQ item",
+        "FAILED hccl.tls_switch on node-[0001-0002] (2 hosts) npu[0-1,3]: TLS on (hccn_tool -i <N> -tls -g)"
+        "Remedy: tls offSource: FAQ item",
+        "FAILED hccl.tls_switch on node-0001 npu2: TLS half onRemedy: tls offSource: FAQ item",
         "ERROR hccl.link_up on node-0003 npu1: hccn_tool timed outRemedy: run it by handSource: FAQ item",
     ]
 
