@@ -259,6 +259,8 @@ _UNEVALUATED_REMEDIES = (
      "container, mount /usr/local/Ascend/driver and the tools from the host."),
     ("permission denied", "Run the preflight as a user allowed to execute the tool (root, or sudo: true in the "
      "inventory with NOPASSWD for npu-smi and hccn_tool)."),
+    ("is not in the facts file", "Capture the facts again with --facts-out from a run of every check (no -k), "
+     "or select with -k only the checks that the file's facts cover."),
     ("was not gathered", "The probe ended before this command ran (the run was interrupted, or the host ran "
      "out of --host-timeout): re-run the preflight, with a larger --host-timeout if the host is slow."),
     ("was not reached", ""),  # as "is unreachable"
@@ -343,6 +345,7 @@ class HostFacts:
     # raw_json() no longer has it.  The run sets this after saving the facts it must keep.
     compact: bool = field(default=False, repr=False)
     shared: SharedOutputs | None = field(default=None, repr=False, compare=False)
+    replayed_from: str | None = field(default=None, repr=False, compare=False)  # the --facts-in file
 
     def release(self) -> None:
         """Drop the outputs and parsed facts; reachability, error and timing stay (what the
@@ -353,6 +356,10 @@ class HostFacts:
     def _parse(self, key: str, spec: FactSpec, dev: int | None):
         shown = (spec.display or spec.command).format(dev=dev)
         lost = self.error_kind == "lost"
+        if key not in self.raw and self.replayed_from:
+            # A file captured by a narrower run (-k) or an older preflight: no probe ended early.
+            raise FactUnavailable(f"`{shown}` is not in the facts file {self.replayed_from} (the run that captured "
+                                  f"it did not gather it)")
         if key not in self.raw:
             why = (f": {_CONNECTION_LOST} before it ran" if lost else
                    ": its result had not come back when the host's --host-timeout ended the probe"

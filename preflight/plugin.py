@@ -46,6 +46,8 @@ def _option_taken(parser, name: str) -> bool:
 # with 300 hosts' rows, 72 s with 1000), and pytest's failure sections use --tb=line (its default
 # layout scans every report once per failure: 13 of 31 CPU-seconds at 300 hosts).
 FLEET_HOSTS = 64
+PYTEST_REPORTCHARS = "fE"  # pytest's -r default: left as it is, it is not the user's choice
+
 
 
 def _count(least: int):
@@ -152,8 +154,11 @@ def pytest_configure(config):
 
     if len(run.hosts) > FLEET_HOSTS:
         config.pluginmanager.register(_FleetReports(config), "preflight-fleet-reports")
+        run.fleet = True
         if config.option.tbstyle == "auto":
-            config.option.tbstyle = "line"
+            # A section per check and host (one finding on 1000 nodes is 1000 of them) gives way to
+            # the run's "What to fix" (PreflightRun.terminal_summary); --tb=short brings them back.
+            config.option.tbstyle = "no"
 
     # The built-in checks always run; path arguments add the user's own check modules.
     checks = str(builtin_checks_dir())
@@ -368,6 +373,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     run = _run(config)
     if run is not None:
         run.terminal_summary(terminalreporter)
+        if run.fleet and config.option.reportchars == PYTEST_REPORTCHARS and config.option.tbstyle == "no":
+            # Nor a summary line per failed item after it (pytest prints it last, from -r's default).
+            terminalreporter.reportchars = terminalreporter.reportchars.replace("f", "").replace("E", "")
 
 
 @pytest.hookimpl(wrapper=True)

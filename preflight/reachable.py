@@ -12,6 +12,7 @@ from .check import CheckInfo, Verdict
 from .results import Result
 
 CHECK_ID = "cluster.reachable"
+NOT_REPLAYED = "not-in-facts-file"  # HostFacts.error_kind of an inventory host a --facts-in file lacks
 
 # The keywords of @check for cluster.reachable (checks/cluster.py), kept here for the run's use.
 DECLARATION = dict(
@@ -33,6 +34,13 @@ def judge(host, gathered, verdict: Verdict, note: str = "") -> None:
     observation (why the run, not the check, recorded it)."""
     if gathered is None:
         verdict.error(message=f"{host.name} was not gathered")
+    elif not gathered.reachable and gathered.error_kind == NOT_REPLAYED:
+        # A replay (--facts-in with --inventory): nothing was logged in to, so sshd is not the cause.
+        verdict.failed(observed=f"no facts for {host.name}: {gathered.error}{note}",
+                       expected=f"{host.name}'s facts in the file given with --facts-in",
+                       remedy=f"Capture {host.name}'s facts too (a run with --facts-out that reaches it), or give "
+                              f"--facts-in with the inventory the file was captured from (or with no --inventory: "
+                              f"the file holds its own).")
     elif not gathered.reachable:
         verdict.failed(observed=f"cannot log in ({gathered.error}){note}",
                        expected=f"an SSH login to {host.address}"
@@ -70,7 +78,6 @@ def unjudged_failures(hosts, facts: dict, results) -> list[Result]:
         if host.name in judged or gathered is None or (gathered.reachable and gathered.error_kind != "lost"):
             continue
         verdict = Verdict(info, host.name)
-        judge(host, gathered, verdict, note=f"; recorded by the run: {CHECK_ID} was not selected, and no "
-                                            f"selected check could look at this host")
+        judge(host, gathered, verdict, note=f"; recorded by the run, as {CHECK_ID} was not selected")
         out.extend(verdict.results)
     return out

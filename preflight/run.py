@@ -19,7 +19,7 @@ from .gather import Gatherer, GatherSettings, raise_open_files_limit
 from .hostlist import fold
 from .inventory import Host, Inventory, check_host, load_inventory
 from .probe import packed
-from .reachable import unjudged_failures
+from .reachable import NOT_REPLAYED, unjudged_failures
 from .report.json_report import unwritable, write_atomically
 from .results import Result, ResultStore, one_line, redact_secrets, visible, worst
 from .shards import ShardedGatherer
@@ -135,6 +135,7 @@ class PreflightRun:
         self.local_job_facts: HostFacts | None = None
         self.final_document: dict | None = None  # what finish() wrote, for preflight.html's summary
         self.final_fragment: str | None = None  # its matrix and "What to fix", rendered once for both pages
+        self.fleet = False  # above plugin.FLEET_HOSTS: "What to fix" in the terminal, not a section per item
         self.exitstatus = None  # pytest's, once the session has finished
         self.no_report: str | None = None  # why no report was written (--collect-only, nothing selected)
         # The (name, value) pairs put on reports, one tuple each: three reports per item carry the
@@ -163,7 +164,7 @@ class PreflightRun:
             if facts_in:
                 # Read now, as without --inventory: a facts file that cannot be read is a usage error
                 # before any report is started (it wrote an empty one and moved reports/latest to it).
-                _read_facts_file(facts_in)
+                _check_replay_hosts(facts_in, hosts)
         elif facts_in:
             hosts, inventory_path = _hosts_from_facts_file(facts_in)
         else:
@@ -225,7 +226,8 @@ class PreflightRun:
                 self.facts = _load_facts(self.facts_in, self.outputs)
                 for h in self.hosts:
                     self.facts.setdefault(h.name, HostFacts(host=h.name, address=h.address, reachable=False,
-                                                            error=f"not in {self.facts_in}"))
+                                                            error=f"not in {self.facts_in}",
+                                                            error_kind=NOT_REPLAYED))
             elif (mode := self._gathering_mode()) == "child":
                 self._gather_forked(needs)
             elif mode == "shards":
@@ -571,12 +573,14 @@ class PreflightRun:
                 tr.write_line(f"  note: {one_line(note)}")
             if len(notes) > JOB_NOTES_SHOWN:
                 tr.write_line(f"  ... and {len(notes) - JOB_NOTES_SHOWN} more notes in preflight.json (jobs)")
+        if self.fleet:
+            self._what_to_fix(tr)
         # What pytest itself does not print: the run's own findings (a host it could not reach
         # while cluster.reachable was not selected) and warnings, which fail no test without --strict.
-        own = [r for r in self.store.all() if r.nodeid is None and r.outcome in ("failed", "error")]
+        own = [] if self.fleet else [r for r in self.store.all() if r.nodeid is None and r.outcome in ("failed", "error")]
         for line in brief(own):
             tr.write_line(line, red=True)
-        if not self.strict:
+        if not self.strict and not self.fleet:
             warned = [r for r in self.store.all() if r.outcome == "warning"]
             if warned:
                 tr.write_line(f"{len(warned)} warning(s), not blocking the verdict (--preflight-strict or --strict makes them so; "
@@ -598,6 +602,28 @@ class PreflightRun:
                     tr.write_line(f"report: {html} (--html)")
                 continue
             tr.write_line(f"report: {os.path.join(self.report_dir, name)} (this run: {self.run_dir})")
+
+    def _what_to_fix(self, tr) -> None:
+        """matrix.html's "What to fix", its first items: at fleet size pytest's section per check
+        and host (thousands of them, one finding repeated per node) gives way to this list, one
+        item per finding and node set."""
+        from .report.matrix import fix_items
+
+        items = fix_items({"hosts": self.hosts_json(), "results": self.store.all()})
+        if not items:
+            return
+        tr.write_line(f"What to fix ({len(items)} item(s), failures first, each finding once for the nodes it is "
+                      f"on; all of them in matrix.html):", bold=True)
+        for n, item in enumerate(items[:MAX_FINDINGS_SHOWN], 1):
+            label = item.outcome.upper() + (" (not blocking)" if item.outcome == "warning" and not self.strict else "")
+            colour = {"warning": {"yellow": True}}.get(item.outcome, {"red": True})
+            tr.write_line(f"{n:>3}. {label} [{item.check}] on {_cut(item.where)}: {_cut(item.message)}", **colour)
+            if item.remedy:
+                tr.write_line(f"     remedy: {_cut(item.remedy)}")
+            if item.reference:
+                tr.write_line(f"     source: {_cut(item.reference)}")
+        if len(items) > MAX_FINDINGS_SHOWN:
+            tr.write_line(f"  ... and {len(items) - MAX_FINDINGS_SHOWN} more in matrix.html and preflight.json")
 
     def close(self) -> None:
         if self.gatherer is not None:
@@ -686,6 +712,12 @@ def brief(results: list[Result], limit: int = MAX_FINDINGS_SHOWN, width: int = 2
     if len(groups) > limit:
         lines.append(f"... and {len(groups) - limit} more, in matrix.html and preflight.json")
     return lines
+
+
+def _cut(text: str, width: int = 400) -> str:
+    """One line of remote text for the terminal, cut (the report has it whole)."""
+    line = one_line(text)
+    return line if len(line) <= width else line[:width - 1] + "…"
 
 
 def render_failures(results: list[Result], limit: int = MAX_FINDINGS_SHOWN) -> str:
@@ -828,7 +860,22 @@ def _facts_entry_problem(entry: dict, where: str) -> str | None:
 
 def _load_facts(path: str, outputs: SharedOutputs | None = None) -> dict[str, HostFacts]:
     doc = _read_facts_file(path)
-    return {d["host"]: HostFacts.from_json(d, outputs) for d in doc["hosts"]}
+    facts = {d["host"]: HostFacts.from_json(d, outputs) for d in doc["hosts"]}
+    for f in facts.values():
+        f.replayed_from = path
+    return facts
+
+
+def _check_replay_hosts(path: str, hosts) -> None:
+    """--inventory with --facts-in: an inventory none of whose hosts the file holds is the wrong
+    pair of files, not a cluster of unreachable nodes."""
+    doc = _read_facts_file(path)
+    held = [d.get("host") for d in doc.get("hosts", [])]
+    if hosts and not set(held) & {h.name for h in hosts}:
+        raise pytest.UsageError(f"--facts-in {path} holds none of the inventory's {len(hosts)} host(s) "
+                                f"({fold([h.name for h in hosts])}); it holds {fold([h for h in held if h]) or 'none'}. "
+                                f"Give the inventory the facts were captured with, or no --inventory (the file "
+                                f"holds its own).")
 
 
 def _hosts_from_facts_file(path: str):

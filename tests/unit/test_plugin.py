@@ -857,3 +857,49 @@ def test_a_dead_host_is_judged_once_when_cluster_reachable_runs(pytester):
     reach = [r for r in doc["results"] if r["check"] == "cluster.reachable"]
     assert sorted((r["host"], r["outcome"]) for r in reach) == [("dead", "failed"), ("localhost", "passed")]
     assert "was not selected" not in reach[0]["message"] + reach[1]["message"]
+
+
+def test_above_64_hosts_the_terminal_lists_what_to_fix_not_a_section_per_item(pytester, inv):
+    """At fleet size pytest printed a section per failing check and host and a summary line per item
+    (100 hosts: 12 900 lines, one finding repeated per node); the run's "What to fix" replaces them,
+    one item per finding and node set, with its remedy.  --tb=short brings pytest's sections back."""
+    assert run(pytester, "--inventory", "inv.yaml", "--facts-out", "one.json", "--report-dir", "r0").ret == 1
+    n = _fleet_facts(pytester, "one.json", "many.json")
+    result = run(pytester, "--facts-in", "many.json", "--report-dir", "r1")
+    text = output(result)
+    assert result.ret == 1, text
+    assert "= FAILURES =" not in text and "= ERRORS =" not in text and "short test summary" not in text, text
+    assert "What to fix (" in text, text
+    nodes = f"host-[000-{n - 1:03d}] ({n} hosts)"
+    items = [line for line in result.outlines if line.lstrip()[:1].isdigit() and ". " in line]
+    # Every host alike: each item names them all (or is the cluster's own).
+    assert items and all(nodes in line or "on the cluster" in line or "(cluster-wide)" in line for line in items), items
+    assert any(line.lstrip().startswith("remedy: ") for line in result.outlines)
+    assert len(result.outlines) < 150, len(result.outlines)
+    short = run(pytester, "--facts-in", "many.json", "--report-dir", "r2", "--tb=short")
+    assert "= FAILURES =" in output(short) or "= ERRORS =" in output(short)
+
+
+def test_a_replay_says_what_the_facts_file_lacks(pytester, inv):
+    """Facts captured with -k, replayed whole: the missing commands read "not gathered" with the
+    --host-timeout remedy; an inventory whose hosts the file does not hold read as SSH failures."""
+    assert run(pytester, "--inventory", "inv.yaml", "-k", "nofile", "--facts-out", "f.json",
+               "--report-dir", "r0").ret in (0, 1)
+    result = run(pytester, "--facts-in", "f.json", "--report-dir", "r1", "-k", "davinci_nodes or nofile")
+    [nodes] = [r for r in load(pytester.path / "r1" / "preflight.json")["results"]
+               if r["check"] == "devices.davinci_nodes"]
+    assert nodes["outcome"] == "error" and "is not in the facts file f.json (the run that" in nodes["message"], nodes
+    assert "Capture the facts again with --facts-out" in nodes["remedy"] and "host-timeout" not in nodes["remedy"]
+    # An inventory none of whose hosts the file holds: the wrong pair of files, said before any report.
+    (pytester.path / "other.yaml").write_text("hosts:\n  - {name: node-9, address: 10.9.9.9}\n")
+    result = run(pytester, "--inventory", "other.yaml", "--facts-in", "f.json", "--report-dir", "r2")
+    assert result.ret == 4 and "holds none of the inventory's 1 host(s) (node-9); it holds localhost" in output(result)
+    assert not (pytester.path / "r2").exists()
+    # One of two missing: that host's finding is about the file, not its sshd.
+    (pytester.path / "two.yaml").write_text("hosts:\n  - {name: localhost, connection: local}\n"
+                                            "  - {name: node-9, address: 10.9.9.9}\n")
+    result = run(pytester, "--inventory", "two.yaml", "--facts-in", "f.json", "--report-dir", "r3", "-k", "reachable")
+    [down] = [r for r in load(pytester.path / "r3" / "preflight.json")["results"]
+              if r["check"] == "cluster.reachable" and r["host"] == "node-9"]
+    assert down["outcome"] == "failed" and "no facts for node-9: not in f.json" in down["message"], down
+    assert "cannot log in" not in down["message"] and "sshd" not in down["remedy"], down
