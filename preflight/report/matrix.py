@@ -30,7 +30,11 @@ CSS = """
 table.pf-matrix{border-collapse:collapse;font:13px/1.3 sans-serif;margin:8px 0}
 .pf-matrix th,.pf-matrix td{border:1px solid #bbb;padding:3px 6px;text-align:center}
 .pf-matrix th.pf-check{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:normal}
-.pf-matrix th.pf-host{text-align:left}
+.pf-matrix th.pf-host{text-align:left;white-space:nowrap}
+.pf-matrix thead th{position:sticky;top:0;background:#fff;z-index:2}
+.pf-matrix tbody th.pf-host{position:sticky;left:0;background:#fff;z-index:1}
+.pf-matrix th,.pf-findings,.pf-legend,#pf-what-to-fix{color:#222}
+.pf-legend a{color:#0645ad}
 .pf-matrix td.ok{background:#d9f2d9;color:#185c18}
 .pf-matrix td.fail{background:#f8d0d0;color:#8b0000;font-weight:bold}
 .pf-matrix td.warn{background:#fff0c2;color:#7a5200;font-weight:bold}
@@ -141,9 +145,12 @@ def fragment(document: dict) -> str:
     found = ", ".join(f"{tally[k]} {label}" for k, label in (("failed", "failed"), ("error", "not evaluated"),
                                                                 ("warning", "warning(s)")) if tally[k])
     # The reachable count is one fact among others, not the reason for the verdict.
+    fixes = findings(document)
     parts.append(f'<h2 class="{"pf-verdict-ready" if ready else "pf-verdict-not"}">'
                  f'{verdict} (' + (f'{found}; ' if found else '') +
                  f'{sum(1 for h in hosts_doc if h.get("reachable"))} of {len(hosts_doc)} hosts reachable)</h2>')
+    if fixes:  # below a fleet's matrix, thousands of pixels down
+        parts.append('<p class="pf-legend"><a href="#pf-what-to-fix">What to fix, below the matrix</a></p>')
     parts.append(_merge_notes(document.get("merge")))
     parts.append('<p class="pf-legend">' + "".join(
         f'<span class="{cls}">{sym} {label}</span>' for sym, label, cls in STYLE.values()) + "</p>")
@@ -163,7 +170,7 @@ def fragment(document: dict) -> str:
             parts.append(f'<td class="{cls}" title="{text(_tip(rs) or label)}">{sym}</td>')
         parts.append("</tr>")
     parts.append("</tbody></table>")
-    parts.append(findings(document))
+    parts.append(fixes)
     parts.append(_job_notes(document.get("jobs")))
     return "".join(parts)
 
@@ -309,7 +316,7 @@ def findings(document: dict) -> str:
     items = fix_items(document)
     if not items:
         return ""
-    parts = ['<h3>What to fix</h3><ol class="pf-findings">']
+    parts = ['<h3 id="pf-what-to-fix">What to fix</h3><ol class="pf-findings">']
     for item in items:
         line = [f'<li><b>{text(item.outcome.upper())}</b> <code>{text(item.check)}</code> '
                 f'on <b>{text(item.where)}</b>: {text(item.message)}']

@@ -600,3 +600,19 @@ def test_a_lone_surrogate_anywhere_in_the_document_is_written_not_fatal(tmp_path
     write_matrix(str(tmp_path / "m.html"), doc)
     shown = (tmp_path / "m.html").read_text(encoding="utf-8")
     assert "inv\\xff.yaml" in shown and "stderr: \\xff\\x80" in shown
+
+
+def test_a_long_matrix_links_to_what_to_fix_and_keeps_its_headers_in_view(doc):
+    """At fleet size "What to fix" is thousands of pixels below the verdict, under a matrix whose
+    check names scroll away; in preflight.html pytest-html's grey body text (#999) made the findings
+    and host names hard to read."""
+    from preflight.report.matrix import CSS
+
+    text = fragment(doc)
+    assert text.index('href="#pf-what-to-fix"') < text.index('<table class="pf-matrix"') < \
+        text.index('<h3 id="pf-what-to-fix">What to fix</h3>')
+    assert "thead th{position:sticky;top:0" in CSS and "th.pf-host{position:sticky;left:0" in CSS
+    assert ".pf-matrix th,.pf-findings,.pf-legend,#pf-what-to-fix{color:#222}" in CSS
+    assert "white-space:nowrap" in CSS.split("th.pf-host{")[1].split("}")[0]
+    passed = fragment(dict(doc, results=[dict(r, outcome="passed") for r in doc["results"]]))
+    assert 'href="#pf-what-to-fix"' not in passed  # nothing to fix, no link
