@@ -476,6 +476,10 @@ def test_hostnames(cluster, verdict):
         except FactUnavailable as exc:
             verdict.error(message=f"{host.name}: {exc}", host=host.name)
     hosts = {h.name: h for h in cluster.hosts if h.connection != "local"}
+    if not views and hosts and verdict.results:
+        # Every node's answers unreadable (errors above): not evaluated, not "nothing to compare".
+        verdict.error(message="not evaluated: no reached node's name resolution could be read")
+        return
     if not views or not hosts:
         verdict.skipped(message="no name to compare")
         return
@@ -571,6 +575,10 @@ def test_clock_skew(cluster, verdict):
             offsets[host.name] = facts.get("clock.offset")
         except FactUnavailable as exc:
             verdict.error(message=f"{host.name}: {exc}", host=host.name)
+    if len(offsets) < 2 and verdict.results:
+        # Clocks unreadable: those errors say so; "fewer than two clocks read" read as not applicable.
+        verdict.error(message=f"not evaluated: {len(offsets)} of {len(cluster.reachable())} reached nodes' clocks read")
+        return
     if len(offsets) < 2:
         verdict.skipped(message="fewer than two clocks read")
         return

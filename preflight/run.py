@@ -589,8 +589,11 @@ class PreflightRun:
                     tr.write_line("  " + line, yellow=True)
         # pytest's own line below counts test items (a check on a host); these are the findings in
         # the reports, one per check, host and subject (an NPU, a variable), which it cannot count.
-        tr.write_line("results: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n)
-                      + " (one per check, host and subject, as in the reports; pytest's line counts checks x hosts)")
+        if any(counts.values()):
+            tr.write_line("results: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+                          + " (one per check, host and subject, as in the reports; pytest's line counts checks x hosts)")
+        else:
+            tr.write_line("results: none" + (" (interrupted before any check ran)" if self.interrupted else ""))
         verdict = "INTERRUPTED" if self.interrupted else "READY" if self.ready() else "NOT READY"
         if self.ready() and counts.get("skipped") == len(self.store):
             verdict += " (but no selected check applied here: every one was skipped)"

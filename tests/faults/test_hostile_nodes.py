@@ -266,6 +266,7 @@ def test_ctrl_c_while_gathering_writes_partial_reports(sim, tmp_path, where):
     assert (tmp_path / "reports" / "matrix.html").read_text().count("INTERRUPTED") == 1
     assert (tmp_path / "reports" / "preflight.html").exists()
     assert "3 host(s), 0 unreachable, 1 not tried (interrupted)" in out, out[-2000:]
+    assert "results: none (interrupted before any check ran)" in out, out[-2000:]  # it was an empty list
     # Nothing left behind: no child of the run survives it, and the node's session ends once
     # the hung command reaches its own timeout.
     assert not _children_of(proc.pid)

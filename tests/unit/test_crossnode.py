@@ -1433,3 +1433,18 @@ def test_checks_that_cannot_be_evaluated_still_say_what_to_do():
     cl.facts["node-02"].raw["npu_smi.info"] = out("dcmi module initialize failed. ret is -8005\n")
     errors = [r for r in run_check(npu.test_hardware_agree, cluster=cl) if r.outcome == "error"]
     assert errors and all("its row in the report" in r.remedy for r in errors), errors
+
+
+def test_names_and_clocks_unreadable_everywhere_are_not_evaluated_not_inapplicable():
+    """Every node's reading errored: the cluster row said "–" (not applicable: "no name to compare",
+    "fewer than two clocks read") beside the errors."""
+    hosts, cl = _cluster({n: {"net.resolve": "", "clock.offset": ""} for n in ("node-01", "node-02", "node-03")})
+    for f in cl.facts.values():
+        f.raw["net.resolve"] = out("", rc=127)
+        f.raw["clock.offset"] = out("", rc=127)
+    for check in (network.test_hostnames, network.test_clock_skew):
+        results = run_check(check, cluster=cl)
+        cluster_wide = [r for r in results if r.host is None]
+        assert [r.outcome for r in cluster_wide] == ["error"], results
+        assert cluster_wide[0].message.startswith("not evaluated: "), cluster_wide[0].message
+        assert {r.host for r in results if r.host} == {"node-01", "node-02", "node-03"}
