@@ -59,16 +59,32 @@ def listens(port):
         except (OSError, ValueError, IndexError):
             pass
     return not read  # the tables unreadable: assume a listener, as before this check existed
+def bound(family, address, port):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        if family == socket.AF_INET6:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((address, port))
+        s.listen(128)
+        return s
+    except BaseException:
+        s.close()
+        raise
+def listener(port):
+    # Dual stack, as the job's own listeners are: an IPv4-only one refused a peer reaching this node
+    # by an IPv6 address, and the probe blamed a firewall.  IPv4 alone where the node has no IPv6.
+    try:
+        return bound(socket.AF_INET6, "::", port)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise
+    return bound(socket.AF_INET, "0.0.0.0", port)
 socks, ready, busy, held = [], [], [], []
 for port in map(int, sys.argv[1:]):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        s.bind(("0.0.0.0", port))
-        s.listen(128)
-        socks.append(s); ready.append(str(port))
+        socks.append(listener(port)); ready.append(str(port))
     except (OSError, OverflowError) as e:  # OverflowError: a port above 65535
-        s.close()
         if getattr(e, "errno", None) == errno.EADDRINUSE:
             (busy if listens(port) else held).append(str(port))
 print("READY", ",".join(ready) or "-", "BUSY", ",".join(busy) or "-", "HELD", ",".join(held) or "-", flush=True)

@@ -1232,6 +1232,41 @@ def test_listener_reads_ipv6_listeners_survives_a_port_out_of_range_and_is_pytho
     assert line == ["READY", "-", "BUSY", str(v6), "HELD", "-"]
 
 
+def socket_has_ipv6() -> bool:
+    import socket
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not socket_has_ipv6(), reason="needs IPv6 on loopback")
+def test_the_temporary_listener_answers_over_ipv4_and_ipv6():
+    """It listened on 0.0.0.0 only: a peer probing an IPv6 inventory address (or MASTER_ADDR) was
+    refused, and cluster.ray_ports blamed a firewall REJECT rule that did not exist."""
+    import socket
+    import subprocess
+    import sys
+
+    from preflight.activeprobe import _LISTENER
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    proc = subprocess.Popen([sys.executable, "-c", _LISTENER, str(port)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().split() == ["READY", str(port), "BUSY", "-", "HELD", "-"]
+        for address in ("127.0.0.1", "::1"):
+            socket.create_connection((address, port), timeout=5).close()
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
 # -- which HCCL host ports are probed: the block HCCL really binds --------------------------------
 
 class _RingFacts:
