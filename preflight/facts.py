@@ -67,8 +67,9 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              display="env (non-interactive SSH session)"),
     FactSpec("session.nofile", 'printf "%s %s\\n" "$(ulimit -Sn)" "$(ulimit -Hn)"', system.parse_nofile,
              display="ulimit -Sn; ulimit -Hn"),
-    FactSpec("net.interfaces", "ip -j addr show", system.parse_ip_addr_json, tool="ip",
-             display="ip -j addr show"),
+    # iproute2 before 4.14 (CentOS 7's 4.11) says `Option "-j" is unknown`: its text form then.
+    FactSpec("net.interfaces", "ip -j addr show 2>/dev/null || { echo " + system.IP_TEXT_MARK + "; ip addr show; }",
+             system.parse_ip_addr, tool="ip", display="ip -j addr show"),
     # The IPv6 table may be missing (IPv6 disabled on the node): then its part is empty.
     FactSpec("net.routes", "ip -4 -o route show table main && { echo " + system.ROUTES_V6_MARK + "; "
              "ip -6 -o route show table main 2>/dev/null; true; }",

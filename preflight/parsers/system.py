@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
+import re
 from dataclasses import dataclass
 
 from . import ParseError
@@ -144,6 +145,44 @@ def parse_ip_addr_json(text: str) -> dict[str, NetInterface]:
             addresses=tuple(f"{a['local']}/{a.get('prefixlen')}" for a in addrs if not _link_local(a)),
             link_local=tuple(f"{a['local']}/{a.get('prefixlen')}" for a in addrs if _link_local(a)))
     return interfaces
+
+
+IP_TEXT_MARK = "@@IP-TEXT"  # the probe's fallback: iproute2 before 4.14 (CentOS 7) has no -j
+
+_IP_LINK = re.compile(r"^\d+:\s+([^:@\s]+)(?:@\S*)?:\s+<([^>]*)>(.*)$")
+_IP_ADDR = re.compile(r"^\s+inet6?\s+(\S+)(?:\s.*?)?(?:\sscope\s+(\S+))?")
+
+
+def parse_ip_addr(text: str) -> dict[str, NetInterface]:
+    """``ip -j addr show``, or, where iproute2 has no JSON (``Option "-j" is unknown``), the probe's
+    marker and ``ip addr show``."""
+    if text.startswith(IP_TEXT_MARK):
+        return parse_ip_addr_text(text[len(IP_TEXT_MARK):])
+    return parse_ip_addr_json(text)
+
+
+def parse_ip_addr_text(text: str) -> dict[str, NetInterface]:
+    """``ip addr show``: ``2: eth0@if5: <BROADCAST,UP,LOWER_UP> mtu 1500 ... state UP ...`` per
+    interface, then ``inet 10.0.0.1/24 ... scope global eth0`` per address; the same NetInterfaces as
+    the JSON form."""
+    entries: list[dict] = []
+    for line in text.splitlines():
+        link = _IP_LINK.match(line)
+        if link:
+            state = re.search(r"\sstate\s+(\S+)", link[3])
+            entries.append({"ifname": link[1], "flags": link[2].split(","),
+                            "operstate": state[1] if state else "UNKNOWN", "addr_info": []})
+            continue
+        addr = _IP_ADDR.match(line)
+        if addr and entries:
+            local, _, prefix = addr[1].partition("/")
+            info = {"local": local, "prefixlen": int(prefix) if prefix.isdigit() else (128 if ":" in local else 32)}
+            if addr[2]:
+                info["scope"] = addr[2]
+            entries[-1]["addr_info"].append(info)
+    if not entries and text.strip():
+        raise ParseError(f"unreadable `ip addr show` output: {text.strip()[:80]!r}")
+    return parse_ip_addr_json(json.dumps(entries))
 
 
 def _link_local(addr_info: dict) -> bool:

@@ -26,6 +26,8 @@ from preflight.parsers.system import (
     TcpProbe,
     parse_dev_listing,
     parse_env0,
+    IP_TEXT_MARK,
+    parse_ip_addr,
     parse_ip_addr_json,
     parse_ip_route,
     parse_listening_ports,
@@ -148,6 +150,36 @@ def test_ip_addr_no_carrier_in_a_private_netns():
     assert interfaces["pfa"].addresses == ("198.18.7.1/24",)
     assert interfaces["pfb"].up is False  # never set up
     assert interfaces["lo"].up is True
+
+
+@pytest.mark.skipif(not _can_unshare_net(), reason="needs root, unshare -n and ip")
+def test_ip_addr_text_reads_as_the_json_does():
+    """iproute2 before 4.14 (CentOS 7) has no -j: its text form, read from the same namespace at the
+    same moment, gives the same interfaces (flags, state, addresses, link-local apart, veth@peer)."""
+    both = sh("unshare -n sh -c 'ip link add pfa type veth peer name pfb && ip link set pfa up && "
+              "ip addr add 198.18.7.1/24 dev pfa && ip addr add fd00:7::1/64 dev pfa nodad && ip link set lo up && "
+              "ip link add pfc type veth peer name pfd && ip link set pfc up && ip link set pfd up && "
+              "ip addr add 198.18.8.1/24 dev pfc && ip -j addr show && echo @@ && ip addr show'")
+    as_json, as_text = both.split("\n@@\n")
+    text = parse_ip_addr(IP_TEXT_MARK + "\n" + as_text)
+    assert text == parse_ip_addr_json(as_json) == parse_ip_addr(as_json)
+    assert text["pfa"].up is False and text["pfa"].addresses == ("198.18.7.1/24", "fd00:7::1/64")
+    assert text["pfc"].up is True and text["pfc"].link_local and text["lo"].addresses == ("127.0.0.1/8", "::1/128")
+
+
+@pytest.mark.skipif(shutil.which("ip") is None, reason="iproute2 not installed")
+def test_the_interfaces_command_falls_back_to_text_where_ip_has_no_json(tmp_path):
+    from preflight.facts import FACTS
+
+    fake = tmp_path / "ip"  # iproute2 4.11: the real ip, but -j unknown
+    fake.write_text(f'#!/bin/sh\ncase "$1" in -j) echo \'Option "-j" is unknown, try "ip -help".\' >&2; exit 255;; esac\n'
+                    f'exec {shutil.which("ip")} "$@"\n')
+    fake.chmod(0o755)
+    spec = FACTS["net.interfaces"]
+    done = subprocess.run(["sh", "-c", spec.command], env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and done.stdout.startswith(IP_TEXT_MARK), done
+    assert spec.parse(done.stdout) == parse_ip_addr_json(sh("ip -j addr show"))
 
 
 def test_ip_addr_hand_written():
@@ -527,3 +559,8 @@ def test_pdsh_fact_command_reads_version_and_debians_default_file(tmp_path, rcmd
     else:
         assert pdsh == dataclasses_replace(expected, path=str(bindir / "pdsh"))
         assert pdsh.site_default == (expected.default_file or "rsh")
+
+
+def test_ip_addr_text_garbage_is_a_parse_error():
+    assert_parse_error(parse_ip_addr, IP_TEXT_MARK + "\nBusyBox v1.36: applet not found\n")
+    assert parse_ip_addr(IP_TEXT_MARK + "\n") == {}
