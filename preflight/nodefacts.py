@@ -217,20 +217,27 @@ command -v ufw >/dev/null 2>&1 && { any=1; printf 'ufw=%s\n' "$(timeout 5 ufw st
 # Legacy iptables takes the xtables lock even to list, and without -w fails at once while another
 # program holds it (kube-proxy, docker, firewalld often do): then it waits for the lock, within 5 s.
 # -w is not given first: iptables before 1.4.20 does not know it.
-ipt() { r=$(timeout 5 iptables "$@" 2>&1) && return 0
-  case $r in *"xtables lock"*) r=$(timeout 5 iptables -w "$@" 2>&1) && return 0
+ipt() { local t=$1; shift; r=$(timeout 5 "$t" "$@" 2>&1) && return 0
+  case $r in *"xtables lock"*) r=$(timeout 5 "$t" -w "$@" 2>&1) && return 0
     [ -n "$r" ] || r="the xtables lock stayed held by another program for 5 s";; esac; return 1; }
-if command -v iptables >/dev/null 2>&1; then
-  if ipt -S INPUT; then [ -n "$r" ] && { any=1; printf '%s\n' "$r" | sed 's/^/iptables=/'; }
-    # Chains INPUT jumps to whatever the packet (-A INPUT -j HARDEN): a drop there is INPUT's.
-    # ufw's and firewalld's own chains are judged by their status lines above; Kubernetes' and the
-    # CNIs' (KUBE-FIREWALL drops marked packets only) are not a host firewall.
-    for c in $(printf '%s\n' "$r" | awk '$1 == "-A" && $2 == "INPUT" && NF == 4 && $3 == "-j" &&
+# INPUT's rules and those of the chains it jumps to whatever the packet (-A INPUT -j HARDEN: a drop
+# there is INPUT's), as <key>=<rule> lines.  ufw's and firewalld's own chains are judged by their
+# status lines above; Kubernetes' and the CNIs' (KUBE-FIREWALL drops marked packets only) are not a
+# host firewall.
+read_ipt() { local t=$1 k=$2 c
+  if ipt "$t" -S INPUT; then rules=$r; [ -n "$rules" ] && { any=1; printf '%s\n' "$rules" | sed "s/^/$k=/"; }
+    for c in $(printf '%s\n' "$rules" | awk '$1 == "-A" && $2 == "INPUT" && NF == 4 && $3 == "-j" &&
         $4 !~ /^(ACCEPT|DROP|REJECT|RETURN|LOG|ufw-.*|INPUT_.*|IN_.*|KUBE-.*|cali-.*|CILIUM_.*|FLANNEL.*)$/ {
         print $4 }' | head -n 20); do
-      ipt -S "$c" && printf '%s\n' "$r" | sed 's/^/iptables_chain=/'
+      ipt "$t" -S "$c" && printf '%s\n' "$r" | sed "s/^/${k}_chain=/"
     done
-  else any=1; printf 'iptables_unreadable=%s\n' "$(printf '%s\n' "$r" | head -n1)"; fi
+  else any=1; rules=; printf '%s_unreadable=%s\n' "$k" "$(printf '%s\n' "$r" | head -n1)"; fi; }
+if command -v iptables >/dev/null 2>&1; then
+  read_ipt iptables iptables
+  # iptables-nft lists its own tables only, and warns when legacy ones are loaded too (kube-proxy
+  # or docker in legacy mode): a drop there drops as well.
+  case $rules in *"iptables-legacy tables present"*)
+    command -v iptables-legacy >/dev/null 2>&1 && read_ipt iptables-legacy iptables_legacy ;; esac
 fi
 # nftables-native rules (nftables.service, the nftables backend of firewalld) are not in iptables -S:
 # the input-hook chains' policies, and their rules that drop or reject.

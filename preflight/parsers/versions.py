@@ -12,6 +12,8 @@ with ``#`` comments.  Both the classic ``ascend-toolkit/latest`` layout and the 
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import re
 from collections import defaultdict
@@ -478,6 +480,9 @@ class FirewallState:
     # Source networks an INPUT (or a chain it jumps to) rule ACCEPTs before any blanket drop
     # (`-A INPUT -s 10.0.0.0/24 -j ACCEPT`): the drop does not reach the nodes in them.
     accepted_sources: tuple[str, ...] = ()
+    # iptables-legacy's INPUT, read where iptables (the nft variant) said legacy tables are loaded
+    # too: its drops, as "iptables-legacy ..." findings (a packet passes both sets of tables).
+    legacy_findings: tuple[str, ...] = ()
 
     @property
     def active(self) -> list[str]:
@@ -492,11 +497,30 @@ class FirewallState:
             body, _, via = rule.partition(" (INPUT jumps to ")
             found.append(f"iptables rule `{body}`" + (f" (INPUT jumps to {via}" if via else ""))
         found.extend(self.nft_findings)
+        found.extend(self.legacy_findings)
         return found
 
 
 def parse_firewall(text: str) -> FirewallState:
-    """``firewalld=<state>``, ``ufw=<Status: ...>``, ``iptables=<iptables -S INPUT line>`` lines."""
+    """``firewalld=<state>``, ``ufw=<Status: ...>``, ``iptables=<iptables -S INPUT line>`` lines;
+    ``iptables_legacy...`` lines are iptables-legacy's, read as iptables' are and judged with them."""
+    lines = text.splitlines()
+    legacy = [line for line in lines if line.startswith("iptables_legacy")]
+    state = _parse_firewall("\n".join(line for line in lines if not line.startswith("iptables_legacy")))
+    if not legacy:
+        return state
+    old = _parse_firewall("\n".join("iptables" + line[len("iptables_legacy"):] for line in legacy))
+    findings = tuple(f.replace("iptables", "iptables-legacy", 1) for f in old.active)
+    # A packet passes both: nodes are let through where every side that drops accepts them first.
+    drops_here = state.input_policy in ("DROP", "REJECT") or bool(state.blanket_rules)
+    accepted = (tuple(a for a in state.accepted_sources if a in old.accepted_sources) if drops_here
+                else old.accepted_sources) if findings else state.accepted_sources
+    return dataclasses.replace(state, legacy_findings=findings, accepted_sources=accepted,
+                               unreadable=state.unreadable + tuple(u.replace("iptables", "iptables-legacy", 1)
+                                                                   for u in old.unreadable))
+
+
+def _parse_firewall(text: str) -> FirewallState:
     firewalld = ufw = policy = None
     rules, unreadable, nft = [], [], []
     # In order, per chain: ("accept", sources) for `-s NET -j ACCEPT`, ("drop",) for a blanket drop,

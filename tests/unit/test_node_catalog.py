@@ -1662,6 +1662,35 @@ case "$*" in *INPUT*) printf -- '-P INPUT DROP\\n-A INPUT -j HARDEN\\n' ;; *HARD
         assert state.unreadable == ("iptables -S INPUT: the xtables lock stayed held by another program for 5 s",)
 
 
+def test_the_firewall_probe_reads_iptables_legacy_when_iptables_nft_says_its_tables_are_loaded(tmp_path):
+    """iptables (the nft variant) lists only its own tables and warns "iptables-legacy tables present"
+    on stderr: a DROP in the legacy tables (kube-proxy or docker in legacy mode) passed unseen."""
+    import subprocess
+
+    from preflight.nodefacts import FIREWALL
+
+    def tool(name, body):
+        (tmp_path / name).write_text("#!/bin/bash\n" + body)
+        (tmp_path / name).chmod(0o755)
+
+    tool("iptables", "echo '# Warning: iptables-legacy tables present, use iptables-legacy to see them' >&2\n"
+                     "printf -- '-P INPUT ACCEPT\\n-A INPUT -s 10.0.0.0/24 -j ACCEPT\\n'\n")
+    tool("iptables-legacy", 'case "$*" in *INPUT*) printf -- "-P INPUT ACCEPT\\n-A INPUT -j HARDEN\\n" ;;\n'
+                            '*HARDEN*) printf -- "-N HARDEN\\n-A HARDEN -j DROP\\n" ;; esac\n')
+    run_it = lambda: subprocess.run(["bash", "-c", FIREWALL], env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+                                    capture_output=True, text=True, timeout=60).stdout
+    state = pv.parse_firewall(run_it())
+    assert state.active == ["iptables-legacy rule `-A HARDEN -j DROP` (INPUT jumps to HARDEN)"], state
+    assert state.accepted_sources == ()  # the nft side's ACCEPT does not get past the legacy drop
+    # Both sides accept the nodes' network first: let through.
+    tool("iptables-legacy", 'printf -- "-P INPUT DROP\\n-A INPUT -s 10.0.0.0/24 -j ACCEPT\\n"\n')
+    state = pv.parse_firewall(run_it())
+    assert state.active == ["iptables-legacy INPUT policy is DROP"] and state.accepted_sources == ("10.0.0.0/24",)
+    # No warning: iptables-legacy is not asked.
+    tool("iptables", "printf -- '-P INPUT ACCEPT\\n'\n")
+    assert "iptables_legacy" not in run_it()
+
+
 HCCN_CHECKS = ((hccl.test_link_up, "hccn.link"), (hccl.test_tls_node, "hccn.tls"), (hccl.test_device_ip, "hccn.ip"),
                (hccl.test_net_health, "hccn.net_health"))
 
