@@ -265,7 +265,14 @@ printf 'path=%s\n' "$d"
 [ -e "$d" ] && echo exists=1 || echo exists=0
 [ -d "$d" ] && echo dir=1 || echo dir=0
 [ -w "$d" ] && echo writable=1 || echo writable=0
-[ -e "$d" ] && timeout 5 df -Pk -- "$d" 2>/dev/null | awk 'NR==2 {print "avail_kb=" $4; print "fs=" $1; print "mount=" $6}'
+# Fields counted from the capacity column (NN%): a source or mount point with a space in it
+# (//nas/ckpt share) shifted them, and "Used" was read as the space left.
+[ -e "$d" ] && timeout 5 df -Pk -- "$d" 2>/dev/null | awk 'NR == 2 {
+  for (c = 5; c <= NF && $c !~ /^([0-9]+%|-)$/; c++) ;
+  if (NF < c) exit
+  fs = $1; for (i = 2; i <= c - 4; i++) fs = fs " " $i
+  m = $(c + 1); for (i = c + 2; i <= NF; i++) m = m " " $i
+  print "avail_kb=" $(c - 1); print "fs=" fs; print "mount=" m }'
 true
 """.replace("@HOME_D@", expand_home("d"))
 

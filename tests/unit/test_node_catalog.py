@@ -1845,3 +1845,26 @@ def test_a_kubernetes_pod_is_a_container_without_dockers_marker_file(pod, contai
                            setup + 'exec bash -c "$0"', ASCEND_FILES], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert pv.parse_ascend_files(done.stdout).container is container
+
+
+def test_checkpoint_free_space_with_a_space_in_the_source_or_mount_point(tmp_path):
+    """df -P splits on blanks: a CIFS source //nas/ckpt share shifted every field, and "Used" was
+    read as the space left (a healthy node failed for want of space)."""
+    import subprocess
+
+    from preflight.nodefacts import CHECKPOINT
+
+    (tmp_path / "ckpt").mkdir()
+    fake = tmp_path / "df"
+    fake.write_text("#!/bin/sh\necho 'Filesystem 1024-blocks Used Available Capacity Mounted on'\n"
+                    "echo '//nas/ckpt share 1000000 900000 100000 90% /mnt/my ckpt'\n")
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path), "PF_CHECKPOINT_DIR": str(tmp_path / "ckpt")}
+    state = pv.parse_checkpoint(subprocess.run(["bash", "-c", CHECKPOINT], env=env, capture_output=True, text=True,
+                                               timeout=30).stdout)
+    assert (state.avail_kb, state.filesystem, state.mount) == (100000, "//nas/ckpt share", "/mnt/my ckpt")
+    # The real df on this machine reads as before.
+    env["PATH"] = "/usr/bin:/bin"
+    state = pv.parse_checkpoint(subprocess.run(["bash", "-c", CHECKPOINT], env=env, capture_output=True, text=True,
+                                               timeout=30).stdout)
+    assert state.avail_kb and state.avail_kb > 0 and state.mount and state.mount.startswith("/")
