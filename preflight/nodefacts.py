@@ -75,6 +75,9 @@ PYTHON_TIMEOUT = 8  # seconds the job's interpreter has to list its packages (it
 PYTHON_STACK = r"""
 timeout -k 1 @PYTHON_TIMEOUT@ "$PF_PYTHON" -B - <<'PF_PY'
 import json, os, re, sys
+# The script comes on stdin, so the working directory (the login's home) heads sys.path: a torch/ or
+# megatron/ folder, or a *.dist-info, sitting in ~ was read as installed; the job starts elsewhere.
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]
 out = {"executable": sys.executable, "version": "%d.%d.%d" % sys.version_info[:3], "packages": {},
        "modules": {}, "path": [p for p in sys.path if p], "build_info": {}}
 def header(folder):
@@ -96,7 +99,7 @@ try:
     seen = set()
     for base in sys.path:
         try:
-            entries = sorted(os.listdir(base or "."))
+            entries = sorted(os.listdir(base))
         except OSError:
             continue
         for entry in entries:

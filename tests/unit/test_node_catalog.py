@@ -1868,3 +1868,17 @@ def test_checkpoint_free_space_with_a_space_in_the_source_or_mount_point(tmp_pat
     state = pv.parse_checkpoint(subprocess.run(["bash", "-c", CHECKPOINT], env=env, capture_output=True, text=True,
                                                timeout=30).stdout)
     assert state.avail_kb and state.avail_kb > 0 and state.mount and state.mount.startswith("/")
+
+
+def test_the_stack_probe_does_not_read_the_working_directory_as_installed(tmp_path):
+    """The probe runs from the login's home, which Python put first on sys.path (the script comes on
+    stdin): a torch/ folder or a stray *.dist-info there was read as the installed torch."""
+    import sys
+
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("__version__ = '0.0.1'\n")
+    (tmp_path / "torch-0.0.1.dist-info").mkdir()
+    (tmp_path / "torch-0.0.1.dist-info" / "METADATA").write_text("Name: torch\nVersion: 0.0.1\n\n")
+    doc = _stack_probe(sys.executable, tmp_path)
+    assert doc["packages"].get("torch") != "0.0.1", doc["packages"].get("torch")
+    assert str(tmp_path) not in json.dumps(doc), [k for k, v in doc["modules"].items() if str(tmp_path) in str(v)]
