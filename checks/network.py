@@ -81,6 +81,22 @@ def judge_tcp(verdict, probe, path: str, subject: str, severity=None, python: st
                       remedy=f"Install python3 on the target node (the preflight opens a listener on port {probe.port} "
                              f"with it), or start the service that listens on {probe.port} there, and re-run the "
                              f"preflight.", **kw)
+    elif probe.state == "unresolved":
+        # A name only the controller knows (~/.ssh/config's HostName): the ports are not the fault.
+        verdict.failed(subject, severity=severity,
+                       observed=f"{path}: the source node cannot resolve {probe.address} ({probe.detail})",
+                       expected=f"{probe.address} resolving on every node (see cluster.hostnames)",
+                       remedy=f"Make {probe.address} resolve on every node (the same /etc/hosts entry or DNS), or "
+                              f"give the host's IP address as address: in the inventory; then re-run the preflight.",
+                       **kw)
+    elif probe.state == "unreachable":
+        # EHOSTUNREACH is also what firewalld's REJECT (icmp-host-prohibited) gives: the check's own
+        # firewall remedy stays, the words say both.
+        verdict.failed(subject, severity=severity,
+                       observed=f"{path}: no route to host ({probe.detail}): a firewall rejecting with "
+                                f"host-prohibited (firewalld's default), or no route from the source node "
+                                f"(ip route get {probe.address} there)",
+                       expected="the connection accepted", **kw)
     else:
         verdict.failed(subject, severity=severity, observed=f"{path}: {probe.state} ({probe.detail})",
                        expected="the connection accepted", **kw)

@@ -1483,3 +1483,22 @@ def test_names_and_clocks_unreadable_everywhere_are_not_evaluated_not_inapplicab
         assert [r.outcome for r in cluster_wide] == ["error"], results
         assert cluster_wide[0].message.startswith("not evaluated: "), cluster_wide[0].message
         assert {r.host for r in results if r.host} == {"node-01", "node-02", "node-03"}
+
+
+def test_a_target_name_the_source_cannot_resolve_is_not_a_firewall_and_no_route_says_both():
+    """An inventory address only the controller resolves (~/.ssh/config's HostName): the Ray probe's
+    "unresolved" failure carried the open-the-port firewall remedy."""
+    rec = ("unresolved gpu-head 6379 temporary bash: gpu-head: Name or service not known\n"
+           "unreachable gpu-head 8265 temporary No route to host\n")
+    hosts = [make_host("node-01", groups=["head"], address="gpu-head"),
+             make_host("node-02", groups=["worker"], address="10.0.0.2")]
+    facts = [make_facts("node-01"), make_facts("node-02")]
+    facts[1].raw["tcp.ray"] = out(rec)
+    cl = cluster_of(*zip(hosts, facts))
+    results = run_check(network.test_ray_ports, host=hosts[1], facts=facts[1], cluster=cl)
+    by = {r.subject: r for r in results}
+    gcs, dash = by["node-01:6379"], by["node-01:8265"]
+    assert gcs.outcome == "failed" and "cannot resolve gpu-head" in gcs.message
+    assert gcs.remedy.startswith("Make gpu-head resolve on every node") and "firewall" not in gcs.remedy
+    assert "host-prohibited" in dash.message and "ip route get gpu-head" in dash.message
+    assert "firewall" in dash.remedy.lower()  # the check's own remedy: a REJECT rule is the likely cause
