@@ -229,13 +229,16 @@ _SUDO_REFUSED = re.compile(SUDO_REFUSAL + ".*$", re.M)
 # What an operator does about a fact that could not be read, by the reason _why_unusable (or the
 # parse step) gave: a check that cannot be evaluated still says what to do next.  First match wins;
 # the reasons that quote a tool's own output (its first line) come first, so that text cannot pick.
+REACHABLE_POINTER = ("See cluster.reachable for the host that was not reached: why, and what to do; this check "
+                     "runs once it answers.")
 _UNEVALUATED_REMEDIES = (
     ("unreadable output", "Run the command shown on that node and read what it prints: an error text instead "
      "of the usual table (driver not loaded, device in error) is the problem to fix; a driver release that "
      "prints another layout is a preflight bug to report with that output."),
     ("failed with exit code", "Run the command shown on that node to see its whole error, fix what it reports "
      "(driver not loaded, device in error, a missing library) and re-run the preflight."),
-    ("is unreachable", ""),  # cluster.reachable says why and what to do, once per host
+    # cluster.reachable says why and what to do, once per host: a pointer to it, not its text again.
+    ("is unreachable", REACHABLE_POINTER),
     ("error while loading shared libraries", "The tool is there but its libraries are not: in a container, mount "
      "the host's /usr/local/Ascend/driver/lib64 (and /usr/local/dcmi); on a host, reinstall the NPU driver; make "
      "sure LD_LIBRARY_PATH includes the driver's lib64 in non-interactive sessions."),
@@ -264,7 +267,7 @@ _UNEVALUATED_REMEDIES = (
      "or select with -k only the checks that the file's facts cover."),
     ("was not gathered", "The probe ended before this command ran (the run was interrupted, or the host ran "
      "out of --host-timeout): re-run the preflight, with a larger --host-timeout if the host is slow."),
-    ("was not reached", ""),  # as "is unreachable"
+    ("was not reached", REACHABLE_POINTER),
     ("no /dev/davinciN device nodes", "Load the NPU driver on the node (npu-smi info must list its NPUs); in a "
      "container, pass the NPUs in: --device /dev/davinciN for each, with /dev/davinci_manager, /dev/devmm_svm and "
      "/dev/hisi_hdc, then re-run the preflight."),

@@ -14,7 +14,7 @@ import pytest
 
 from . import __version__, forked
 from .activeprobe import run_phase_two
-from .facts import HostFacts, SharedOutputs, is_secret_name, remedy_for_unevaluated, resolve
+from .facts import REACHABLE_POINTER, HostFacts, SharedOutputs, is_secret_name, remedy_for_unevaluated, resolve
 from .gather import Gatherer, GatherSettings, raise_open_files_limit
 from .hostlist import fold
 from .inventory import Host, Inventory, check_host, load_inventory
@@ -731,9 +731,9 @@ def render_failures(results: list[Result], limit: int = MAX_FINDINGS_SHOWN) -> s
     for r in results:
         label = {"failed": "FAILED", "warning": "WARNING", "error": "ERROR"}.get(r.outcome, r.outcome.upper())
         lines.append(f"{label} [{r.check}] {r.message}")
-        if r.outcome == "error" and not r.remedy and "is unreachable" in r.message:
+        if r.outcome == "error" and (r.remedy == REACHABLE_POINTER or not r.remedy and "is unreachable" in r.message):
             # The check's own FAQ item is not why: the host was not reached.
-            lines.append("    see cluster.reachable: why the host was not reached, and what to do")
+            lines.append(f"    remedy: {REACHABLE_POINTER}")
             continue
         if r.remedy:
             lines.append(f"    remedy: {r.remedy}")

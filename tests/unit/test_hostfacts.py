@@ -203,8 +203,10 @@ def test_a_probe_cut_off_by_a_lost_connection_says_so_not_the_deadline():
     assert "was not gathered from node-01" in str(tls)
 
 
-def test_an_unreachable_host_and_unknown_reasons_get_no_remedy_here():
-    assert remedy_for_unevaluated("not evaluated: node-03 is unreachable (connect timed out)") == ""
+def test_an_unreachable_host_points_at_cluster_reachable_and_unknown_reasons_get_no_remedy_here():
+    # An empty remedy broke the promise that every error gives its next step (preflight.json's too).
+    assert remedy_for_unevaluated("not evaluated: node-03 is unreachable (connect timed out)").startswith(
+        "See cluster.reachable for the host")
     assert remedy_for_unevaluated("the check itself crashed: KeyError: 'x'") == ""
 
 

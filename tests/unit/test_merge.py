@@ -280,7 +280,7 @@ def test_the_merged_page_names_each_hosts_shard_and_each_shards_cluster(tmp_path
     shown = page.read_text()
     pa, pb = str(tmp_path / "a.json"), str(tmp_path / "b.json")
     assert f"a1 <small>({pa})</small>" in shown and f"(cluster of {pa})" in shown and f"(cluster of {pb})" in shown
-    findings = shown.split("What to fix", 1)[1]
+    findings = shown.split('id="pf-what-to-fix">What to fix', 1)[1]
     assert findings.count("TLS switch could be read") == 2  # one finding per shard, not one for both
     assert f"the cluster of {pa}" in findings and f"the cluster of {pb}" in findings
 

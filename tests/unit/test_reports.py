@@ -488,7 +488,10 @@ def test_an_unreachable_hosts_not_evaluated_item_points_at_cluster_reachable_not
                   message="not evaluated: n1 is unreachable (n1 (10.0.0.1): connection refused)", remedy="",
                   reference="MindSpeed-MM FAQ #13: checkpoint save times out")
     text = render_failures([down])
-    assert "FAQ #13" not in text and "see cluster.reachable" in text
+    assert "FAQ #13" not in text and "see cluster.reachable" in text.lower()
+    from preflight.facts import REACHABLE_POINTER
+    text = render_failures([Result(**{**down.to_json(), "outliers": (), "remedy": REACHABLE_POINTER})])
+    assert "FAQ #13" not in text and f"remedy: {REACHABLE_POINTER}" in text
 
 
 def test_a_fleet_wide_finding_keeps_each_cell_tooltip_short():
