@@ -30,8 +30,11 @@ def _children() -> set[int]:
     me = os.getpid()
     found = set()
     for task in os.listdir(f"/proc/{me}/task"):
-        with open(f"/proc/{me}/task/{task}/children") as fh:
-            found.update(int(p) for p in fh.read().split())
+        try:
+            with open(f"/proc/{me}/task/{task}/children") as fh:
+                found.update(int(p) for p in fh.read().split())
+        except FileNotFoundError:  # the thread ended since listdir
+            pass
     return found
 
 
