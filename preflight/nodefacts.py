@@ -222,7 +222,9 @@ command -v ufw >/dev/null 2>&1 && { any=1; printf 'ufw=%s\n' "$(timeout 5 ufw st
 # -w is not given first: iptables before 1.4.20 does not know it.
 ipt() { local t=$1; shift; r=$(timeout 5 "$t" "$@" 2>&1) && return 0
   case $r in *"xtables lock"*) r=$(timeout 5 "$t" -w "$@" 2>&1) && return 0
-    [ -n "$r" ] || r="the xtables lock stayed held by another program for 5 s";; esac; return 1; }
+    [ -n "$r" ] || r="the xtables lock stayed held by another program for 5 s";;
+  # iptables 1.8 legacy waits for the lock by itself: killed by timeout, it said nothing.
+  "") r="no answer within 5 s (the xtables lock held by another program, or a hung iptables)";; esac; return 1; }
 # INPUT's rules and those of the chains it jumps to whatever the packet (-A INPUT -j HARDEN: a drop
 # there is INPUT's), as <key>=<rule> lines.  ufw's and firewalld's own chains are judged by their
 # status lines above; Kubernetes' and the CNIs' (KUBE-FIREWALL drops marked packets only) are not a
@@ -239,8 +241,11 @@ if command -v iptables >/dev/null 2>&1; then
   read_ipt iptables iptables
   # iptables-nft lists its own tables only, and warns when legacy ones are loaded too (kube-proxy
   # or docker in legacy mode): a drop there drops as well.
+  # Only its filter table holds INPUT: listing INPUT where only a legacy nat table exists (a CNI's
+  # masquerade) would make the kernel create an empty legacy filter table, a change to the node.
   case $rules in *"iptables-legacy tables present"*)
-    command -v iptables-legacy >/dev/null 2>&1 && read_ipt iptables-legacy iptables_legacy ;; esac
+    grep -qx filter /proc/net/ip_tables_names 2>/dev/null && command -v iptables-legacy >/dev/null 2>&1 &&
+      read_ipt iptables-legacy iptables_legacy ;; esac
 fi
 # nftables-native rules (nftables.service, the nftables backend of firewalld) are not in iptables -S:
 # the input-hook chains' policies, and their rules that drop or reject.

@@ -150,7 +150,7 @@ def parse_ip_addr_json(text: str) -> dict[str, NetInterface]:
 IP_TEXT_MARK = "@@IP-TEXT"  # the probe's fallback: iproute2 before 4.14 (CentOS 7) has no -j
 
 _IP_LINK = re.compile(r"^\d+:\s+([^:@\s]+)(?:@\S*)?:\s+<([^>]*)>(.*)$")
-_IP_ADDR = re.compile(r"^\s+inet6?\s+(\S+)(?:\s.*?)?(?:\sscope\s+(\S+))?")
+_IP_ADDR = re.compile(r"^\s+inet6?\s+(\S+)(?:.*\sscope\s+(\S+))?")
 
 
 def parse_ip_addr(text: str) -> dict[str, NetInterface]:

@@ -1662,26 +1662,43 @@ case "$*" in *INPUT*) printf -- '-P INPUT DROP\\n-A INPUT -j HARDEN\\n' ;; *HARD
         assert state.unreadable == ("iptables -S INPUT: the xtables lock stayed held by another program for 5 s",)
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not os.path.exists("/usr/sbin/iptables-legacy"),
+                    reason="needs root, unshare and iptables-legacy")
 def test_the_firewall_probe_reads_iptables_legacy_when_iptables_nft_says_its_tables_are_loaded(tmp_path):
     """iptables (the nft variant) lists only its own tables and warns "iptables-legacy tables present"
-    on stderr: a DROP in the legacy tables (kube-proxy or docker in legacy mode) passed unseen."""
+    on stderr: a DROP in the legacy tables (kube-proxy or docker in legacy mode) passed unseen.  Only a
+    legacy filter table holds INPUT: with a nat table alone, listing INPUT would create one."""
+    import shlex
     import subprocess
 
     from preflight.nodefacts import FIREWALL
+
+    calls = tmp_path / "legacy-calls"
 
     def tool(name, body):
         (tmp_path / name).write_text("#!/bin/bash\n" + body)
         (tmp_path / name).chmod(0o755)
 
+    def run_it(table="filter"):
+        # A private network namespace whose legacy tables are the given one (the kernel lists them in
+        # /proc/net/ip_tables_names), then the probe with the fakes first on PATH.
+        setup = ("/usr/sbin/iptables-legacy -P INPUT ACCEPT" if table == "filter" else
+                 "/usr/sbin/iptables-legacy -t nat -A POSTROUTING -j MASQUERADE")
+        return subprocess.run(["unshare", "-n", "bash", "-c", f"{setup} && exec bash -c {shlex.quote(FIREWALL)}"],
+                              env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, capture_output=True, text=True,
+                              timeout=60).stdout
+
     tool("iptables", "echo '# Warning: iptables-legacy tables present, use iptables-legacy to see them' >&2\n"
                      "printf -- '-P INPUT ACCEPT\\n-A INPUT -s 10.0.0.0/24 -j ACCEPT\\n'\n")
-    tool("iptables-legacy", 'case "$*" in *INPUT*) printf -- "-P INPUT ACCEPT\\n-A INPUT -j HARDEN\\n" ;;\n'
+    tool("iptables-legacy", f'echo "$*" >> {calls}\n'
+                            'case "$*" in *INPUT*) printf -- "-P INPUT ACCEPT\\n-A INPUT -j HARDEN\\n" ;;\n'
                             '*HARDEN*) printf -- "-N HARDEN\\n-A HARDEN -j DROP\\n" ;; esac\n')
-    run_it = lambda: subprocess.run(["bash", "-c", FIREWALL], env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
-                                    capture_output=True, text=True, timeout=60).stdout
     state = pv.parse_firewall(run_it())
     assert state.active == ["iptables-legacy rule `-A HARDEN -j DROP` (INPUT jumps to HARDEN)"], state
     assert state.accepted_sources == ()  # the nft side's ACCEPT does not get past the legacy drop
+    # A legacy nat table alone: no legacy INPUT to read, and reading it would create the filter table.
+    calls.unlink()
+    assert "iptables_legacy" not in run_it("nat") and not calls.exists()
     # Both sides accept the nodes' network first: let through.
     tool("iptables-legacy", 'printf -- "-P INPUT DROP\\n-A INPUT -s 10.0.0.0/24 -j ACCEPT\\n"\n')
     state = pv.parse_firewall(run_it())

@@ -564,3 +564,14 @@ def test_pdsh_fact_command_reads_version_and_debians_default_file(tmp_path, rcmd
 def test_ip_addr_text_garbage_is_a_parse_error():
     assert_parse_error(parse_ip_addr, IP_TEXT_MARK + "\nBusyBox v1.36: applet not found\n")
     assert parse_ip_addr(IP_TEXT_MARK + "\n") == {}
+
+
+def test_ip_addr_text_reads_each_address_scope():
+    """The scope was never read (a lazy match before an optional group): a scope link address outside
+    fe80::/10 and 169.254/16 (Cilium's cilium_host /32) counted as configured, unlike the JSON form."""
+    text = (IP_TEXT_MARK + "\n5: cilium_host@cilium_net: <BROADCAST,MULTICAST,NOARP,UP,LOWER_UP> mtu 1500 qdisc noqueue "
+            "state UP group default qlen 1000\n    link/ether aa:bb:cc:dd:ee:ff brd ff:ff:ff:ff:ff:ff\n"
+            "    inet 10.9.9.9/32 scope link cilium_host\n       valid_lft forever preferred_lft forever\n"
+            "    inet 172.17.0.2/16 brd 172.17.255.255 scope global cilium_host\n")
+    [iface] = parse_ip_addr(text).values()
+    assert iface.name == "cilium_host" and iface.link_local == ("10.9.9.9/32",) and iface.addresses == ("172.17.0.2/16",)
