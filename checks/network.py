@@ -338,7 +338,9 @@ def _writer_off_the_share(verdict, path, writer, views, missing) -> bool:
     if not all(seen.values()):
         return False
     readers = {seen[host] for host in missing}
-    if len(readers) == 1 and _shared_kind(*next(iter(readers))) and seen[writer] not in readers:
+    # The writer on a network share of its own (another server) cannot be told from the readers with
+    # one reader: only its marker on a local disk (the empty mount point) makes it the odd node.
+    if len(readers) == 1 and _shared_kind(*next(iter(readers))) and not _shared_kind(*seen[writer]):
         fstype, source = next(iter(readers))
         verdict.failed(path, outliers=(writer,), where=path,
                        observed=f"the marker {writer} wrote to {path} is seen on no other node, and every other node "
@@ -593,7 +595,9 @@ def test_clock_skew(cluster, verdict):
             verdict.error(message=f"{host.name}: {exc}", host=host.name)
     if len(offsets) < 2 and verdict.results:
         # Clocks unreadable: those errors say so; "fewer than two clocks read" read as not applicable.
-        verdict.error(message=f"not evaluated: {len(offsets)} of {len(cluster.reachable())} reached nodes' clocks read")
+        verdict.error(message=f"not evaluated: {len(offsets)} of {len(cluster.reachable())} reached nodes' clocks read",
+                      remedy="Fix what the errors above say for each node (its clock is read with date +%s.%N "
+                             "over SSH), then re-run the preflight.")
         return
     if len(offsets) < 2:
         verdict.skipped(message="fewer than two clocks read")

@@ -360,7 +360,8 @@ class HostFacts:
     def _parse(self, key: str, spec: FactSpec, dev: int | None):
         shown = (spec.display or spec.command).format(dev=dev)
         lost = self.error_kind == "lost"
-        if key not in self.raw and self.replayed_from:
+        if key not in self.raw and self.replayed_from and not self.error:
+            # (A host whose capture ended early, at its deadline or a lost connection, says that below.)
             # A file captured by a narrower run (-k) or an older preflight: no probe ended early.
             raise FactUnavailable(f"`{shown}` is not in the facts file {self.replayed_from} (the run that captured "
                                   f"it did not gather it)")

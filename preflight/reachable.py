@@ -36,8 +36,8 @@ def judge(host, gathered, verdict: Verdict, note: str = "") -> None:
         verdict.error(message=f"{host.name} was not gathered")
     elif not gathered.reachable and gathered.error_kind == NOT_REPLAYED:
         # A replay (--facts-in with --inventory): nothing was logged in to, so sshd is not the cause.
-        verdict.failed(observed=f"no facts for {host.name}: {gathered.error}{note}",
-                       expected=f"{host.name}'s facts in the file given with --facts-in",
+        verdict.failed(observed=f"no facts: {gathered.error}{note}",  # no host name: hosts lacking alike fold
+                       expected="the host's facts in the file given with --facts-in",
                        remedy=f"Capture {host.name}'s facts too (a run with --facts-out that reaches it), or give "
                               f"--facts-in with the inventory the file was captured from (or with no --inventory: "
                               f"the file holds its own).")

@@ -33,6 +33,7 @@ table.pf-matrix{border-collapse:collapse;font:13px/1.3 sans-serif;margin:8px 0}
 .pf-matrix th.pf-host{text-align:left;white-space:nowrap}
 .pf-matrix thead th{position:sticky;top:0;background:#fff;z-index:2}
 .pf-matrix tbody th.pf-host{position:sticky;left:0;background:#fff;z-index:1}
+.pf-matrix thead th.pf-host{left:0;z-index:3}
 .pf-matrix th,.pf-findings,.pf-legend,#pf-what-to-fix{color:#222}
 .pf-legend a{color:#0645ad}
 .pf-matrix td.ok{background:#d9f2d9;color:#185c18}

@@ -528,6 +528,15 @@ def test_shared_storage_the_writer_without_the_share_is_the_odd_node():
                           "node-03": {"storage.shared": "from node-01\nseen /shared\n"}}, shared_paths=("/shared",))
     [r] = run_check(network.test_shared_storage, cluster=cl)
     assert (r.outcome, r.outliers) == ("failed", ("node-02",)), r
+    # The writer on another server's share: with one reader, which is odd cannot be told (the readers,
+    # as before); its marker is not on its own disk either.
+    other = writer.replace("ext2/ext3 /dev/sda1", "nfs nas-b:/export")
+    hosts, cl = _cluster({"node-01": {"storage.shared": other}, "node-02": {"storage.shared": reader}},
+                         shared_paths=("/shared",))
+    cl.hosts = [h for h in cl.hosts if h.name != "node-03"]
+    del cl.facts["node-03"]
+    [r] = run_check(network.test_shared_storage, cluster=cl)
+    assert (r.outcome, r.outliers) == ("failed", ("node-02",)) and "at /shared on node-01" not in r.remedy, r
 
 
 def test_shared_storage_views():
@@ -1480,7 +1489,7 @@ def test_names_and_clocks_unreadable_everywhere_are_not_evaluated_not_inapplicab
     for check in (network.test_hostnames, network.test_clock_skew):
         results = run_check(check, cluster=cl)
         cluster_wide = [r for r in results if r.host is None]
-        assert [r.outcome for r in cluster_wide] == ["error"], results
+        assert [r.outcome for r in cluster_wide] == ["error"] and cluster_wide[0].remedy, results
         assert cluster_wide[0].message.startswith("not evaluated: "), cluster_wide[0].message
         assert {r.host for r in results if r.host} == {"node-01", "node-02", "node-03"}
 

@@ -284,3 +284,18 @@ def test_a_nodes_value_with_a_newline_cannot_print_a_line_of_its_own():
     for r in verdict.results:
         text = r.observed or r.message
         assert "\n" not in text and "eth0\\nverdict: READY" in text, text
+
+
+def test_a_replayed_host_whose_capture_ended_early_says_so_not_that_the_file_lacks_it():
+    """A replay blamed the capture's -k selection for a fact the host's deadline had cut off."""
+    from preflight.facts import FactUnavailable, HostFacts
+
+    done = HostFacts(host="n1", address="10.0.0.1")
+    done.replayed_from = "f.json"
+    with pytest.raises(FactUnavailable, match="is not in the facts file f.json"):
+        done.get("session.nofile")
+    late = HostFacts(host="n2", address="10.0.0.2", error="the probe did not finish within --host-timeout 60s",
+                     error_kind="deadline")
+    late.replayed_from = "f.json"
+    with pytest.raises(FactUnavailable, match="--host-timeout ended the probe"):
+        late.get("session.nofile")
