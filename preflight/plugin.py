@@ -373,9 +373,25 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     run = _run(config)
     if run is not None:
         run.terminal_summary(terminalreporter)
+        if run.fleet and config.option.tbstyle == "no":
+            _others_in_full(terminalreporter)
         if run.fleet and config.option.reportchars == PYTEST_REPORTCHARS and config.option.tbstyle == "no":
             # Nor a summary line per failed item after it (pytest prints it last, from -r's default).
             terminalreporter.reportchars = terminalreporter.reportchars.replace("f", "").replace("E", "")
+
+
+def _others_in_full(tr) -> None:
+    """At fleet size pytest's sections are off for the checks (What to fix lists them); what is no
+    check's result (a user module that cannot be imported, a plain failing test) has no other place."""
+    others = [rep for key in ("error", "failed") for rep in tr.stats.get(key, [])
+              if not any(pair[0] == "check" for pair in getattr(rep, "user_properties", ()))]
+    if not others:
+        return
+    tr.write_sep("=", f"{len(others)} failure(s) outside the preflight checks")
+    for rep in others:
+        collecting = not hasattr(rep, "when")
+        tr.write_line(f"{'ERROR collecting' if collecting else rep.outcome.upper()} {rep.nodeid}", red=True)
+        tr.write_line(rep.longreprtext)
 
 
 @pytest.hookimpl(wrapper=True)

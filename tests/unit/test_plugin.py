@@ -878,6 +878,13 @@ def test_above_64_hosts_the_terminal_lists_what_to_fix_not_a_section_per_item(py
     assert len(result.outlines) < 150, len(result.outlines)
     short = run(pytester, "--facts-in", "many.json", "--report-dir", "r2", "--tb=short")
     assert "= FAILURES =" in output(short) or "= ERRORS =" in output(short)
+    # What is no check's result keeps its traceback: a plain failing test, a module that cannot load.
+    pytester.makepyfile(test_plain="def test_plain():\n    assert 1 == 2, 'user check failed'\n")
+    text = output(run(pytester, "--facts-in", "many.json", "--report-dir", "r3", "test_plain.py"))
+    assert "1 failure(s) outside the preflight checks" in text and "AssertionError: user check failed" in text, text
+    pytester.makepyfile(test_broken="import nonexistent_module_xyz\n")
+    text = output(run(pytester, "--facts-in", "many.json", "--report-dir", "r4", "test_broken.py"))
+    assert "No module named 'nonexistent_module_xyz'" in text, text
 
 
 def test_a_replay_says_what_the_facts_file_lacks(pytester, inv):
