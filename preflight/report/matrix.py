@@ -348,6 +348,9 @@ def _without_address(message: str, host, address) -> str:
     message = message.replace(f"({host}: ", "(")  # an SSH error names the host it was for
     message = message.replace(f" on {host}: ", ": ")  # "not evaluated on node-07: ..."
     message = re.sub(rf" from {re.escape(host)}$", " from the host", message)  # "... was not gathered from node-07"
+    # A probe from this host ("node-07 -> node-01 Ray GCS port ..."): a head's firewall is one finding
+    # from every node, not one per node.
+    message = re.sub(rf"^{re.escape(host)} -> ", "<node> -> ", message)
     if not address or address == host:
         return message
     message = message.replace(f"{host} ({address}): ", "").replace(f"{host} ({address})", host)

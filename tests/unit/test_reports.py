@@ -619,3 +619,17 @@ def test_a_long_matrix_links_to_what_to_fix_and_keeps_its_headers_in_view(doc):
     assert "white-space:nowrap" in CSS.split("th.pf-host{")[1].split("}")[0]
     passed = fragment(dict(doc, results=[dict(r, outcome="passed") for r in doc["results"]]))
     assert 'href="#pf-what-to-fix"' not in passed  # nothing to fix, no link
+
+
+def test_one_port_dropped_from_every_node_is_one_item():
+    """A firewall on the Ray head: every worker's probe fails alike, and each was its own item (the
+    message starts with its source node), filling the terminal's twenty."""
+    from preflight.report.matrix import fix_items
+
+    hosts = [{"name": f"node-{i:03d}", "reachable": True} for i in range(1, 41)]
+    results = [result("cluster.ray_ports", h["name"], "failed",
+                      f"{h['name']} -> node-001 Ray GCS port (10.0.0.1:6379): no answer within 3s",
+                      subject="node-001:6379", remedy="open 6379") for h in hosts[1:]]
+    [item] = fix_items({"hosts": hosts, "results": results})
+    assert item.where == "node-[002-040] (39 hosts) node-001:6379"
+    assert item.message == "<node> -> node-001 Ray GCS port (10.0.0.1:6379): no answer within 3s"
