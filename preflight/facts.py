@@ -10,6 +10,7 @@ that the check reports as an ``error`` result.
 from __future__ import annotations
 
 import re
+import shlex
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -109,20 +110,23 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              '|| { echo "cannot unpack the inventory names (base64 -d | gzip -dc)" >&2; exit 3; }; fi; '
              # An address is not looked up (its reverse lookup could wait on DNS, and it resolves to
              # itself).  IPv4 first, as the job's connections go (getent hosts asks for IPv6 first:
-             # a name with an AAAA record in DNS hid a stale IPv4 line in /etc/hosts).  One line per
-             # name: its lowest address (DNS rotates a name's records, so "the first" differs from
-             # node to node), with the canonical name getaddrinfo gives it.  getent's lines
-             # cannot be told apart when a name is missing (crossnode.parse_resolve): then each name is
-             # looked up on its own, any family, which costs N processes only where resolution is
-             # already broken.
+             # a name with an AAAA record in DNS hid a stale IPv4 line in /etc/hosts); names with no
+             # IPv4 address again, any family, where the node has IPv6.  Each name is followed by the key 0.0.0.1, which
+             # always answers as itself: getent's lines split into one block per name, a missing
+             # name's empty, in one process however many names are missing (a DNS alias's lines name
+             # no queried name; a name's second address is a line of its own).  Per name: the first
+             # address (what the job connects to) and every address (crossnode.RESOLVE_BLOCKS).
              'ask=; for n in $names; do echo "query $n"; case $n in *:*) ;; *[!0-9.]*) ask="$ask $n";; esac; done; '
              # Without getent every name would read as unresolved: say it is missing instead.
              'if [ -n "$ask" ]; then command -v getent >/dev/null || exit 127; '
-             'if out=$(getent ahostsv4 $ask 2>/dev/null); then echo "resolved all"; '
-             'printf "%s\\n" "$out" | awk \'$2 != "STREAM" {next} $3 != "" {if (c != "") print a, c; a = $1; c = $3; next} '
-             '$1 < a {a = $1} END {if (c != "") print a, c}\'; '
-             'else for n in $ask; do echo "name $n"; '
-             '{ getent ahostsv4 "$n" || getent hosts "$n"; } 2>/dev/null | awk \'{print $1}\' | sort | head -n 1; done; fi; fi; '
+             'keys=; for n in $ask; do keys="$keys $n 0.0.0.1"; done; '
+             'out=$(getent ahostsv4 $keys 2>/dev/null | awk -v tag=v4 -v names="$ask" ' + shlex.quote(crossnode.RESOLVE_BLOCKS) + '); '
+             'printf "%s\\n" "$out"; miss=$(printf "%s\\n" "$out" | awk \'$1 == "miss" {print $2}\'); '
+             # A node without a global IPv6 address reaches no node over IPv6: no second pass (a
+             # missing name costs a DNS lookup or two more).
+             'if [ -n "$miss" ] && awk \'$4 == "00" && $1 != "00000000000000000000000000000001" {f = 1} END {exit !f}\' '
+             '/proc/net/if_inet6 2>/dev/null; then keys=; for n in $miss; do keys="$keys $n 0.0.0.1"; done; '
+             'getent ahosts $keys 2>/dev/null | awk -v tag=any -v names="$miss" ' + shlex.quote(crossnode.RESOLVE_BLOCKS) + '; fi; fi; '
              'true', crossnode.parse_resolve, display="getent ahostsv4 <every inventory name>"),
     # Phase two (preflight.activeprobe): probes between nodes, built from phase one's facts.
     FactSpec("tcp.ray", "", crossnode.parse_tcp_probes, phase=2,

@@ -145,16 +145,34 @@ def parse_ping_matrix(text: str) -> PingMatrix:
     return PingMatrix(mode, tuple(pairs))
 
 
-def parse_resolve(text: str) -> dict[str, str | None]:
-    """Each queried inventory name -> its lowest address (None: does not resolve); the older forms
-    hold the first one.
+# getent ahostsv4/ahosts lines of "name 0.0.0.1 name 0.0.0.1 ..." -> one line per name: "<tag> <name>
+# <first address> <canonical name or -> <every address, comma-separated>", or "miss <name>".  The
+# key 0.0.0.1 answers as itself and ends each name's block; only STREAM lines (DGRAM and RAW repeat
+# them).  Names never reached (getent printed nothing at all) are missing too.
+RESOLVE_BLOCKS = r"""BEGIN { n = split(names, N, " "); k = 1 }
+$2 != "STREAM" { next }
+$1 == "0.0.0.1" && $3 == "0.0.0.1" {
+  if (k <= n) { if (f == "") print "miss", N[k]; else print tag, N[k], f, (c == "" ? "-" : c), s }
+  f = c = s = ""; k++; next }
+{ if (f == "") { f = $1; c = $3 } s = s (s == "" ? "" : ",") $1 }
+END { for (; k <= n; k++) print "miss", N[k] }"""
 
-    The probe prints ``query <name>`` per name, then resolves the names that are not addresses (an
-    address resolves to itself).  When one ``getent ahostsv4 <names>`` found every name it prints
-    ``resolved all`` and one ``<address> <canonical name>`` line per name, in query order.  When one
-    was missing, getent's lines cannot be told apart (a DNS alias's answer names no queried name, a
-    name's second address comes on a line of its own), so the probe asks name by name: ``name
-    <name>`` and that name's lowest address, if any.
+
+class Resolution(dict):
+    """Each inventory name -> the address it resolves to first (None: it does not), as a dict;
+    ``addresses``: every address of a name, sorted (DNS rotates a name's records, so two nodes
+    agreeing on them can still differ in the first)."""
+
+    def __init__(self, first=(), addresses=None):
+        super().__init__(first)
+        self.addresses: dict[str, tuple[str, ...]] = addresses or {}
+
+
+def parse_resolve(text: str) -> Resolution:
+    """The probe prints ``query <name>`` per name, then per name that is not an address (an address
+    resolves to itself) ``v4 <name> <first> <canonical> <all>`` (``getent ahostsv4``) or ``miss
+    <name>``, and for the missing ones again ``any ...`` or ``miss ...`` (``getent ahosts``, IPv6
+    too); see RESOLVE_BLOCKS.
     Saved facts files hold two older forms: the query lines followed by one ``getent hosts``'s lines
     (matched by name, see _matched), and ``<name> <address or ->``."""
     rows = [line.split() for line in text.splitlines()]
@@ -164,29 +182,17 @@ def parse_resolve(text: str) -> dict[str, str | None]:
         legacy = {r[0]: None if r[1] == "-" else r[1] for r in rows if len(r) >= 2}
         if not legacy and text.strip():
             raise ParseError("unreadable name resolution records")
-        return legacy
-    names: dict[str, str | None] = {q: (q if _is_address(q) else None) for q in queries}
-    asked = [q for q in queries if _resolved_by_getent(q)]
-    if any(len(r) == 2 and r[0] == "name" for r in rows):
-        current = None
-        for r in rows:
-            if len(r) == 2 and r[0] == "name":
-                current = sys.intern(r[1])
-            elif r and r[0] != "query" and current is not None and names.get(current) is None:
-                names[current] = sys.intern(r[0])
+        return Resolution(legacy)
+    names = Resolution({q: (q if _is_address(q) else None) for q in queries})
+    blocks = [r for r in rows if len(r) >= 2 and r[0] in ("v4", "any", "miss")]
+    if blocks or not any(len(r) >= 2 and r[0] != "query" for r in rows):
+        for r in blocks:
+            if r[0] != "miss" and len(r) >= 3 and names.get(r[1], "") is None:
+                names[r[1]] = sys.intern(r[2])
+                every = r[4].split(",") if len(r) >= 5 else [r[2]]
+                names.addresses[r[1]] = tuple(sorted({sys.intern(a) for a in every}, key=_address_order))
         return names
-    answered = ["resolved", "all"] in rows
-    lines = [r for r in rows if len(r) >= 2 and r[0] != "query" and r != ["resolved", "all"]]
-    if answered and len(lines) == len(asked):
-        names.update((q, sys.intern(r[0])) for q, r in zip(asked, lines))
-        return names
-    return _matched(queries, [[r] for r in lines] if answered else _blocks(lines), names)
-
-
-def _resolved_by_getent(name: str) -> bool:
-    """The probe's own test (a shell `case`): a name holding ':' or only digits and dots is an
-    address, not looked up."""
-    return ":" not in name and not set(name) <= set("0123456789.")
+    return _matched(queries, _blocks([r for r in rows if len(r) >= 2 and r[0] != "query"]), names)
 
 
 def _blocks(lines: list[list[str]]) -> list[list[list[str]]]:
@@ -229,6 +235,14 @@ def _matched(queries: list[str], blocks: list[list[list[str]]], names: dict[str,
             names[name] = found[j][0]
             j += 1
     return names
+
+
+def _address_order(text: str):
+    try:
+        address = ipaddress.ip_address(text)
+        return (address.version, address.packed, "")
+    except ValueError:
+        return (9, b"", text)
 
 
 def _is_address(text: str) -> bool:
