@@ -197,10 +197,9 @@ def parse_resolve(text: str) -> Resolution:
 
 def _blocks(lines: list[list[str]]) -> list[list[list[str]]]:
     """The older form's ``getent hosts`` lines, one block per name it found.  A name with several
-    addresses prints a line
-    for each, all naming the same host; two names of one host in a row print the same lines twice
-    (the addresses repeat, in any order when DNS rotates them), so a run of same-host lines is
-    split into as many blocks as its addresses repeat."""
+    addresses prints a line for each, all naming the same host; two names of one host in a row print
+    the same lines twice (the addresses repeat, in any order when DNS rotates them), so a run of
+    same-host lines is split into as many blocks as its addresses repeat."""
     blocks: list[list[list[str]]] = []
     run: list[list[str]] = []
     for row in lines + [None]:
@@ -217,11 +216,11 @@ def _blocks(lines: list[list[str]]) -> list[list[list[str]]]:
 
 
 def _matched(queries: list[str], blocks: list[list[list[str]]], names: dict[str, str | None]):
-    """The older form, or answers that did not come one block per name: a block belongs to the
-    name it lists, also as the first labels of a longer name (node-b for node-b.cluster.local), or
-    whose address it is, for a name that is an address; a block listing no queried name (a DNS
-    alias) belongs to the name in turn, never to an address.  Best effort: an unresolved name just
-    before a DNS alias's answer takes that answer."""
+    """The older form's blocks to the names queried: a block belongs to the name it lists, also as
+    the first labels of a longer name (node-b for node-b.cluster.local), or whose address it is, for
+    a name that is an address; a block listing no queried name (a DNS alias) belongs to the name in
+    turn, never to an address.  Best effort: an unresolved name just before a DNS alias's answer
+    takes that answer (what the present form's blocks per name avoid)."""
     found = [(sys.intern(b[0][0]), set().union(*(_answer_keys(r) for r in b))) for b in blocks]
     positions: dict[str, list[int]] = {}
     for i, name in enumerate(queries):
