@@ -147,11 +147,12 @@ def parse_ping_matrix(text: str) -> PingMatrix:
 
 # getent ahostsv4/ahosts lines of "name 0.0.0.1 name 0.0.0.1 ..." -> one line per name: "<tag> <name>
 # <first address> <canonical name or -> <every address, comma-separated>", or "miss <name>".  The
-# key 0.0.0.1 answers as itself and ends each name's block; only STREAM lines (DGRAM and RAW repeat
+# key 0.0.0.1 answers as itself (IPv4-mapped, ::ffff:0.0.0.1, from ahosts on a node with no IPv4
+# but loopback) and ends each name's block; only STREAM lines (DGRAM and RAW repeat
 # them).  Names never reached (getent printed nothing at all) are missing too.
 RESOLVE_BLOCKS = r"""BEGIN { n = split(names, N, " "); k = 1 }
 $2 != "STREAM" { next }
-$1 == "0.0.0.1" && $3 == "0.0.0.1" {
+($1 == "0.0.0.1" || $1 == "::ffff:0.0.0.1") && $3 == "0.0.0.1" {
   if (k <= n) { if (f == "") print "miss", N[k]; else print tag, N[k], f, (c == "" ? "-" : c), s }
   f = c = s = ""; k++; next }
 { if (f == "") { f = $1; c = $3 } s = s (s == "" ? "" : ",") $1 }

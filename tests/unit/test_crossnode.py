@@ -1529,3 +1529,17 @@ def test_a_target_name_the_source_cannot_resolve_is_not_a_firewall_and_no_route_
     assert gcs.remedy.startswith("Make gpu-head resolve on every node") and "firewall" not in gcs.remedy
     assert "host-prohibited" in dash.message and "ip route get gpu-head" in dash.message
     assert "firewall" in dash.remedy.lower()  # the check's own remedy: a REJECT rule is the likely cause
+
+
+def test_resolve_blocks_end_at_the_ipv4_mapped_key_too():
+    """On a node whose only IPv4 address is loopback, getent ahosts answers the key 0.0.0.1 as
+    ::ffff:0.0.0.1: no block ended, and every IPv6-only name read as unresolved."""
+    import subprocess
+
+    from preflight.parsers.crossnode import RESOLVE_BLOCKS
+
+    lines = ("2001:db8::1     STREAM node-a\n2001:db8::1     DGRAM\n::ffff:0.0.0.1  STREAM 0.0.0.1\n"
+             "::ffff:0.0.0.1  STREAM 0.0.0.1\n")
+    out = subprocess.run(["awk", "-v", "tag=any", "-v", "names=node-a node-b", RESOLVE_BLOCKS], input=lines,
+                         capture_output=True, text=True, timeout=30).stdout
+    assert out == "any node-a 2001:db8::1 node-a 2001:db8::1\nmiss node-b\n"
