@@ -119,14 +119,26 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              'ask=; for n in $names; do echo "query $n"; case $n in *:*) ;; *[!0-9.]*) ask="$ask $n";; esac; done; '
              # Without getent every name would read as unresolved: say it is missing instead.
              'if [ -n "$ask" ]; then command -v getent >/dev/null || exit 127; '
-             'keys=; for n in $ask; do keys="$keys $n 0.0.0.1"; done; '
-             'out=$(getent ahostsv4 $keys 2>/dev/null | awk -v tag=v4 -v names="$ask" ' + shlex.quote(crossnode.RESOLVE_BLOCKS) + '); '
+             'pf_blocks=' + shlex.quote(crossnode.RESOLVE_BLOCKS) + '; '
+             # pf_res TAG DATABASE NAME...: one line per name.  Names getent stopped before are asked
+             # again one by one, each closed by a key line of our own; a getent that answers nothing,
+             # not even the key, is an error, not every name unresolved.
+             'pf_res() { t=$1 db=$2; shift 2; k=; for n; do k="$k $n 0.0.0.1"; done; '
+             'o=$({ printf "name %s\\n" "$@"; getent "$db" $k 2>/dev/null; } | awk -v tag="$t" "$pf_blocks") '
+             '&& [ -n "$o" ] || { echo "awk could not sort the answers of getent $db" >&2; return 3; }; '
+             'u=$(printf "%s\\n" "$o" | awk \'$1 == "unreached" {print $2}\'); '
+             'if [ -z "$u" ]; then printf "%s\\n" "$o"; return 0; fi; '
+             'getent "$db" 0.0.0.1 2>/dev/null | awk \'$3 == "0.0.0.1" {f = 1} END {exit !f}\' '
+             '|| { echo "getent $db answers nothing, not even for 0.0.0.1" >&2; return 3; }; '
+             'printf "%s\\n" "$o" | awk \'$1 != "unreached"\'; '
+             '{ printf "name %s\\n" $u; for n in $u; do getent "$db" "$n" 2>/dev/null; echo "0.0.0.1 STREAM 0.0.0.1"; '
+             'done; } | awk -v tag="$t" "$pf_blocks"; }; '
+             'out=$(pf_res v4 ahostsv4 $ask) || exit 3; '
              'printf "%s\\n" "$out"; miss=$(printf "%s\\n" "$out" | awk \'$1 == "miss" {print $2}\'); '
              # A node without a global IPv6 address reaches no node over IPv6: no second pass (a
              # missing name costs a DNS lookup or two more).
              'if [ -n "$miss" ] && awk \'$4 == "00" && $1 != "00000000000000000000000000000001" {f = 1} END {exit !f}\' '
-             '/proc/net/if_inet6 2>/dev/null; then keys=; for n in $miss; do keys="$keys $n 0.0.0.1"; done; '
-             'getent ahosts $keys 2>/dev/null | awk -v tag=any -v names="$miss" ' + shlex.quote(crossnode.RESOLVE_BLOCKS) + '; fi; fi; '
+             '/proc/net/if_inet6 2>/dev/null; then pf_res any ahosts $miss || exit 3; fi; fi; '
              'true', crossnode.parse_resolve, display="getent ahostsv4 <every inventory name>"),
     # Phase two (preflight.activeprobe): probes between nodes, built from phase one's facts.
     FactSpec("tcp.ray", "", crossnode.parse_tcp_probes, phase=2,

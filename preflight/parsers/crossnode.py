@@ -145,18 +145,21 @@ def parse_ping_matrix(text: str) -> PingMatrix:
     return PingMatrix(mode, tuple(pairs))
 
 
-# getent ahostsv4/ahosts lines of "name 0.0.0.1 name 0.0.0.1 ..." -> one line per name: "<tag> <name>
-# <first address> <canonical name or -> <every address, comma-separated>", or "miss <name>".  The
-# key 0.0.0.1 answers as itself (IPv4-mapped, ::ffff:0.0.0.1, from ahosts on a node with no IPv4
-# but loopback) and ends each name's block; only STREAM lines (DGRAM and RAW repeat
-# them).  Names never reached (getent printed nothing at all) are missing too.
-RESOLVE_BLOCKS = r"""BEGIN { n = split(names, N, " "); k = 1 }
+# "name <name>" per name queried, then getent ahostsv4/ahosts's lines for "name 0.0.0.1 name 0.0.0.1 ..."
+# -> one line per name: "<tag> <name> <first address> <canonical name or -> <every address,
+# comma-separated>", or "miss <name>".  The key 0.0.0.1 answers as itself (IPv4-mapped,
+# ::ffff:0.0.0.1, from ahosts on a node with no IPv4 but loopback) and ends each name's block; only
+# STREAM lines (DGRAM and RAW repeat them).  The names come through the pipe, not as `awk -v`: one
+# argument holds at most 128 KiB, about 4 000 FQDNs.  Names whose block no key closed are
+# "unreached": getent stopped before them (a getent that stops at the first missing name, as
+# NetBSD's and musl-utils' do), and the probe asks for them again one by one.
+RESOLVE_BLOCKS = r"""$1 == "name" && NF == 2 { N[++n] = $2; next }
 $2 != "STREAM" { next }
 ($1 == "0.0.0.1" || $1 == "::ffff:0.0.0.1") && $3 == "0.0.0.1" {
-  if (k <= n) { if (f == "") print "miss", N[k]; else print tag, N[k], f, (c == "" ? "-" : c), s }
-  f = c = s = ""; k++; next }
+  if (k < n) { k++; if (f == "") print "miss", N[k]; else print tag, N[k], f, (c == "" ? "-" : c), s }
+  f = c = s = ""; next }
 { if (f == "") { f = $1; c = $3 } s = s (s == "" ? "" : ",") $1 }
-END { for (; k <= n; k++) print "miss", N[k] }"""
+END { for (k++; k <= n; k++) print "unreached", N[k] }"""
 
 
 class Resolution(dict):
@@ -185,15 +188,31 @@ def parse_resolve(text: str) -> Resolution:
             raise ParseError("unreadable name resolution records")
         return Resolution(legacy)
     names = Resolution({q: (q if _is_address(q) else None) for q in queries})
-    blocks = [r for r in rows if len(r) >= 2 and r[0] in ("v4", "any", "miss")]
+    blocks = [r for r in rows if len(r) >= 2 and r[0] in ("v4", "any", "miss", "unreached")]
     if blocks or not any(len(r) >= 2 and r[0] != "query" for r in rows):
+        if blocks:
+            _complete(queries, blocks)
         for r in blocks:
-            if r[0] != "miss" and len(r) >= 3 and names.get(r[1], "") is None:
+            if r[0] != "miss" and names.get(r[1], "") is None:
+                every = r[4].split(",") if len(r) >= 5 else [r[2]] if len(r) >= 3 else []
+                if not every or not all(_is_address(a) for a in [r[2], *every]):
+                    raise ParseError(f"unreadable answer for {r[1]}: {' '.join(r[2:])[:80]!r}")
                 names[r[1]] = sys.intern(r[2])
-                every = r[4].split(",") if len(r) >= 5 else [r[2]]
                 names.addresses[r[1]] = tuple(sorted({sys.intern(a) for a in every}, key=_address_order))
         return names
     return _matched(queries, _blocks([r for r in rows if len(r) >= 2 and r[0] != "query"]), names)
+
+
+def _complete(queries: list[str], blocks: list[list[str]]) -> None:
+    """Every name looked up has its line: a name read as unresolved because the output ended
+    early (cut at the probe's cap) or getent never reached it would blame that name's node."""
+    unreached = [r[1] for r in blocks if r[0] == "unreached"]
+    answered = {r[1] for r in blocks}
+    lacking = unreached or [q for q in queries if q not in answered and not _is_address(q)]
+    if lacking:
+        raise ParseError(f"no answer for {len(lacking)} of the {len(queries)} names ({', '.join(lacking[:3])}"
+                         f"{', ...' if len(lacking) > 3 else ''}): getent stopped before them or the output "
+                         f"ended early")
 
 
 def _blocks(lines: list[list[str]]) -> list[list[list[str]]]:
