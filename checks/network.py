@@ -507,7 +507,7 @@ def test_hostnames(cluster, verdict):
     labels = []
     for name, host in hosts.items():
         answers = _rotation_folded(name, {node: view.get(name) or _UNRESOLVED for node, view in views.items()},
-                                   views)
+                                   views, _own_addresses(cluster, host))
         sides = split(answers, missing=_UNRESOLVED)
         if sides.unanimous and sides.majority != _UNRESOLVED:
             _same_everywhere(verdict, cluster, host, sides.majority, len(answers))
@@ -531,29 +531,45 @@ def test_hostnames(cluster, verdict):
                                               f"labels, not names the nodes use")
 
 
-def _rotation_folded(name: str, answers: dict, views: dict) -> dict:
+def _rotation_folded(name: str, answers: dict, views: dict, own: set[str] | None) -> dict:
     """Nodes whose first addresses for a name differ only as DNS rotates one set of records (the
-    same addresses everywhere, none of them loopback) agree: each answer is then the set's lowest.
-    Any other difference stays (a node putting its own 127.0.1.1 line first, a stale extra one)."""
-    if len(set(answers.values())) < 2:
+    same addresses everywhere, each of them the host's own: ``own``, None when its interfaces are
+    unknown) agree: each answer is then the set's lowest.  Any other difference stays: a node
+    putting its own 127.0.1.1 line first, or a stale record in the set (every node gets it first in
+    turn, and the one that did this time is the one whose job would fail)."""
+    if len(set(answers.values())) < 2 or own is None:
         return answers
     sets = {node: getattr(view, "addresses", {}).get(name) for node, view in views.items()}
     every = set(sets.values())
     if len(every) != 1 or None in every:
         return answers
     [addresses] = every
-    if any(is_loopback(a) for a in addresses) or not set(answers.values()) <= set(addresses):
+    if any(is_loopback(a) for a in addresses) or not set(addresses) <= own \
+            or not set(answers.values()) <= set(addresses):
         return answers
     return {node: addresses[0] for node in answers}
+
+
+def _own_addresses(cluster, host) -> set[str] | None:
+    """The host's inventory address and its interfaces' addresses; None when its interfaces are
+    unknown (unreached, or unreadable)."""
+    interfaces = _interface_addresses(cluster, host)
+    return None if interfaces is None else interfaces | {host.address}
+
+
+def _interface_addresses(cluster, host) -> set[str] | None:
+    facts = cluster.facts.get(host.name)
+    interfaces = facts.optional("net.interfaces") if facts is not None and facts.reachable else None
+    if interfaces is None:
+        return None
+    return {ip for iface in interfaces.values() for ip in iface.ips(link_local=True)}
 
 
 def _same_everywhere(verdict, cluster, host, address, count):
     """A name every node resolves alike can still be wrong everywhere (one stale /etc/hosts copied
     to every node): the address must be the host's, by the inventory or by its own interfaces."""
-    facts = cluster.facts.get(host.name)
-    interfaces = facts.optional("net.interfaces") if facts is not None and facts.reachable else None
-    own = {ip for iface in (interfaces or {}).values() for ip in iface.ips(link_local=True)}
-    if address == host.address or interfaces is None or address in own:
+    own = _interface_addresses(cluster, host)
+    if address == host.address or own is None or address in own:
         verdict.passed(host.name, message=f"{host.name} -> {address} on all {count} nodes")
         return
     verdict.failed(host.name, outliers=(host.name,), where=host.name,

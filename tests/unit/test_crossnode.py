@@ -103,21 +103,33 @@ def test_resolve_one_block_per_name_first_address_and_all():
 def test_hostnames_dns_rotation_agrees_but_a_loopback_line_first_does_not():
     """Nodes whose first address differs only as DNS rotates a name's records agree; a node whose
     /etc/hosts puts 127.0.1.1 before the name's cluster address (Debian's default line) does not,
-    though its lowest address matches the others' (the lowest-address choice hid it)."""
-    def views(first_on_01, set_on_01):
+    though its lowest address matches the others' (the lowest-address choice hid it).  Rotation
+    folds only among the host's own addresses: a stale record in the set, which every node gets
+    first in turn, fails the node that got it; with the host's interfaces unknown nothing folds."""
+    def views(first_on_01, set_on_01, everywhere="10.0.0.2,10.0.0.12", nics=("10.0.0.2", "10.0.0.12")):
         rec = {n: "query node-01\nquery node-02\nquery node-03\nv4 node-01 10.0.0.1 node-01 10.0.0.1\n"
-                  "v4 node-02 10.0.0.2 node-02 10.0.0.2,10.0.0.12\nv4 node-03 10.0.0.3 node-03 10.0.0.3\n"
+                  f"v4 node-02 10.0.0.2 node-02 {everywhere}\nv4 node-03 10.0.0.3 node-03 10.0.0.3\n"
                for n in ("node-01", "node-02", "node-03")}
-        rec["node-01"] = rec["node-01"].replace("v4 node-02 10.0.0.2 node-02 10.0.0.2,10.0.0.12",
+        rec["node-01"] = rec["node-01"].replace(f"v4 node-02 10.0.0.2 node-02 {everywhere}",
                                                 f"v4 node-02 {first_on_01} node-02 {set_on_01}")
-        return _cluster({n: {"net.resolve": t} for n, t in rec.items()})[1]
+        cl = _cluster({n: {"net.resolve": t} for n, t in rec.items()})[1]
+        if nics is not None:
+            cl.facts["node-02"].raw["net.interfaces"] = out(json.dumps(
+                [{"ifname": f"eth{i}", "flags": ["UP"], "operstate": "UP",
+                  "addr_info": [{"family": "inet", "local": a, "prefixlen": 24}]} for i, a in enumerate(nics)]))
+        return cl
 
-    [r] = [r for r in run_check(network.test_hostnames, cluster=views("10.0.0.12", "10.0.0.12,10.0.0.2"))
-           if r.subject == "node-02"]
-    assert r.outcome == "passed", r
-    [r] = [r for r in run_check(network.test_hostnames, cluster=views("127.0.1.1", "127.0.1.1,10.0.0.2,10.0.0.12"))
-           if r.subject == "node-02"]
+    def node_02(cluster):
+        [r] = [r for r in run_check(network.test_hostnames, cluster=cluster) if r.subject == "node-02"]
+        return r
+
+    assert node_02(views("10.0.0.12", "10.0.0.12,10.0.0.2")).outcome == "passed"
+    r = node_02(views("127.0.1.1", "127.0.1.1,10.0.0.2,10.0.0.12"))
     assert r.outcome == "failed" and r.outliers == ("node-01",) and "node-02 -> 127.0.1.1" in r.message, r
+    r = node_02(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
+    assert r.outcome == "failed" and r.outliers == ("node-01",) and "node-02 -> 10.9.9.9" in r.message, r
+    r = node_02(views("10.0.0.12", "10.0.0.12,10.0.0.2", nics=None))
+    assert r.outcome == "failed" and "node-02 -> 10.0.0.12" in r.message, r
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root and unshare")
@@ -1538,8 +1550,106 @@ def test_resolve_blocks_end_at_the_ipv4_mapped_key_too():
 
     from preflight.parsers.crossnode import RESOLVE_BLOCKS
 
-    lines = ("2001:db8::1     STREAM node-a\n2001:db8::1     DGRAM\n::ffff:0.0.0.1  STREAM 0.0.0.1\n"
-             "::ffff:0.0.0.1  STREAM 0.0.0.1\n")
-    out = subprocess.run(["awk", "-v", "tag=any", "-v", "names=node-a node-b", RESOLVE_BLOCKS], input=lines,
+    lines = ("name node-a\nname node-b\n2001:db8::1     STREAM node-a\n2001:db8::1     DGRAM\n"
+             "::ffff:0.0.0.1  STREAM 0.0.0.1\n::ffff:0.0.0.1  STREAM 0.0.0.1\n")
+    out = subprocess.run(["awk", "-v", "tag=any", RESOLVE_BLOCKS], input=lines,
                          capture_output=True, text=True, timeout=30).stdout
     assert out == "any node-a 2001:db8::1 node-a 2001:db8::1\nmiss node-b\n"
+
+
+def test_resolve_blocks_not_closed_are_unreached_not_missing():
+    """A getent that stops at the first name it cannot find (NetBSD's, musl-utils') closes no block
+    after it: those names are unreached (asked again), not read as missing."""
+    import subprocess
+
+    from preflight.parsers.crossnode import RESOLVE_BLOCKS
+
+    lines = "name a\nname b\nname c\n10.0.0.1 STREAM a\n0.0.0.1 STREAM 0.0.0.1\n"
+    out = subprocess.run(["awk", "-v", "tag=v4", RESOLVE_BLOCKS], input=lines, capture_output=True, text=True,
+                         timeout=30).stdout
+    assert out == "v4 a 10.0.0.1 a 10.0.0.1\nunreached b\nunreached c\n"
+    with pytest.raises(ParseError, match="no answer for 2 of the 3 names \\(b, c\\)"):
+        parse_resolve("query a\nquery b\nquery c\n" + out)
+
+
+def test_resolve_output_cut_short_is_unreadable_not_unresolved():
+    """Output cut at the probe's cap: the names after the cut, or a cut address, would otherwise
+    read as unresolved (or as a wrong address) and blame their nodes."""
+    text = "query a\nquery b\nquery 10.0.0.9\nquery c\nv4 a 10.0.0.1 a 10.0.0.1\nv4 b 10.0.0.2 b 10.0.0.2\n"
+    with pytest.raises(ParseError, match="no answer for 1 of the 4 names \\(c\\)"):
+        parse_resolve(text)
+    with pytest.raises(ParseError, match="unreadable answer for c"):
+        parse_resolve(text + "v4 c 10.0.0.3 c 10.0.0.3,10.0.")
+    assert parse_resolve(text + "miss c\n")["c"] is None
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root and unshare")
+def test_resolve_command_with_more_names_than_one_argument_holds(tmp_path):
+    """4 500 FQDNs are 190 KB, past the 128 KiB one argument holds: passed to awk with -v, awk did
+    not start and every name read as unresolved, silently.  The names go through the pipe."""
+    import subprocess
+
+    from preflight.facts import FACTS
+    from preflight.probe import packed
+
+    names = [f"gpu-r{i // 40:03d}-n{i % 40:02d}.train.cluster.example.com" for i in range(4500)]
+    hosts = tmp_path / "hosts"
+    hosts.write_text("".join(f"10.{i // 250}.{i % 250}.9 {n}\n" for i, n in enumerate(names)))
+    assert len(" ".join(names)) > 128 * 1024
+    spec = FACTS["net.resolve"]
+    script = f"mount --bind {hosts} /etc/hosts && exec bash -c {shlex.quote(spec.command)}"
+    env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "PF_HOSTNAMES_GZ": packed(" ".join(names))}
+    done = subprocess.run(["unshare", "-m", "bash", "-c", script], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    answers = spec.parse(done.stdout)
+    assert answers == {n: f"10.{i // 250}.{i % 250}.9" for i, n in enumerate(names)}
+
+
+def _getent_shim(tmp_path, body):
+    """A getent of our own in front of the real one (and bash, awk, ... from this machine)."""
+    import subprocess  # noqa: F401 - used by the callers
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    real = shutil.which("getent")
+    (bindir / "getent").write_text("#!/bin/bash\n" + body.replace("REAL", real))
+    (bindir / "getent").chmod(0o755)
+    for tool in ("bash", "base64", "gzip", "awk", "cat"):
+        (bindir / tool).symlink_to(shutil.which(tool))
+    return {"PATH": str(bindir)}
+
+
+def test_resolve_command_with_a_getent_that_stops_at_the_first_missing_name(tmp_path):
+    """NetBSD's getent (musl-utils', on Alpine) stops at the first name it cannot find: the names
+    after it are asked again one by one, not read as unresolved."""
+    import subprocess
+
+    from preflight.facts import FACTS
+    from preflight.probe import packed
+
+    env = _getent_shim(tmp_path, 'db=$1; shift; for n; do REAL "$db" "$n" || exit 2; done\n')
+    env["PF_HOSTNAMES_GZ"] = packed("localhost no-such-host.invalid localhost 10.0.0.9 ip6-localhost")
+    spec = FACTS["net.resolve"]
+    done = subprocess.run([env["PATH"] + "/bash", "-c", spec.command], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    answers = spec.parse(done.stdout)
+    assert answers["no-such-host.invalid"] is None and answers["10.0.0.9"] == "10.0.0.9"
+    assert answers["localhost"] == "127.0.0.1", done.stdout  # the second localhost, after the stop, too
+    assert done.stdout.count("v4 localhost 127.0.0.1") == 2, done.stdout
+
+
+def test_resolve_command_with_a_getent_that_answers_nothing_fails_loudly(tmp_path):
+    """A getent without the ahostsv4 database prints nothing for any name: an error naming it, not
+    every inventory name unresolved on that node."""
+    import subprocess
+
+    from preflight.facts import FACTS
+    from preflight.probe import packed
+
+    env = _getent_shim(tmp_path, 'echo "Unknown database: $1" >&2; exit 1\n')
+    env["PF_HOSTNAMES_GZ"] = packed("localhost node-b")
+    done = subprocess.run([env["PATH"] + "/bash", "-c", FACTS["net.resolve"].command], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert done.returncode == 3 and "getent ahostsv4 answers nothing" in done.stderr, (done.stdout, done.stderr)
