@@ -13,6 +13,7 @@ with ``#`` comments.  Both the classic ``ascend-toolkit/latest`` layout and the 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 
 import json
 import re
@@ -513,11 +514,29 @@ def parse_firewall(text: str) -> FirewallState:
     findings = tuple(f.replace("iptables", "iptables-legacy", 1) for f in old.active)
     # A packet passes both: nodes are let through where every side that drops accepts them first.
     drops_here = state.input_policy in ("DROP", "REJECT") or bool(state.blanket_rules)
-    accepted = (tuple(a for a in state.accepted_sources if a in old.accepted_sources) if drops_here
+    accepted = (_both_accept(state.accepted_sources, old.accepted_sources) if drops_here
                 else old.accepted_sources) if findings else state.accepted_sources
     return dataclasses.replace(state, legacy_findings=findings, accepted_sources=accepted,
                                unreadable=state.unreadable + tuple(u.replace("iptables", "iptables-legacy", 1)
                                                                    for u in old.unreadable))
+
+
+def _both_accept(ours: tuple[str, ...], theirs: tuple[str, ...]) -> tuple[str, ...]:
+    """The source networks two sets of tables both accept: two CIDR networks either nest or are
+    disjoint, so what both let through is the smaller of each overlapping pair (10.0.0.0/24 of
+    10.0.0.0/16).  A source that is no network counts only where both list it as is."""
+    both = []
+    for a in ours:
+        for b in theirs:
+            try:
+                na, nb = ipaddress.ip_network(a, strict=False), ipaddress.ip_network(b, strict=False)
+            except ValueError:
+                if a == b:
+                    both.append(a)
+                continue
+            if na.version == nb.version and na.overlaps(nb):
+                both.append(a if na.prefixlen >= nb.prefixlen else b)
+    return tuple(dict.fromkeys(both))
 
 
 def _parse_firewall(text: str) -> FirewallState:

@@ -1899,3 +1899,18 @@ def test_the_stack_probe_does_not_read_the_working_directory_as_installed(tmp_pa
     doc = _stack_probe(sys.executable, tmp_path)
     assert doc["packages"].get("torch") != "0.0.1", doc["packages"].get("torch")
     assert str(tmp_path) not in json.dumps(doc), [k for k, v in doc["modules"].items() if str(tmp_path) in str(v)]
+
+
+def test_nodes_accepted_by_both_iptables_and_iptables_legacy_in_nested_networks():
+    """Both sets of tables drop and each accepts the nodes' network first, one as a /16, the other
+    as the /24 inside it: the nodes in the /24 pass both (the exact-string match saw no network in
+    common and warned); a network only one side accepts is not let through."""
+    text = ("iptables=-P INPUT DROP\niptables=-A INPUT -s 10.0.0.0/16 -j ACCEPT\n"
+            "iptables=-A INPUT -s 192.168.7.0/24 -j ACCEPT\n"
+            "iptables_legacy=-P INPUT DROP\niptables_legacy=-A INPUT -s 10.0.0.0/24 -j ACCEPT\n"
+            "iptables_legacy=-A INPUT -s 172.16.0.0/12 -j ACCEPT\n")
+    assert pv.parse_firewall(text).accepted_sources == ("10.0.0.0/24",)
+    swapped = text.replace("10.0.0.0/16", "10.0.0.0/X").replace("10.0.0.0/24", "10.0.0.0/16").replace(
+        "10.0.0.0/X", "10.0.0.0/24")
+    assert pv.parse_firewall(swapped).accepted_sources == ("10.0.0.0/24",)
+    assert pv.parse_firewall(text.replace("10.0.0.0/24", "10.1.0.0/24")).accepted_sources == ()
