@@ -20,6 +20,7 @@ from .parsers import crossnode
 from .parsers import hccn_tool as hccn
 from .parsers import npu_smi
 from .parsers import system
+from .noderunner import SUDO_REFUSED_ERE
 from .probe import CommandOutput, ProbeCommand
 from .results import is_secret_name, redact_secrets, shortened, visible
 
@@ -231,14 +232,7 @@ def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: 
     return None
 
 
-# sudo's own refusals (the probe runs in the C locale): requiretty, a tool off secure_path, a
-# sudoers rule that does not cover the command.
-# Only refusals: sudo also warns on calls that then run ("sudo: unable to resolve host X",
-# "sudo: setrlimit(RLIMIT_CORE): ..." in containers).
-# One pattern for Python's re and the NPU ping's `grep -E` (preflight.activeprobe).
-SUDO_REFUSAL = (r"^(sudo: .*(command not found|not in the sudoers|is not allowed to|a password is required|"
-                r"a terminal is required)|sorry, you must have a tty to run sudo|Sorry, user .* is not allowed to "
-                r"execute)")
+SUDO_REFUSAL = SUDO_REFUSED_ERE  # sudo's own refusals, as the node reads them (preflight.noderunner)
 _SUDO_REFUSED = re.compile(SUDO_REFUSAL + ".*$", re.M)
 
 

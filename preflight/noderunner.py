@@ -113,9 +113,14 @@ def _reap(proc):
         pass  # left to the kernel; reported as killed (137), its tool then skipped as hung
 
 
-# sudo's own refusals (as preflight.facts.SUDO_REFUSAL reads them): no password, not allowed, no tty.
-SUDO_REFUSED_ERE = (r"^(sudo: .*(not in the sudoers|is not allowed to|a password is required|a terminal is required)|"
-                    r"sorry, you must have a tty to run sudo|Sorry, user .* is not allowed to execute)")  # grep -E too
+# sudo's own refusals (the probe runs in the C locale): no password, not allowed, no tty, the tool
+# off secure_path ("sudo: hccn_tool: command not found").  Only refusals: sudo also warns on calls
+# that then run ("sudo: unable to resolve host X", "sudo: setrlimit(RLIMIT_CORE): ..." in
+# containers).  One pattern for Python's re here and in preflight.facts, and for `grep -E` in the
+# bash runner and the NPU ping (preflight.activeprobe).
+SUDO_REFUSED_ERE = (r"^(sudo: .*(command not found|not in the sudoers|is not allowed to|a password is required|"
+                    r"a terminal is required)|sorry, you must have a tty to run sudo|Sorry, user .* is not allowed "
+                    r"to execute)")
 SUDO_REFUSED = re.compile("(?m)" + SUDO_REFUSED_ERE)
 
 

@@ -488,3 +488,15 @@ def test_the_runner_is_python_3_6_syntax():
     ast.parse(noderunner_source(), feature_version=(3, 6))
     with pytest.raises(SyntaxError):  # the check itself can fail: a 3.8 walrus is refused
         ast.parse("if (n := 1):\n    pass\n", feature_version=(3, 6))
+
+
+def test_a_tool_off_sudos_secure_path_stops_its_later_calls():
+    """sudo's "command not found" (hccn_tool outside secure_path) refuses every call alike: read as
+    a refusal by the report (preflight.facts) and, now, by the runner too, which asked once per NPU
+    and query."""
+    from preflight.facts import SUDO_REFUSAL
+
+    refused = "echo 'sudo: hccn_tool: command not found' >&2; exit 1"
+    out = _run_plan([[("link", "hccn", refused, True), ("tls", "hccn", "echo tls", True)]], devs="0 1 2 3")
+    assert all("sudo -n refused hccn earlier on this host" in out[f"tls/{d}"].skipped for d in range(4))
+    assert SUDO_REFUSAL == noderunner.SUDO_REFUSED_ERE
