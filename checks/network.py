@@ -506,8 +506,13 @@ def test_hostnames(cluster, verdict):
     alike: dict[tuple, list[tuple[str, object]]] = {}
     labels = []
     for name, host in hosts.items():
-        answers = _rotation_folded(name, {node: view.get(name) or _UNRESOLVED for node, view in views.items()},
-                                   views, _own_addresses(cluster, host))
+        shared = _one_record_set(name, views)
+        own = _own_addresses(cluster, host)
+        foreign = [a for a in shared if a not in own] if shared and own is not None else []
+        if foreign:
+            _stale_records(verdict, cluster, host, shared, foreign)
+            continue
+        answers = _rotation_folded({node: view.get(name) or _UNRESOLVED for node, view in views.items()}, shared)
         sides = split(answers, missing=_UNRESOLVED)
         if sides.unanimous and sides.majority != _UNRESOLVED:
             _same_everywhere(verdict, cluster, host, sides.majority, len(answers))
@@ -531,23 +536,25 @@ def test_hostnames(cluster, verdict):
                                               f"labels, not names the nodes use")
 
 
-def _rotation_folded(name: str, answers: dict, views: dict, own: set[str] | None) -> dict:
+def _one_record_set(name: str, views: dict) -> tuple[str, ...] | None:
+    """The addresses of ``name`` when every node has the same several (DNS rotating one set of
+    records among them), else None."""
+    sets = {getattr(view, "addresses", {}).get(name) for view in views.values()}
+    if len(sets) != 1:
+        return None
+    [addresses] = sets
+    return addresses if addresses and len(addresses) > 1 else None
+
+
+def _rotation_folded(answers: dict, shared: tuple[str, ...] | None) -> dict:
     """Nodes whose first addresses for a name differ only as DNS rotates one set of records (the
-    same addresses everywhere, each of them the host's own: ``own``, None when its interfaces are
-    unknown) agree: each answer is then the set's lowest.  Any other difference stays: a node
-    putting its own 127.0.1.1 line first, or a stale record in the set (every node gets it first in
-    turn, and the one that did this time is the one whose job would fail)."""
-    if len(set(answers.values())) < 2 or own is None:
+    same addresses everywhere, none of them loopback; test_hostnames has made sure they are the
+    host's own where its interfaces are known) agree: each answer is then the set's lowest.  Any
+    other difference stays: a node putting its own 127.0.1.1 line first, an extra record on one."""
+    if len(set(answers.values())) < 2 or not shared or any(is_loopback(a) for a in shared) \
+            or not set(answers.values()) <= set(shared):
         return answers
-    sets = {node: getattr(view, "addresses", {}).get(name) for node, view in views.items()}
-    every = set(sets.values())
-    if len(every) != 1 or None in every:
-        return answers
-    [addresses] = every
-    if any(is_loopback(a) for a in addresses) or not set(addresses) <= own \
-            or not set(answers.values()) <= set(addresses):
-        return answers
-    return {node: addresses[0] for node in answers}
+    return {node: shared[0] for node in answers}
 
 
 def _own_addresses(cluster, host) -> set[str] | None:
@@ -558,11 +565,24 @@ def _own_addresses(cluster, host) -> set[str] | None:
 
 
 def _interface_addresses(cluster, host) -> set[str] | None:
+    """Loopback left out: a name resolving to 127.0.0.1 on every node is not the host's address to
+    them (an /etc/hosts copied from it with its name on the loopback line)."""
     facts = cluster.facts.get(host.name)
     interfaces = facts.optional("net.interfaces") if facts is not None and facts.reachable else None
     if interfaces is None:
         return None
-    return {ip for iface in interfaces.values() for ip in iface.ips(link_local=True)}
+    return {ip for iface in interfaces.values() for ip in iface.ips(link_local=True) if not is_loopback(ip)}
+
+
+def _stale_records(verdict, cluster, host, shared, foreign):
+    """Every node has the same records for the name, and some are not the host's: whichever node
+    DNS hands one of those first connects elsewhere, so this does not hang on which came first."""
+    verdict.failed(host.name, outliers=(host.name,), where=host.name,
+                   observed=f"every node resolves {host.name} to one of {', '.join(shared)} (DNS hands them "
+                            f"out in turn), and {', '.join(foreign)} {'is' if len(foreign) == 1 else 'are'} not "
+                            f"an address of {host.name} (inventory address {host.address}; its interfaces: "
+                            f"{', '.join(sorted(_interface_addresses(cluster, host) or ())) or 'none'})",
+                   expected=f"every address of {host.name} one of its own")
 
 
 def _same_everywhere(verdict, cluster, host, address, count):

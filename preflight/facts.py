@@ -117,20 +117,28 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              # name's empty, in one process however many names are missing (a DNS alias's lines name
              # no queried name; a name's second address is a line of its own).  Per name: the first
              # address (what the job connects to) and every address (crossnode.RESOLVE_BLOCKS).
-             'ask=; for n in $names; do echo "query $n"; case $n in *:*) ;; *[!0-9.]*) ask="$ask $n";; esac; done; '
+             # Names that are addresses print as they are (query lines); the others are looked up.
+             # printf and awk, not a loop appending to a string: that is quadratic in bash (10 s at
+             # 10 000 names).
+             'printf "%s\\n" $names | awk \'NF && ($1 ~ /:/ || $1 !~ /[^0-9.]/) {print "query", $1}\'; '
+             'ask=$(printf "%s\\n" $names | awk \'$1 !~ /:/ && $1 ~ /[^0-9.]/\'); '
              # Without getent every name would read as unresolved: say it is missing instead.
              'if [ -n "$ask" ]; then command -v getent >/dev/null || exit 127; '
              'pf_blocks=' + shlex.quote(crossnode.RESOLVE_BLOCKS) + '; '
              # pf_res TAG DATABASE NAME...: one line per name.  Names getent stopped before are asked
-             # again one by one, each closed by a key line of our own; a getent that answers nothing,
-             # not even the key, is an error, not every name unresolved.
-             'pf_res() { t=$1 db=$2; shift 2; k=; for n; do k="$k $n 0.0.0.1"; done; '
+             # again one by one, each closed by a key line of our own.  A getent answering nothing
+             # for ahostsv4, not even the key, but answering ahosts is a node with no IPv4 address
+             # (glibc's getent asks with AI_ADDRCONFIG, which does not count loopback): every name
+             # is missing there, for the second pass.  One answering neither is an error, not every
+             # name unresolved.
+             'pf_key() { getent "$1" 0.0.0.1 2>/dev/null | awk \'$3 == "0.0.0.1" {f = 1} END {exit !f}\'; }; '
+             'pf_res() { t=$1 db=$2; shift 2; k=$(printf "%s 0.0.0.1 " "$@"); '
              'o=$({ printf "name %s\\n" "$@"; getent "$db" $k 2>/dev/null; } | awk -v tag="$t" "$pf_blocks") '
              '&& [ -n "$o" ] || { echo "awk could not sort the answers of getent $db" >&2; return 3; }; '
              'u=$(printf "%s\\n" "$o" | awk \'$1 == "unreached" {print $2}\'); '
              'if [ -z "$u" ]; then printf "%s\\n" "$o"; return 0; fi; '
-             'getent "$db" 0.0.0.1 2>/dev/null | awk \'$3 == "0.0.0.1" {f = 1} END {exit !f}\' '
-             '|| { echo "getent $db answers nothing, not even for 0.0.0.1" >&2; return 3; }; '
+             'if ! pf_key "$db"; then pf_key ahosts || { echo "getent $db answers nothing, not even for 0.0.0.1" >&2; '
+             'return 3; }; printf "%s\\n" "$o" | awk \'$1 == "unreached" {$1 = "miss"} {print}\'; return 0; fi; '
              'printf "%s\\n" "$o" | awk \'$1 != "unreached"\'; '
              '{ printf "name %s\\n" $u; for n in $u; do getent "$db" "$n" 2>/dev/null; echo "0.0.0.1 STREAM 0.0.0.1"; '
              'done; } | awk -v tag="$t" "$pf_blocks"; }; '
@@ -140,7 +148,8 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              # missing name costs a DNS lookup or two more).
              'if [ -n "$miss" ] && awk \'$4 == "00" && $1 != "00000000000000000000000000000001" {f = 1} END {exit !f}\' '
              '/proc/net/if_inet6 2>/dev/null; then pf_res any ahosts $miss || exit 3; fi; fi; '
-             'true', crossnode.parse_resolve, display="getent ahostsv4 <every inventory name>"),
+             # The last line: output cut at the probe's cap has none (crossnode.parse_resolve).
+             'printf "%s\\n" $names | awk \'NF && !seen[$1]++ {n++} END {print "end", n + 0}\'', crossnode.parse_resolve, display="getent ahostsv4 <every inventory name>"),
     # Phase two (preflight.activeprobe): probes between nodes, built from phase one's facts.
     FactSpec("tcp.ray", "", crossnode.parse_tcp_probes, phase=2,
              display="TCP connects to the Ray head's ports"),
@@ -242,6 +251,11 @@ _SUDO_REFUSED = re.compile(SUDO_REFUSAL + ".*$", re.M)
 REACHABLE_POINTER = ("See cluster.reachable for the host that was not reached: why, and what to do; this check "
                      "runs once it answers.")
 _UNEVALUATED_REMEDIES = (
+    ("the tool printed more", "The command printed more than the 1 MiB per command the probe keeps, and its "
+     "output was cut. Run it on that node to see what it prints at such length (a tool repeating an error is the "
+     "usual cause). For name resolution (getent ahostsv4 <every inventory name>) it is an inventory of about "
+     "19 000 names or more: split it into groups run from separate controllers and merge their preflight.json "
+     "files (README, Past one controller)."),
     ("unreadable output", "Run the command shown on that node and read what it prints: an error text instead "
      "of the usual table (driver not loaded, device in error) is the problem to fix; a driver release that "
      "prints another layout is a preflight bug to report with that output."),

@@ -146,17 +146,18 @@ def parse_ping_matrix(text: str) -> PingMatrix:
 
 
 # "name <name>" per name queried, then getent ahostsv4/ahosts's lines for "name 0.0.0.1 name 0.0.0.1 ..."
-# -> one line per name: "<tag> <name> <first address> <canonical name or -> <every address,
-# comma-separated>", or "miss <name>".  The key 0.0.0.1 answers as itself (IPv4-mapped,
-# ::ffff:0.0.0.1, from ahosts on a node with no IPv4 but loopback) and ends each name's block; only
-# STREAM lines (DGRAM and RAW repeat them).  The names come through the pipe, not as `awk -v`: one
-# argument holds at most 128 KiB, about 4 000 FQDNs.  Names whose block no key closed are
-# "unreached": getent stopped before them (a getent that stops at the first missing name, as
-# NetBSD's and musl-utils' do), and the probe asks for them again one by one.
+# -> one line per name: "<tag> <name> <first address> <canonical name, - when it is the name>
+# [<every address, comma-separated, when there are several>]", or "miss <name>".  The key 0.0.0.1
+# answers as itself (IPv4-mapped, ::ffff:0.0.0.1, from ahosts on a node with no IPv4 but loopback)
+# and ends each name's block; only STREAM lines (DGRAM and RAW repeat them).  The names come
+# through the pipe, not as `awk -v`: one argument holds at most 128 KiB, about 4 000 FQDNs.  Names
+# whose block no key closed are "unreached": getent stopped before them (a getent that stops at the
+# first missing name, as NetBSD's and musl-utils' do), and the probe asks for them again one by one.
 RESOLVE_BLOCKS = r"""$1 == "name" && NF == 2 { N[++n] = $2; next }
 $2 != "STREAM" { next }
 ($1 == "0.0.0.1" || $1 == "::ffff:0.0.0.1") && $3 == "0.0.0.1" {
-  if (k < n) { k++; if (f == "") print "miss", N[k]; else print tag, N[k], f, (c == "" ? "-" : c), s }
+  if (k < n) { k++; c = (c == "" || c == N[k]) ? "-" : c
+    if (f == "") print "miss", N[k]; else if (s == f) print tag, N[k], f, c; else print tag, N[k], f, c, s }
   f = c = s = ""; next }
 { if (f == "") { f = $1; c = $3 } s = s (s == "" ? "" : ",") $1 }
 END { for (k++; k <= n; k++) print "unreached", N[k] }"""
@@ -173,46 +174,76 @@ class Resolution(dict):
 
 
 def parse_resolve(text: str) -> Resolution:
-    """The probe prints ``query <name>`` per name, then per name that is not an address (an address
-    resolves to itself) ``v4 <name> <first> <canonical> <all>`` (``getent ahostsv4``) or ``miss
-    <name>``, and for the missing ones again ``any ...`` or ``miss ...`` (``getent ahosts``, IPv6
-    too); see RESOLVE_BLOCKS.
-    Saved facts files hold two older forms: the query lines followed by one ``getent hosts``'s lines
-    (matched by name, see _matched), and ``<name> <address or ->``."""
+    """The probe prints ``query <name>`` per name that is an address (it resolves to itself, not
+    looked up), per other name ``v4 <name> <first> <canonical> [<all>]`` (``getent ahostsv4``) or
+    ``miss <name>``, for the missing ones again ``any ...`` or ``miss ...`` (``getent ahosts``, IPv6
+    too; see RESOLVE_BLOCKS), and last ``end <number of names>``: output cut at the probe's cap
+    has no end line, and reading it would blame the names after the cut on their nodes.
+    Saved facts files hold older forms: ``query`` lines for every name followed by those lines
+    without an end line, or by one ``getent hosts``'s lines (matched by name, see _matched), and
+    ``<name> <address or ->``."""
     rows = [line.split() for line in text.splitlines()]
+    ends = [r for r in rows if len(r) == 2 and r[0] == "end"]
+    if ends:
+        return _answers(_present_names(rows, ends[-1][1]), rows)
     # Every node lists every name: interned, the N x N answers share one string per name/address.
     queries = [sys.intern(r[1]) for r in rows if len(r) == 2 and r[0] == "query"]
+    if {r[1] for r in rows if len(r) >= 2 and r[0] in _TAGS} - set(queries):
+        # The present form (a name looked up prints no query line) without its end line.
+        raise ParseError("the output ended before its end line (cut short)")
     if not queries:  # the oldest form
         legacy = {r[0]: None if r[1] == "-" else r[1] for r in rows if len(r) >= 2}
         if not legacy and text.strip():
             raise ParseError("unreadable name resolution records")
         return Resolution(legacy)
     names = Resolution({q: (q if _is_address(q) else None) for q in queries})
-    blocks = [r for r in rows if len(r) >= 2 and r[0] in ("v4", "any", "miss", "unreached")]
+    blocks = [r for r in rows if len(r) >= 2 and r[0] in _TAGS]
     if blocks or not any(len(r) >= 2 and r[0] != "query" for r in rows):
         if blocks:
             _complete(queries, blocks)
-        for r in blocks:
-            if r[0] != "miss" and names.get(r[1], "") is None:
-                every = r[4].split(",") if len(r) >= 5 else [r[2]] if len(r) >= 3 else []
-                if not every or not all(_is_address(a) for a in [r[2], *every]):
-                    raise ParseError(f"unreadable answer for {r[1]}: {' '.join(r[2:])[:80]!r}")
-                names[r[1]] = sys.intern(r[2])
-                names.addresses[r[1]] = tuple(sorted({sys.intern(a) for a in every}, key=_address_order))
-        return names
+        return _answers(names, rows)
     return _matched(queries, _blocks([r for r in rows if len(r) >= 2 and r[0] != "query"]), names)
 
 
+_TAGS = ("v4", "any", "miss", "unreached")
+
+
+def _present_names(rows: list[list[str]], count: str) -> Resolution:
+    """The names of the present form, in the order printed: addresses first, as themselves."""
+    names = Resolution()
+    for r in rows:
+        if len(r) == 2 and r[0] == "query":
+            names[sys.intern(r[1])] = sys.intern(r[1])
+        elif len(r) >= 2 and r[0] in _TAGS and r[1] not in names:
+            names[sys.intern(r[1])] = None
+    if not count.isdigit() or int(count) != len(names):
+        raise ParseError(f"answers for {len(names)} names, but the probe asked for {count}")
+    return names
+
+
+def _answers(names: Resolution, rows: list[list[str]]) -> Resolution:
+    unreached = [r[1] for r in rows if len(r) >= 2 and r[0] == "unreached"]
+    if unreached:
+        raise ParseError(f"getent never answered for {len(unreached)} names ({', '.join(unreached[:3])}"
+                         f"{', ...' if len(unreached) > 3 else ''})")
+    for r in rows:
+        if len(r) >= 2 and r[0] in ("v4", "any") and names.get(r[1], "") is None:
+            every = r[4].split(",") if len(r) >= 5 else [r[2]] if len(r) >= 3 else []
+            if not every or not all(_is_address(a) for a in [r[2], *every]):
+                raise ParseError(f"unreadable answer for {r[1]}: {' '.join(r[2:])[:80]!r}")
+            names[r[1]] = sys.intern(r[2])
+            names.addresses[r[1]] = tuple(sorted({sys.intern(a) for a in every}, key=_address_order))
+    return names
+
+
 def _complete(queries: list[str], blocks: list[list[str]]) -> None:
-    """Every name looked up has its line: a name read as unresolved because the output ended
-    early (cut at the probe's cap) or getent never reached it would blame that name's node."""
-    unreached = [r[1] for r in blocks if r[0] == "unreached"]
+    """The form with no end line: every name looked up has its line (what the output kept, when
+    it was cut, may still end inside the second pass)."""
     answered = {r[1] for r in blocks}
-    lacking = unreached or [q for q in queries if q not in answered and not _is_address(q)]
+    lacking = [q for q in queries if q not in answered and not _is_address(q)]
     if lacking:
         raise ParseError(f"no answer for {len(lacking)} of the {len(queries)} names ({', '.join(lacking[:3])}"
-                         f"{', ...' if len(lacking) > 3 else ''}): getent stopped before them or the output "
-                         f"ended early")
+                         f"{', ...' if len(lacking) > 3 else ''}): the output ended early")
 
 
 def _blocks(lines: list[list[str]]) -> list[list[list[str]]]:

@@ -113,7 +113,9 @@ def test_hostnames_dns_rotation_agrees_but_a_loopback_line_first_does_not():
         rec["node-01"] = rec["node-01"].replace(f"v4 node-02 10.0.0.2 node-02 {everywhere}",
                                                 f"v4 node-02 {first_on_01} node-02 {set_on_01}")
         cl = _cluster({n: {"net.resolve": t} for n, t in rec.items()})[1]
-        if nics is not None:
+        if nics is None:
+            del cl.facts["node-02"].raw["net.interfaces"]
+        else:
             cl.facts["node-02"].raw["net.interfaces"] = out(json.dumps(
                 [{"ifname": f"eth{i}", "flags": ["UP"], "operstate": "UP",
                   "addr_info": [{"family": "inet", "local": a, "prefixlen": 24}]} for i, a in enumerate(nics)]))
@@ -126,10 +128,28 @@ def test_hostnames_dns_rotation_agrees_but_a_loopback_line_first_does_not():
     assert node_02(views("10.0.0.12", "10.0.0.12,10.0.0.2")).outcome == "passed"
     r = node_02(views("127.0.1.1", "127.0.1.1,10.0.0.2,10.0.0.12"))
     assert r.outcome == "failed" and r.outliers == ("node-01",) and "node-02 -> 127.0.1.1" in r.message, r
-    r = node_02(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
-    assert r.outcome == "failed" and r.outliers == ("node-01",) and "node-02 -> 10.9.9.9" in r.message, r
-    r = node_02(views("10.0.0.12", "10.0.0.12,10.0.0.2", nics=None))
-    assert r.outcome == "failed" and "node-02 -> 10.0.0.12" in r.message, r
+    # A stale record every node has fails the host's name whichever record came first.
+    for first in ("10.9.9.9", "10.0.0.2"):
+        r = node_02(views(first, "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
+        assert r.outcome == "failed" and r.outliers == ("node-02",), r
+        assert "every node resolves node-02 to one of 10.0.0.2, 10.9.9.9" in r.message, r.message
+        assert "10.9.9.9 is not an address of node-02" in r.message and "interfaces: 10.0.0.12, 10.0.0.2" in r.message
+    # Its interfaces unknown (unreached, no ip): rotation is not made a disagreement between nodes.
+    assert node_02(views("10.0.0.12", "10.0.0.12,10.0.0.2", nics=None)).outcome == "passed"
+
+
+def test_hostnames_a_name_every_node_resolves_to_loopback_fails():
+    """An /etc/hosts copied from node-02 with its name on the loopback line: every node agrees on
+    127.0.0.1, which is node-02's lo but to every other node itself."""
+    rec = "query node-01\nquery node-02\nv4 node-01 10.0.0.1 -\nv4 node-02 127.0.0.1 localhost\n"
+    cl = _cluster({n: {"net.resolve": rec} for n in ("node-01", "node-02", "node-03")})[1]
+    cl.facts["node-02"].raw["net.interfaces"] = out(json.dumps(
+        [{"ifname": "lo", "flags": ["UP", "LOOPBACK"], "operstate": "UNKNOWN",
+          "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8}]},
+         {"ifname": "eth0", "flags": ["UP"], "operstate": "UP",
+          "addr_info": [{"family": "inet", "local": "10.0.0.2", "prefixlen": 24}]}]))
+    [r] = [r for r in run_check(network.test_hostnames, cluster=cl) if r.subject == "node-02"]
+    assert r.outcome == "failed" and "every node resolves node-02 to 127.0.0.1" in r.message, r
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root and unshare")
@@ -202,12 +222,12 @@ def test_resolve_command_without_getent_says_so(tmp_path):
     from preflight.facts import FACTS
     from preflight.probe import packed
 
-    for tool in ("bash", "base64", "gzip"):
+    for tool in ("bash", "base64", "gzip", "awk"):
         (tmp_path / tool).symlink_to(shutil.which(tool))
     env = {"PATH": str(tmp_path), "PF_HOSTNAMES_GZ": packed("node-a 10.0.0.9")}
     done = subprocess.run([str(tmp_path / "bash"), "-c", FACTS["net.resolve"].command], capture_output=True,
                           text=True, env=env, timeout=30)
-    assert done.returncode == 127 and done.stdout == "query node-a\nquery 10.0.0.9\n"
+    assert done.returncode == 127 and done.stdout == "query 10.0.0.9\n"
 
 
 def test_record_parsers():
@@ -1554,7 +1574,7 @@ def test_resolve_blocks_end_at_the_ipv4_mapped_key_too():
              "::ffff:0.0.0.1  STREAM 0.0.0.1\n::ffff:0.0.0.1  STREAM 0.0.0.1\n")
     out = subprocess.run(["awk", "-v", "tag=any", RESOLVE_BLOCKS], input=lines,
                          capture_output=True, text=True, timeout=30).stdout
-    assert out == "any node-a 2001:db8::1 node-a 2001:db8::1\nmiss node-b\n"
+    assert out == "any node-a 2001:db8::1 -\nmiss node-b\n"
 
 
 def test_resolve_blocks_not_closed_are_unreached_not_missing():
@@ -1567,9 +1587,25 @@ def test_resolve_blocks_not_closed_are_unreached_not_missing():
     lines = "name a\nname b\nname c\n10.0.0.1 STREAM a\n0.0.0.1 STREAM 0.0.0.1\n"
     out = subprocess.run(["awk", "-v", "tag=v4", RESOLVE_BLOCKS], input=lines, capture_output=True, text=True,
                          timeout=30).stdout
-    assert out == "v4 a 10.0.0.1 a 10.0.0.1\nunreached b\nunreached c\n"
-    with pytest.raises(ParseError, match="no answer for 2 of the 3 names \\(b, c\\)"):
-        parse_resolve("query a\nquery b\nquery c\n" + out)
+    assert out == "v4 a 10.0.0.1 -\nunreached b\nunreached c\n"
+    with pytest.raises(ParseError, match="getent never answered for 2 names \\(b, c\\)"):
+        parse_resolve(out + "end 3\n")
+
+
+def test_resolve_present_form_ends_with_the_count_of_names():
+    """Addresses print as query lines, looked-up names as their answer lines only (about 55 bytes
+    a name: 10 000 FQDNs stay far under the 1 MiB cap), and an end line with the number of names:
+    output cut anywhere, in the second pass too, is an error, not names unresolved."""
+    text = "query 10.0.0.9\nv4 a 10.0.0.1 -\nv4 b 10.0.0.3 host-b 10.0.0.3,10.0.0.2\nmiss c\nmiss c\nany c fd00::9 -\n"
+    answers = parse_resolve(text + "end 4\n")
+    assert answers == {"10.0.0.9": "10.0.0.9", "a": "10.0.0.1", "b": "10.0.0.3", "c": "fd00::9"}
+    assert answers.addresses["b"] == ("10.0.0.2", "10.0.0.3") and answers.addresses["a"] == ("10.0.0.1",)
+    assert parse_resolve("end 0\n") == {}
+    for cut in (text, text[:text.index("any c")], text[:text.index("v4 b")]):
+        with pytest.raises(ParseError, match="ended before its end line"):
+            parse_resolve(cut)
+    with pytest.raises(ParseError, match="answers for 4 names, but the probe asked for 5"):
+        parse_resolve(text + "end 5\n")
 
 
 def test_resolve_output_cut_short_is_unreadable_not_unresolved():
@@ -1653,3 +1689,25 @@ def test_resolve_command_with_a_getent_that_answers_nothing_fails_loudly(tmp_pat
     done = subprocess.run([env["PATH"] + "/bash", "-c", FACTS["net.resolve"].command], capture_output=True,
                           text=True, env=env, timeout=60)
     assert done.returncode == 3 and "getent ahostsv4 answers nothing" in done.stderr, (done.stdout, done.stderr)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root and unshare")
+def test_resolve_command_on_a_node_with_no_ipv4_address(tmp_path):
+    """glibc's getent asks with AI_ADDRCONFIG, which does not count loopback: on a node whose only
+    IPv4 address is 127.0.0.1, getent ahostsv4 answers nothing, not even the key.  That is a node
+    with no IPv4, whose names the second pass (ahosts) resolves, not a getent that cannot answer."""
+    import subprocess
+
+    from preflight.facts import FACTS
+    from preflight.probe import packed
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("2001:db8::5 node-a\n2001:db8::7 node-b\n")
+    spec = FACTS["net.resolve"]
+    script = (f"ip link set lo up && ip -6 addr add 2001:db8::5/64 dev lo && mount --bind {hosts} /etc/hosts "
+              f"&& exec bash -c {shlex.quote(spec.command)}")
+    env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "PF_HOSTNAMES_GZ": packed("node-a node-b node-x")}
+    done = subprocess.run(["unshare", "-n", "-m", "bash", "-c", script], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert spec.parse(done.stdout) == {"node-a": "2001:db8::5", "node-b": "2001:db8::7", "node-x": None}, done.stdout

@@ -299,3 +299,15 @@ def test_a_replayed_host_whose_capture_ended_early_says_so_not_that_the_file_lac
     late.replayed_from = "f.json"
     with pytest.raises(FactUnavailable, match="--host-timeout ended the probe"):
         late.get("session.nofile")
+
+
+def test_name_resolution_cut_at_the_cap_is_an_error_with_its_next_step():
+    """Output cut at the probe's cap: an error saying so, and what to do (past ~19 000 names, the
+    inventory split over controllers), not the names after the cut unresolved on that node."""
+    text = "".join(f"v4 node-{i:05d}.cluster.example.com 10.{i // 250}.{i % 250}.9 -\n" for i in range(300))
+    facts = HostFacts(host="node-01", raw={"net.resolve": dataclasses.replace(out(text[:-20]), truncated=True)})
+    with pytest.raises(FactUnavailable) as caught:
+        facts.get("net.resolve")
+    message = str(caught.value)
+    assert "ended before its end line" in message and "the tool printed more" in message, message
+    assert "Past one controller" in remedy_for_unevaluated(message)
