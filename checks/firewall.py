@@ -59,12 +59,7 @@ def _peers_allowed(state, host, cluster) -> list[str] | None:
     if (state.firewalld or "").strip().lower() in ("running", "active") or state.ufw == "active" \
             or state.nft_findings or not state.accepted_sources:
         return None
-    networks = []
-    for source in state.accepted_sources:
-        try:
-            networks.append(ipaddress.ip_network(source, strict=False))
-        except ValueError:
-            continue
+    networks = state.accepted_networks
     peers = [facts for other, facts in cluster.reachable() if other.name != host.name]
     if not peers or not networks:
         return None

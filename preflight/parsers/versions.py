@@ -486,6 +486,17 @@ class FirewallState:
     legacy_findings: tuple[str, ...] = ()
 
     @property
+    def accepted_networks(self) -> list:
+        """accepted_sources as ipaddress networks (a source that is none, e.g. a name, left out)."""
+        networks = []
+        for source in self.accepted_sources:
+            try:
+                networks.append(ipaddress.ip_network(source, strict=False))
+            except ValueError:
+                continue
+        return networks
+
+    @property
     def active(self) -> list[str]:
         found = []
         if self.firewalld and self.firewalld.strip().lower() in ("running", "active"):
