@@ -60,7 +60,7 @@ def replicate(doc: dict, n: int) -> dict:
     src = doc["hosts"][0]
     names = [f"node-{i:05d}" for i in range(1, n + 1)]
     address = {name: f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}" for i, name in enumerate(names, 1)}
-    resolve = "".join(f"query {name}\n" for name in names) + "".join(f"{address[x]}  {x}\n" for x in names)
+    resolve = "".join(f"v4 {x} {address[x]} -\n" for x in names) + f"end {len(names)}\n"  # net.resolve's form
     hosts, inv = [], []
     for i, name in enumerate(names, 1):
         h = copy.deepcopy(src_inv)

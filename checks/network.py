@@ -1,5 +1,6 @@
 """What two nodes must be able to do to each other (phase two: probes between nodes)."""
 
+import ipaddress
 import re
 import shlex
 import statistics
@@ -506,16 +507,17 @@ def test_hostnames(cluster, verdict):
     alike: dict[tuple, list[tuple[str, object]]] = {}
     labels = []
     for name, host in hosts.items():
-        shared = _one_record_set(name, views)
+        firsts = {node: view.get(name) or _UNRESOLVED for node, view in views.items()}
+        # A name's several records (DNS rotating them, or several /etc/hosts lines), where a node has them.
+        several = {node: found for node, view in views.items()
+                   if (found := getattr(view, "addresses", {}).get(name)) and len(found) > 1}
         own = _own_addresses(cluster, host)
-        foreign = [a for a in shared if a not in own] if shared and own is not None else []
-        if foreign:
-            _stale_records(verdict, cluster, host, shared, foreign)
+        if several and own is not None and _foreign_records(verdict, cluster, host, firsts, several, own):
             continue
-        answers = _rotation_folded({node: view.get(name) or _UNRESOLVED for node, view in views.items()}, shared)
+        answers = _rotation_folded(firsts, several, own)
         sides = split(answers, missing=_UNRESOLVED)
         if sides.unanimous and sides.majority != _UNRESOLVED:
-            _same_everywhere(verdict, cluster, host, sides.majority, len(answers))
+            _same_everywhere(verdict, cluster, host, sides.majority, answers)
             continue
         if sides.unanimous and host.address != name:
             labels.append(name)  # the inventory reaches it by address: the name is only a label
@@ -536,25 +538,65 @@ def test_hostnames(cluster, verdict):
                                               f"labels, not names the nodes use")
 
 
-def _one_record_set(name: str, views: dict) -> tuple[str, ...] | None:
-    """The addresses of ``name`` when every node has the same several (DNS rotating one set of
-    records among them), else None."""
-    sets = {getattr(view, "addresses", {}).get(name) for view in views.values()}
-    if len(sets) != 1:
-        return None
-    [addresses] = sets
-    return addresses if addresses and len(addresses) > 1 else None
-
-
-def _rotation_folded(answers: dict, shared: tuple[str, ...] | None) -> dict:
-    """Nodes whose first addresses for a name differ only as DNS rotates one set of records (the
-    same addresses everywhere, none of them loopback; test_hostnames has made sure they are the
-    host's own where its interfaces are known) agree: each answer is then the set's lowest.  Any
+def _rotation_folded(firsts: dict, several: dict, own: set[str] | None) -> dict:
+    """Nodes whose first addresses for a name differ among the host's own addresses agree (DNS
+    rotating its records, a multi-homed host): each answer is then the lowest of them.  With the
+    host's interfaces unknown, the first answers must each be one of every node's records.  Any
     other difference stays: a node putting its own 127.0.1.1 line first, an extra record on one."""
-    if len(set(answers.values())) < 2 or not shared or any(is_loopback(a) for a in shared) \
-            or not set(answers.values()) <= set(shared):
-        return answers
-    return {node: shared[0] for node in answers}
+    seen = set(firsts.values())
+    if len(seen) < 2 or any(is_loopback(a) for found in several.values() for a in found):
+        return firsts
+    if own is None:
+        if len(several) != len(firsts):
+            return firsts
+        own = set.intersection(*(set(found) for found in several.values()))
+    if not seen <= own:
+        return firsts
+    lowest = min(seen, key=_address_key)
+    return {node: lowest for node in firsts}
+
+
+def _address_key(text: str):
+    try:
+        address = ipaddress.ip_address(text)
+        return (address.version, address.packed)
+    except ValueError:
+        return (9, text.encode())
+
+
+def _foreign_records(verdict, cluster, host, firsts, several, own) -> bool:
+    """Records of the host's name that are not its addresses, beside its own (a stale /etc/hosts
+    line, a DNS record left behind): the nodes that got one first connect elsewhere (an error);
+    where none did this time, a resolver may still put one first (a warning).  True if reported."""
+    holders = {node: [a for a in found if a not in own and not is_loopback(a)] for node, found in several.items()}
+    holders = {node: extra for node, extra in holders.items() if extra}
+    if not holders:
+        return False
+    foreign = sorted({a for extra in holders.values() for a in extra}, key=_address_key)
+    one = len(foreign) == 1
+    listed = f"{', '.join(foreign)} {'is not an address' if one else 'are not addresses'} of {host.name}"
+    whose = (f"(inventory address {host.address}; its interfaces: "
+             f"{', '.join(sorted(_interface_addresses(cluster, host) or (), key=_address_key)) or 'none'})")
+    on = "every node" if len(holders) == len(firsts) else fold(holders)
+    singular = on == "every node" or len(holders) == 1
+    remedy = (f"Remove the records of {host.name} that are not its addresses ({', '.join(foreign)}) from "
+              f"/etc/hosts on {on} or from DNS, so that every node reaches it at its own address.")
+    expected = f"{host.name} resolving only to its own addresses"
+    first_foreign = sorted(node for node, first in firsts.items() if first in foreign)
+    if first_foreign:
+        got = sorted({firsts[node] for node in first_foreign}, key=_address_key)
+        verdict.failed(host.name, outliers=tuple(first_foreign), where=host.name, remedy=remedy, expected=expected,
+                       observed=f"on {fold(first_foreign)}: {host.name} -> {', '.join(got)} first; {listed} "
+                                f"{whose}; {on} {'has' if singular else 'have'} "
+                                f"{'it' if one else 'them'} among {host.name}'s records")
+    else:
+        verdict.failed(host.name, severity="warning", outliers=(host.name,), where=host.name, remedy=remedy,
+                       expected=expected,
+                       observed=f"{on} also resolve{'s' if singular else ''} "
+                                f"{host.name} to {', '.join(foreign)}, beside its own address; {listed} {whose}. "
+                                f"Each node got an own address first this time, but a resolver may put the "
+                                f"other first (DNS hands records out in turn)")
+    return True
 
 
 def _own_addresses(cluster, host) -> set[str] | None:
@@ -574,28 +616,19 @@ def _interface_addresses(cluster, host) -> set[str] | None:
     return {ip for iface in interfaces.values() for ip in iface.ips(link_local=True) if not is_loopback(ip)}
 
 
-def _stale_records(verdict, cluster, host, shared, foreign):
-    """Every node has the same records for the name, and some are not the host's: whichever node
-    DNS hands one of those first connects elsewhere, so this does not hang on which came first."""
-    verdict.failed(host.name, outliers=(host.name,), where=host.name,
-                   observed=f"every node resolves {host.name} to one of {', '.join(shared)} (DNS hands them "
-                            f"out in turn), and {', '.join(foreign)} {'is' if len(foreign) == 1 else 'are'} not "
-                            f"an address of {host.name} (inventory address {host.address}; its interfaces: "
-                            f"{', '.join(sorted(_interface_addresses(cluster, host) or ())) or 'none'})",
-                   expected=f"every address of {host.name} one of its own")
-
-
-def _same_everywhere(verdict, cluster, host, address, count):
+def _same_everywhere(verdict, cluster, host, address, answers):
     """A name every node resolves alike can still be wrong everywhere (one stale /etc/hosts copied
-    to every node): the address must be the host's, by the inventory or by its own interfaces."""
+    to every node): the address must be the host's, by the inventory or by its own interfaces.  A
+    node alone resolving its own name to loopback is no fault (a one-node inventory)."""
     own = _interface_addresses(cluster, host)
-    if address == host.address or own is None or address in own:
-        verdict.passed(host.name, message=f"{host.name} -> {address} on all {count} nodes")
+    alone = set(answers) == {host.name} and is_loopback(address)
+    if address == host.address or own is None or address in own or alone:
+        verdict.passed(host.name, message=f"{host.name} -> {address} on all {len(answers)} nodes")
         return
     verdict.failed(host.name, outliers=(host.name,), where=host.name,
                    observed=f"every node resolves {host.name} to {address}, which is not an address of "
                             f"{host.name} (inventory address {host.address}; its interfaces: "
-                            f"{', '.join(sorted(own)) or 'none'})",
+                            f"{', '.join(sorted(own, key=_address_key)) or 'none'})",
                    expected=f"{host.name} resolving to one of its own addresses")
 
 

@@ -120,6 +120,9 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              # Names that are addresses print as they are (query lines); the others are looked up.
              # printf and awk, not a loop appending to a string: that is quadratic in bash (10 s at
              # 10 000 names).
+             # Every step below needs awk: without it, that is the error (not getent missing).
+             'command -v awk >/dev/null || { echo "awk not found: name resolution is not read without it" >&2; '
+             'exit 3; }; '
              'printf "%s\\n" $names | awk \'NF && ($1 ~ /:/ || $1 !~ /[^0-9.]/) {print "query", $1}\'; '
              'ask=$(printf "%s\\n" $names | awk \'$1 !~ /:/ && $1 ~ /[^0-9.]/\'); '
              # Without getent every name would read as unresolved: say it is missing instead.

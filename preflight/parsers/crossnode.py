@@ -183,13 +183,15 @@ def parse_resolve(text: str) -> Resolution:
     without an end line, or by one ``getent hosts``'s lines (matched by name, see _matched), and
     ``<name> <address or ->``."""
     rows = [line.split() for line in text.splitlines()]
-    ends = [r for r in rows if len(r) == 2 and r[0] == "end"]
+    ends = [r for r in rows if len(r) == 2 and r[0] == "end" and r[1].isdigit()]
     if ends:
         return _answers(_present_names(rows, ends[-1][1]), rows)
     # Every node lists every name: interned, the N x N answers share one string per name/address.
     queries = [sys.intern(r[1]) for r in rows if len(r) == 2 and r[0] == "query"]
-    if {r[1] for r in rows if len(r) >= 2 and r[0] in _TAGS} - set(queries):
-        # The present form (a name looked up prints no query line) without its end line.
+    # The present form without its end line: a looked-up name prints no query line.  (The oldest
+    # form's "<name> <address or ->" rows can start with a tag, for a host named miss or v4.)
+    if {r[1] for r in rows if len(r) >= 2 and r[0] in _TAGS
+            and (len(r) > 2 or not (r[1] == "-" or _is_address(r[1])))} - set(queries):
         raise ParseError("the output ended before its end line (cut short)")
     if not queries:  # the oldest form
         legacy = {r[0]: None if r[1] == "-" else r[1] for r in rows if len(r) >= 2}

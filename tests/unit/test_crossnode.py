@@ -128,12 +128,22 @@ def test_hostnames_dns_rotation_agrees_but_a_loopback_line_first_does_not():
     assert node_02(views("10.0.0.12", "10.0.0.12,10.0.0.2")).outcome == "passed"
     r = node_02(views("127.0.1.1", "127.0.1.1,10.0.0.2,10.0.0.12"))
     assert r.outcome == "failed" and r.outliers == ("node-01",) and "node-02 -> 127.0.1.1" in r.message, r
-    # A stale record every node has fails the host's name whichever record came first.
-    for first in ("10.9.9.9", "10.0.0.2"):
-        r = node_02(views(first, "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
-        assert r.outcome == "failed" and r.outliers == ("node-02",), r
-        assert "every node resolves node-02 to one of 10.0.0.2, 10.9.9.9" in r.message, r.message
-        assert "10.9.9.9 is not an address of node-02" in r.message and "interfaces: 10.0.0.12, 10.0.0.2" in r.message
+    # A record that is not node-02's beside its own: the node that got it first is the outlier (an
+    # error); where every node got the own one first, a warning that a resolver may not next time.
+    r = node_02(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
+    assert r.outcome == "failed" and r.outliers == ("node-01",), r
+    for needle in ("on node-01: node-02 -> 10.9.9.9 first; 10.9.9.9 is not an address of node-02",
+                   "its interfaces: 10.0.0.2, 10.0.0.12", "every node has it among node-02's records"):
+        assert needle in r.message, r.message
+    assert "10.9.9.9" in r.remedy and "/etc/hosts on every node" in r.remedy
+    r = node_02(views("10.0.0.2", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
+    assert r.outcome == "warning" and r.outliers == ("node-02",), r
+    assert "every node also resolves node-02 to 10.9.9.9, beside its own address" in r.message, r.message
+    # ... also when only some nodes have it, and node-02's own view differs (its own /etc/hosts line).
+    r = node_02(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2"))
+    assert r.outcome == "failed" and r.outliers == ("node-01",) and "node-01 has it among" in r.message, r
+    # Rotation among node-02's own addresses passes though node-02 itself sees only one of them.
+    assert node_02(views("10.0.0.12", "10.0.0.12,10.0.0.2", everywhere="10.0.0.2")).outcome == "passed"
     # Its interfaces unknown (unreached, no ip): rotation is not made a disagreement between nodes.
     assert node_02(views("10.0.0.12", "10.0.0.12,10.0.0.2", nics=None)).outcome == "passed"
 
@@ -150,6 +160,16 @@ def test_hostnames_a_name_every_node_resolves_to_loopback_fails():
           "addr_info": [{"family": "inet", "local": "10.0.0.2", "prefixlen": 24}]}]))
     [r] = [r for r in run_check(network.test_hostnames, cluster=cl) if r.subject == "node-02"]
     assert r.outcome == "failed" and "every node resolves node-02 to 127.0.0.1" in r.message, r
+
+
+def test_hostnames_one_node_resolving_its_own_name_to_loopback_passes():
+    """A one-node inventory (SSH, not local) whose /etc/hosts has 127.0.0.1 localhost node-01: no
+    other node connects to it by that name."""
+    host = make_host("node-01", address="10.0.0.1")
+    facts = make_facts("node-01")
+    facts.raw["net.resolve"] = out("v4 node-01 127.0.0.1 localhost\nend 1\n")
+    [r] = run_check(network.test_hostnames, cluster=cluster_of((host, facts)))
+    assert r.outcome == "passed" and "node-01 -> 127.0.0.1 on all 1 nodes" in r.message, r
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root and unshare")
@@ -188,6 +208,9 @@ def test_resolve_command_against_a_hosts_file(tmp_path):
 
 def test_resolve_reads_the_older_per_name_records():
     assert parse_resolve("node-01 10.0.0.1\nnode-02 -\n") == {"node-01": "10.0.0.1", "node-02": None}
+    # Hosts named like the present form's tags and end line.
+    assert parse_resolve("node-a 10.0.0.1\nend 10.0.0.2\nmiss 10.0.0.3\nv4 -\n") == {
+        "node-a": "10.0.0.1", "end": "10.0.0.2", "miss": "10.0.0.3", "v4": None}
     assert parse_resolve("") == {}
     with pytest.raises(ParseError):
         parse_resolve("garbage\n")
@@ -222,11 +245,18 @@ def test_resolve_command_without_getent_says_so(tmp_path):
     from preflight.facts import FACTS
     from preflight.probe import packed
 
-    for tool in ("bash", "base64", "gzip", "awk"):
+    for tool in ("bash", "base64", "gzip"):
         (tmp_path / tool).symlink_to(shutil.which(tool))
     env = {"PATH": str(tmp_path), "PF_HOSTNAMES_GZ": packed("node-a 10.0.0.9")}
-    done = subprocess.run([str(tmp_path / "bash"), "-c", FACTS["net.resolve"].command], capture_output=True,
-                          text=True, env=env, timeout=30)
+
+    def run():
+        return subprocess.run([str(tmp_path / "bash"), "-c", FACTS["net.resolve"].command], capture_output=True,
+                              text=True, env=env, timeout=30)
+
+    done = run()  # no awk either: that is said first (it is not getent that is missing)
+    assert done.returncode == 3 and "awk not found" in done.stderr, done.stderr
+    (tmp_path / "awk").symlink_to(shutil.which("awk"))
+    done = run()
     assert done.returncode == 127 and done.stdout == "query 10.0.0.9\n"
 
 
