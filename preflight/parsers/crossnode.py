@@ -233,8 +233,8 @@ def _answers(names: Resolution, rows: list[list[str]]) -> Resolution:
             every = r[4].split(",") if len(r) >= 5 else [r[2]] if len(r) >= 3 else []
             if not every or not all(_is_address(a) for a in [r[2], *every]):
                 raise ParseError(f"unreadable answer for {r[1]}: {' '.join(r[2:])[:80]!r}")
-            names[r[1]] = sys.intern(r[2])
-            names.addresses[r[1]] = tuple(sorted({sys.intern(a) for a in every}, key=_address_order))
+            names[r[1]] = sys.intern(_unmapped(r[2]))
+            names.addresses[r[1]] = tuple(sorted({sys.intern(_unmapped(a)) for a in every}, key=_address_order))
     return names
 
 
@@ -287,6 +287,16 @@ def _matched(queries: list[str], blocks: list[list[list[str]]], names: dict[str,
             names[name] = found[j][0]
             j += 1
     return names
+
+
+def _unmapped(address: str) -> str:
+    """An IPv4-mapped answer (::ffff:10.0.0.3, getent ahosts's on a node with no IPv4 address but
+    loopback) as the IPv4 address it connects to, as the other nodes print it."""
+    if address.startswith("::ffff:") or address.startswith("::FFFF:"):
+        mapped = ipaddress.ip_address(address).ipv4_mapped
+        if mapped is not None:
+            return str(mapped)
+    return address
 
 
 def _address_order(text: str):

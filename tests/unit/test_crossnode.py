@@ -1636,6 +1636,10 @@ def test_resolve_present_form_ends_with_the_count_of_names():
             parse_resolve(cut)
     with pytest.raises(ParseError, match="answers for 4 names, but the probe asked for 5"):
         parse_resolve(text + "end 5\n")
+    # A node with no IPv4 address but loopback gets an A record's address IPv4-mapped from ahosts:
+    # the address it connects to, as the dual-stack nodes print it.
+    mapped = parse_resolve("miss d\nany d ::ffff:10.0.0.4 - ::ffff:10.0.0.4,fd00::4\nend 1\n")
+    assert mapped == {"d": "10.0.0.4"} and mapped.addresses["d"] == ("10.0.0.4", "fd00::4")
 
 
 def test_resolve_output_cut_short_is_unreadable_not_unresolved():
