@@ -1,5 +1,6 @@
 """What two nodes must be able to do to each other (phase two: probes between nodes)."""
 
+import functools
 import ipaddress
 import re
 import shlex
@@ -14,6 +15,7 @@ from preflight.checks.hccl import not_applicable
 from preflight.facts import FactUnavailable, remedy_for_unevaluated
 from preflight.hostlist import fold
 from preflight.outliers import split
+from preflight.parsers.crossnode import address_order
 
 NO_RECORD_REMEDY = ("The probe between the nodes left no record for this target (cut by the step's deadline or "
                     "the run interrupted): re-run the preflight, with a larger --command-timeout if the nodes are "
@@ -506,18 +508,25 @@ def test_hostnames(cluster, verdict):
     # finding naming them as a node set, not N findings (1000 at 1000 nodes) that differ by name only.
     alike: dict[tuple, list[tuple[str, object]]] = {}
     labels = []
+    # Addresses on more than one node's interfaces (docker0's 172.17.0.1 everywhere) are no one
+    # node's own: a first answer among them does not fold as the host's.
+    on_nodes = Counter(a for h in cluster.hosts for a in (_interface_addresses(cluster, h) or ()))
+    stale: dict[tuple, list[tuple[str, list]]] = {}
     for name, host in hosts.items():
         firsts = {node: view.get(name) or _UNRESOLVED for node, view in views.items()}
         # A name's several records (DNS rotating them, or several /etc/hosts lines), where a node has them.
         several = {node: found for node, view in views.items()
                    if (found := getattr(view, "addresses", {}).get(name)) and len(found) > 1}
-        own = _own_addresses(cluster, host)
-        if several and own is not None and _foreign_records(verdict, cluster, host, firsts, several, own):
-            continue
-        answers = _rotation_folded(firsts, several, own)
+        interfaces = _interface_addresses(cluster, host)
+        if several and interfaces is not None:
+            _collect_foreign(stale, name, firsts, several, interfaces | {host.address})
+        answers = _rotation_folded(firsts, several, None if interfaces is None else
+                                   {host.address} | {a for a in interfaces if on_nodes[a] == 1
+                                                     and not _link_local(a)})
         sides = split(answers, missing=_UNRESOLVED)
         if sides.unanimous and sides.majority != _UNRESOLVED:
-            _same_everywhere(verdict, cluster, host, sides.majority, answers)
+            _same_everywhere(verdict, cluster, host, sides.majority, answers, alone=len(hosts) == 1,
+                             folded=answers != firsts)
             continue
         if sides.unanimous and host.address != name:
             labels.append(name)  # the inventory reaches it by address: the name is only a label
@@ -527,6 +536,8 @@ def test_hostnames(cluster, verdict):
         else:
             how = "unresolved" if set(sides.others) == {_UNRESOLVED} else "elsewhere"
         alike.setdefault((how, sides.outliers or tuple(sorted(answers))), []).append((name, sides))
+    for holders, names in stale.items():
+        _foreign_records(verdict, holders, names)
     for (how, outliers), failing in alike.items():
         if len(failing) == 1:
             _one_name_failing(verdict, *failing[0], outliers)
@@ -539,64 +550,71 @@ def test_hostnames(cluster, verdict):
 
 
 def _rotation_folded(firsts: dict, several: dict, own: set[str] | None) -> dict:
-    """Nodes whose first addresses for a name differ among the host's own addresses agree (DNS
-    rotating its records, a multi-homed host): each answer is then the lowest of them.  With the
-    host's interfaces unknown, the first answers must each be one of every node's records.  Any
-    other difference stays: a node putting its own 127.0.1.1 line first, an extra record on one."""
+    """Where some node has several records for a name (DNS rotating them, a multi-homed host),
+    first answers that are each one of the host's own addresses agree: each is then the lowest of
+    them.  ``own``: the host's inventory address and the addresses on its interfaces alone; None
+    when its interfaces are unknown, and then the records every node has.  Other answers stay as
+    they are, to be told apart: a node putting its own 127.0.1.1 line first, a stale record."""
     seen = set(firsts.values())
-    if len(seen) < 2 or any(is_loopback(a) for found in several.values() for a in found):
+    if len(seen) < 2 or not several:
         return firsts
     if own is None:
         if len(several) != len(firsts):
             return firsts
         own = set.intersection(*(set(found) for found in several.values()))
-    if not seen <= own:
+    same = {a for a in seen if a in own and not _loopback(a)}
+    if len(same) < 2:
         return firsts
-    lowest = min(seen, key=_address_key)
-    return {node: lowest for node in firsts}
+    lowest = min(same, key=address_order)
+    return {node: lowest if first in same else first for node, first in firsts.items()}
 
 
-def _address_key(text: str):
+@functools.lru_cache(maxsize=65536)
+def _loopback(address: str) -> bool:
+    return is_loopback(address)  # once per address: N nodes x N names look the same few up
+
+
+@functools.lru_cache(maxsize=65536)
+def _link_local(address: str) -> bool:
     try:
-        address = ipaddress.ip_address(text)
-        return (address.version, address.packed)
+        return ipaddress.ip_address(address.split("%")[0]).is_link_local
     except ValueError:
-        return (9, text.encode())
-
-
-def _foreign_records(verdict, cluster, host, firsts, several, own) -> bool:
-    """Records of the host's name that are not its addresses, beside its own (a stale /etc/hosts
-    line, a DNS record left behind): the nodes that got one first connect elsewhere (an error);
-    where none did this time, a resolver may still put one first (a warning).  True if reported."""
-    holders = {node: [a for a in found if a not in own and not is_loopback(a)] for node, found in several.items()}
-    holders = {node: extra for node, extra in holders.items() if extra}
-    if not holders:
         return False
-    foreign = sorted({a for extra in holders.values() for a in extra}, key=_address_key)
-    one = len(foreign) == 1
-    listed = f"{', '.join(foreign)} {'is not an address' if one else 'are not addresses'} of {host.name}"
-    whose = (f"(inventory address {host.address}; its interfaces: "
-             f"{', '.join(sorted(_interface_addresses(cluster, host) or (), key=_address_key)) or 'none'})")
-    on = "every node" if len(holders) == len(firsts) else fold(holders)
-    singular = on == "every node" or len(holders) == 1
-    remedy = (f"Remove the records of {host.name} that are not its addresses ({', '.join(foreign)}) from "
-              f"/etc/hosts on {on} or from DNS, so that every node reaches it at its own address.")
-    expected = f"{host.name} resolving only to its own addresses"
-    first_foreign = sorted(node for node, first in firsts.items() if first in foreign)
-    if first_foreign:
-        got = sorted({firsts[node] for node in first_foreign}, key=_address_key)
-        verdict.failed(host.name, outliers=tuple(first_foreign), where=host.name, remedy=remedy, expected=expected,
-                       observed=f"on {fold(first_foreign)}: {host.name} -> {', '.join(got)} first; {listed} "
-                                f"{whose}; {on} {'has' if singular else 'have'} "
-                                f"{'it' if one else 'them'} among {host.name}'s records")
-    else:
-        verdict.failed(host.name, severity="warning", outliers=(host.name,), where=host.name, remedy=remedy,
-                       expected=expected,
-                       observed=f"{on} also resolve{'s' if singular else ''} "
-                                f"{host.name} to {', '.join(foreign)}, beside its own address; {listed} {whose}. "
-                                f"Each node got an own address first this time, but a resolver may put the "
-                                f"other first (DNS hands records out in turn)")
-    return True
+
+
+def _collect_foreign(stale: dict, name: str, firsts: dict, several: dict, own: set[str]) -> None:
+    """Records of a name that are not its host's addresses, held beside the first answer by nodes
+    whose first answer is the host's (a stale /etc/hosts line below the right one, a DNS record left
+    behind): nothing fails today, but a resolver may put one first.  A node that got one first
+    answers differently from the others and is failed as such.  Collected by the nodes holding
+    them, so one node's stale block for every name is one finding."""
+    extra = {}
+    for node, found in several.items():
+        if firsts[node] not in own:
+            continue
+        foreign = tuple(a for a in found if a not in own and not _loopback(a))
+        if foreign:
+            extra[node] = foreign
+    if extra:
+        stale.setdefault(tuple(sorted(extra)), []).append((name, sorted({a for f in extra.values() for a in f},
+                                                                         key=address_order)))
+
+
+def _foreign_records(verdict, holders: tuple, names: list) -> None:
+    where = fold(list(holders))
+    shown = "; ".join(f"{name} -> {', '.join(foreign)}" for name, foreign in names[:_EXAMPLES])
+    more = f" and {len(names) - _EXAMPLES} more names" if len(names) > _EXAMPLES else ""
+    one = len(names) == 1 and len(names[0][1]) == 1
+    verdict.failed(where, severity="warning", outliers=holders, where=where,
+                   observed=f"besides each name's own address, {where} "
+                            f"{'resolves' if len(holders) == 1 else 'resolve'} {shown}{more}, which "
+                            f"{'is not an address of that node' if one else 'are not addresses of those nodes'} "
+                            f"(a resolver may return {'it' if one else 'them'} first: DNS rotates records, and "
+                            f"/etc/hosts order can change)",
+                   expected="every record of a node's name one of its own addresses",
+                   remedy=f"Remove the records that are not the node's addresses from /etc/hosts on {where} (or "
+                          f"from DNS, if they come from there), so that every node reaches each node at its own "
+                          f"address.")
 
 
 def _own_addresses(cluster, host) -> set[str] | None:
@@ -616,19 +634,23 @@ def _interface_addresses(cluster, host) -> set[str] | None:
     return {ip for iface in interfaces.values() for ip in iface.ips(link_local=True) if not is_loopback(ip)}
 
 
-def _same_everywhere(verdict, cluster, host, address, answers):
+def _same_everywhere(verdict, cluster, host, address, answers, alone: bool, folded: bool):
     """A name every node resolves alike can still be wrong everywhere (one stale /etc/hosts copied
-    to every node): the address must be the host's, by the inventory or by its own interfaces.  A
-    node alone resolving its own name to loopback is no fault (a one-node inventory)."""
+    to every node): the address must be the host's, by the inventory or by its own interfaces.  In
+    a one-node inventory (``alone``) its own name on loopback is no fault."""
     own = _interface_addresses(cluster, host)
-    alone = set(answers) == {host.name} and is_loopback(address)
-    if address == host.address or own is None or address in own or alone:
-        verdict.passed(host.name, message=f"{host.name} -> {address} on all {len(answers)} nodes")
+    if address == host.address or own is None or address in own or (alone and is_loopback(address)):
+        if folded:
+            message = f"{host.name} -> one of its own addresses on each of the {len(answers)} nodes"
+        else:
+            message = f"{host.name} -> {address} on " + ("its only node" if alone and len(answers) == 1
+                                                          else f"all {len(answers)} nodes")
+        verdict.passed(host.name, message=message)
         return
     verdict.failed(host.name, outliers=(host.name,), where=host.name,
                    observed=f"every node resolves {host.name} to {address}, which is not an address of "
                             f"{host.name} (inventory address {host.address}; its interfaces: "
-                            f"{', '.join(sorted(own, key=_address_key)) or 'none'})",
+                            f"{', '.join(sorted(own, key=address_order)) or 'none'})",
                    expected=f"{host.name} resolving to one of its own addresses")
 
 

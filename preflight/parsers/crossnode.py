@@ -234,7 +234,7 @@ def _answers(names: Resolution, rows: list[list[str]]) -> Resolution:
             if not every or not all(_is_address(a) for a in [r[2], *every]):
                 raise ParseError(f"unreadable answer for {r[1]}: {' '.join(r[2:])[:80]!r}")
             names[r[1]] = sys.intern(_unmapped(r[2]))
-            names.addresses[r[1]] = tuple(sorted({sys.intern(_unmapped(a)) for a in every}, key=_address_order))
+            names.addresses[r[1]] = tuple(sorted({sys.intern(_unmapped(a)) for a in every}, key=address_order))
     return names
 
 
@@ -299,7 +299,7 @@ def _unmapped(address: str) -> str:
     return address
 
 
-def _address_order(text: str):
+def address_order(text: str):
     try:
         address = ipaddress.ip_address(text)
         return (address.version, address.packed, "")

@@ -128,24 +128,43 @@ def test_hostnames_dns_rotation_agrees_but_a_loopback_line_first_does_not():
     assert node_02(views("10.0.0.12", "10.0.0.12,10.0.0.2")).outcome == "passed"
     r = node_02(views("127.0.1.1", "127.0.1.1,10.0.0.2,10.0.0.12"))
     assert r.outcome == "failed" and r.outliers == ("node-01",) and "node-02 -> 127.0.1.1" in r.message, r
-    # A record that is not node-02's beside its own: the node that got it first is the outlier (an
-    # error); where every node got the own one first, a warning that a resolver may not next time.
-    r = node_02(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
-    assert r.outcome == "failed" and r.outliers == ("node-01",), r
-    for needle in ("on node-01: node-02 -> 10.9.9.9 first; 10.9.9.9 is not an address of node-02",
-                   "its interfaces: 10.0.0.2, 10.0.0.12", "every node has it among node-02's records"):
-        assert needle in r.message, r.message
-    assert "10.9.9.9" in r.remedy and "/etc/hosts on every node" in r.remedy
-    r = node_02(views("10.0.0.2", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
-    assert r.outcome == "warning" and r.outliers == ("node-02",), r
-    assert "every node also resolves node-02 to 10.9.9.9, beside its own address" in r.message, r.message
-    # ... also when only some nodes have it, and node-02's own view differs (its own /etc/hosts line).
-    r = node_02(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2"))
-    assert r.outcome == "failed" and r.outliers == ("node-01",) and "node-01 has it among" in r.message, r
+    def results(cluster):
+        return run_check(network.test_hostnames, cluster=cluster)
+
+    # A record that is not node-02's: the node that got it first is the outlier, as any node
+    # answering differently; the nodes holding it below node-02's own address get a warning (a
+    # resolver may put it first next time), one for all the names they hold such records for.
+    got = results(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
+    [r] = [r for r in got if r.subject == "node-02"]
+    assert r.outcome == "failed" and r.outliers == ("node-01",) and "on node-01: node-02 -> 10.9.9.9" in r.message
+    [w] = [r for r in got if r.outcome == "warning"]
+    assert w.outliers == ("node-02", "node-03") and w.severity == "warning", w
+    assert "node-[02-03] resolve node-02 -> 10.9.9.9, which is not an address of that node" in w.message, w.message
+    assert "/etc/hosts on node-[02-03]" in w.remedy
+    got = results(views("10.0.0.2", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2"))  # only node-01 holds it
+    assert [(r.subject, r.outcome) for r in got if r.outcome != "passed"] == [("node-01", "warning")], got
+    assert [r.outcome for r in got if r.subject == "node-02"] == ["passed"]
     # Rotation among node-02's own addresses passes though node-02 itself sees only one of them.
-    assert node_02(views("10.0.0.12", "10.0.0.12,10.0.0.2", everywhere="10.0.0.2")).outcome == "passed"
+    [r] = [r for r in results(views("10.0.0.12", "10.0.0.12,10.0.0.2", everywhere="10.0.0.2"))
+           if r.subject == "node-02"]
+    assert r.outcome == "passed" and "one of its own addresses on each of the 3 nodes" in r.message, r
     # Its interfaces unknown (unreached, no ip): rotation is not made a disagreement between nodes.
     assert node_02(views("10.0.0.12", "10.0.0.12,10.0.0.2", nics=None)).outcome == "passed"
+    # An address on every node's interfaces (docker0) or link-local is not the host's to fold to.
+    for shared in ("10.0.0.1", "fe80::2"):
+        cl = views(shared, f"{shared},10.0.0.2", nics=("10.0.0.2", "10.0.0.12", "10.0.0.1", "fe80::2"))
+        assert node_02(cl).outcome == "failed", shared
+    # node-02's own view holds its 127.0.1.1 line below its address: rotation among the others folds.
+    cl = views("10.0.0.12", "10.0.0.12,10.0.0.2")
+    cl.facts["node-02"].raw["net.resolve"] = out(cl.facts["node-02"].raw["net.resolve"].stdout.replace(
+        "v4 node-02 10.0.0.2 node-02 10.0.0.2,10.0.0.12", "v4 node-02 10.0.0.2 - 10.0.0.2,10.0.0.12,127.0.1.1"))
+    assert node_02(cl).outcome == "passed"
+    # One node answering a stale address among rotating ones is the only outlier.
+    cl = views("10.0.0.12", "10.0.0.12,10.0.0.2")
+    cl.facts["node-03"].raw["net.resolve"] = out(cl.facts["node-03"].raw["net.resolve"].stdout.replace(
+        "v4 node-02 10.0.0.2 node-02 10.0.0.2,10.0.0.12", "v4 node-02 10.9.9.9 -"))
+    r = node_02(cl)
+    assert r.outcome == "failed" and r.outliers == ("node-03",), r
 
 
 def test_hostnames_a_name_every_node_resolves_to_loopback_fails():
@@ -169,7 +188,13 @@ def test_hostnames_one_node_resolving_its_own_name_to_loopback_passes():
     facts = make_facts("node-01")
     facts.raw["net.resolve"] = out("v4 node-01 127.0.0.1 localhost\nend 1\n")
     [r] = run_check(network.test_hostnames, cluster=cluster_of((host, facts)))
-    assert r.outcome == "passed" and "node-01 -> 127.0.0.1 on all 1 nodes" in r.message, r
+    assert r.outcome == "passed" and "node-01 -> 127.0.0.1 on its only node" in r.message, r
+    # In a larger inventory where only this node was reached, loopback is still a fault.
+    other = make_host("node-02", address="10.0.0.2")
+    down = HostFacts(host="node-02", address="10.0.0.2", reachable=False, error="node-02: refused")
+    [r] = [r for r in run_check(network.test_hostnames, cluster=cluster_of((host, facts), (other, down)))
+           if r.subject == "node-01"]
+    assert r.outcome == "failed", r
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root and unshare")
