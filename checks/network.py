@@ -518,15 +518,17 @@ def test_hostnames(cluster, verdict):
         several = {node: found for node, view in views.items()
                    if (found := getattr(view, "addresses", {}).get(name)) and len(found) > 1}
         interfaces = _interface_addresses(cluster, host)
-        if several and interfaces is not None:
-            _collect_foreign(stale, name, firsts, several, interfaces | {host.address})
-        answers = _rotation_folded(firsts, several, None if interfaces is None else
-                                   {host.address} | {a for a in interfaces if on_nodes[a] == 1
-                                                     and not _link_local(a)})
+        # The host's own: its inventory address and what is on its interfaces alone, not link-local.
+        own = None if interfaces is None else \
+            {host.address} | {a for a in interfaces if on_nodes[a] == 1 and not _link_local(a)}
+        if several and own is not None:
+            _collect_foreign(stale, name, firsts, several, own)
+        answers = _rotation_folded(firsts, several, own, host.address)
         sides = split(answers, missing=_UNRESOLVED)
         if sides.unanimous and sides.majority != _UNRESOLVED:
-            _same_everywhere(verdict, cluster, host, sides.majority, answers, alone=len(hosts) == 1,
-                             folded=answers != firsts)
+            _same_everywhere(verdict, host, sides.majority, firsts, own, interfaces, alone=len(hosts) == 1)
+            continue
+        if own is not None and _elsewhere_than_its_own(verdict, host, firsts, own, interfaces, sides):
             continue
         if sides.unanimous and host.address != name:
             labels.append(name)  # the inventory reaches it by address: the name is only a label
@@ -549,12 +551,11 @@ def test_hostnames(cluster, verdict):
                                               f"labels, not names the nodes use")
 
 
-def _rotation_folded(firsts: dict, several: dict, own: set[str] | None) -> dict:
+def _rotation_folded(firsts: dict, several: dict, own: set[str] | None, address: str) -> dict:
     """Where some node has several records for a name (DNS rotating them, a multi-homed host),
-    first answers that are each one of the host's own addresses agree: each is then the lowest of
-    them.  ``own``: the host's inventory address and the addresses on its interfaces alone; None
-    when its interfaces are unknown, and then the records every node has.  Other answers stay as
-    they are, to be told apart: a node putting its own 127.0.1.1 line first, a stale record."""
+    first answers that are each one of the host's own addresses (``own``) agree: each is then the
+    lowest of them.  With the host's interfaces unknown (``own`` None), the records every node has,
+    the inventory ``address`` among them.  Other answers stay as they are, to be told apart."""
     seen = set(firsts.values())
     if len(seen) < 2 or not several:
         return firsts
@@ -562,11 +563,48 @@ def _rotation_folded(firsts: dict, several: dict, own: set[str] | None) -> dict:
         if len(several) != len(firsts):
             return firsts
         own = set.intersection(*(set(found) for found in several.values()))
+        if address not in own:
+            return firsts
     same = {a for a in seen if a in own and not _loopback(a)}
     if len(same) < 2:
         return firsts
     lowest = min(same, key=address_order)
     return {node: lowest if first in same else first for node, first in firsts.items()}
+
+
+def _elsewhere_than_its_own(verdict, host, firsts: dict, own: set[str], interfaces, sides) -> bool:
+    """Some nodes get one of the host's own addresses first, others an address that is not (a stale
+    record, docker0's): the latter are the outliers however many they are (the majority is no
+    guide when DNS hands most nodes the stale record).  Where the majority's outliers are those
+    nodes already, the usual finding (grouped with names failing alike) says it.  True if reported."""
+    right = {node for node, first in firsts.items() if first in own}
+    wrong = {node: first for node, first in firsts.items() if first not in own}
+    if not right or not wrong or set(sides.outliers) == set(wrong):
+        return False
+    by_answer: dict[str, list[str]] = defaultdict(list)
+    for node, first in wrong.items():
+        by_answer[first].append(node)
+    foreign = sorted((a for a in by_answer if a != _UNRESOLVED), key=address_order)
+    observed = "; ".join(f"on {fold(nodes)}: {host.name} -> {answer}" for answer, nodes in
+                         sorted(by_answer.items(), key=lambda kv: address_order(kv[0])))
+    if foreign:
+        observed += (f" ({', '.join(foreign)} {'is not an address' if len(foreign) == 1 else 'are not addresses'} "
+                     f"of {host.name}: {_whose(host, interfaces)})")
+    answers = sorted({firsts[node] for node in right}, key=address_order)
+    observed += (f"; {fold(sorted(right))} {'resolves' if len(right) == 1 else 'resolve'} it to "
+                 f"{'its own address ' if len(answers) == 1 else 'its own addresses '}{', '.join(answers)}")
+    outliers = tuple(sorted(wrong))
+    verdict.failed(host.name, outliers=outliers, where=host.name, observed=observed,
+                   expected=f"{host.name} resolving to one of its own addresses on every node",
+                   remedy=f"On {fold(list(outliers))}, make {host.name} resolve to its own address "
+                          f"({', '.join(answers)}): fix or remove its line in /etc/hosts there (or the record in "
+                          f"DNS, if every node asks DNS), as on the nodes that resolve it right.")
+    return True
+
+
+def _whose(host, interfaces) -> str:
+    return (f"inventory address {host.address}; its interfaces: "
+            f"{', '.join(sorted(interfaces or (), key=address_order)) or 'none'}")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -603,25 +641,17 @@ def _collect_foreign(stale: dict, name: str, firsts: dict, several: dict, own: s
 def _foreign_records(verdict, holders: tuple, names: list) -> None:
     where = fold(list(holders))
     shown = "; ".join(f"{name} -> {', '.join(foreign)}" for name, foreign in names[:_EXAMPLES])
-    more = f" and {len(names) - _EXAMPLES} more names" if len(names) > _EXAMPLES else ""
-    one = len(names) == 1 and len(names[0][1]) == 1
-    verdict.failed(where, severity="warning", outliers=holders, where=where,
-                   observed=f"besides each name's own address, {where} "
-                            f"{'resolves' if len(holders) == 1 else 'resolve'} {shown}{more}, which "
-                            f"{'is not an address of that node' if one else 'are not addresses of those nodes'} "
-                            f"(a resolver may return {'it' if one else 'them'} first: DNS rotates records, and "
-                            f"/etc/hosts order can change)",
+    more = f"; and {len(names) - _EXAMPLES} more names" if len(names) > _EXAMPLES else ""
+    many = len(names) > 1 or len(names[0][1]) > 1
+    verdict.failed(f"records held on {where}", severity="warning", outliers=holders, where=where,
+                   observed=f"also {'resolves' if len(holders) == 1 else 'resolve'} {shown}{more} below the right "
+                            f"first address: {'records that are not addresses' if many else 'a record that is not an address'} "
+                            f"of the named {'nodes' if len(names) > 1 else 'node'} (a resolver may return "
+                            f"{'them' if many else 'it'} first: DNS rotates records, and /etc/hosts order can change)",
                    expected="every record of a node's name one of its own addresses",
-                   remedy=f"Remove the records that are not the node's addresses from /etc/hosts on {where} (or "
-                          f"from DNS, if they come from there), so that every node reaches each node at its own "
-                          f"address.")
-
-
-def _own_addresses(cluster, host) -> set[str] | None:
-    """The host's inventory address and its interfaces' addresses; None when its interfaces are
-    unknown (unreached, or unreadable)."""
-    interfaces = _interface_addresses(cluster, host)
-    return None if interfaces is None else interfaces | {host.address}
+                   remedy=f"Remove the records that are not the named node's addresses from /etc/hosts on {where} "
+                          f"(or from DNS, if they come from there), so that every node reaches each node at its "
+                          f"own address.")
 
 
 def _interface_addresses(cluster, host) -> set[str] | None:
@@ -634,24 +664,28 @@ def _interface_addresses(cluster, host) -> set[str] | None:
     return {ip for iface in interfaces.values() for ip in iface.ips(link_local=True) if not is_loopback(ip)}
 
 
-def _same_everywhere(verdict, cluster, host, address, answers, alone: bool, folded: bool):
+def _same_everywhere(verdict, host, address, firsts: dict, own: set[str] | None, interfaces, alone: bool):
     """A name every node resolves alike can still be wrong everywhere (one stale /etc/hosts copied
-    to every node): the address must be the host's, by the inventory or by its own interfaces.  In
-    a one-node inventory (``alone``) its own name on loopback is no fault."""
-    own = _interface_addresses(cluster, host)
+    to every node): the address must be the host's own (see test_hostnames).  In a one-node
+    inventory (``alone``) its own name on loopback is no fault."""
+    count = len(firsts)
+    everywhere = f"on all {count} nodes" if count > 1 else "on the one node reached" if not alone else "on its only node"
     if address == host.address or own is None or address in own or (alone and is_loopback(address)):
-        if folded:
-            message = f"{host.name} -> one of its own addresses on each of the {len(answers)} nodes"
+        got = sorted(set(firsts.values()), key=address_order)
+        if len(got) > 1:
+            kind = "its own addresses" if own is not None else "the records every node has for it"
+            message = f"{host.name} -> one of {kind} ({', '.join(got)}) {everywhere}"
         else:
-            message = f"{host.name} -> {address} on " + ("its only node" if alone and len(answers) == 1
-                                                          else f"all {len(answers)} nodes")
+            message = f"{host.name} -> {address} {everywhere}"
         verdict.passed(host.name, message=message)
         return
+    who = "every node resolves" if count > 1 else f"{next(iter(firsts))} (the one node reached) resolves"
     verdict.failed(host.name, outliers=(host.name,), where=host.name,
-                   observed=f"every node resolves {host.name} to {address}, which is not an address of "
-                            f"{host.name} (inventory address {host.address}; its interfaces: "
-                            f"{', '.join(sorted(own, key=address_order)) or 'none'})",
-                   expected=f"{host.name} resolving to one of its own addresses")
+                   observed=f"{who} {host.name} to {address}, which is not an address of {host.name} "
+                            f"({_whose(host, interfaces)})",
+                   expected=f"{host.name} resolving to one of its own addresses",
+                   remedy=f"Point {host.name} at its own address ({host.address}, or one on its interfaces) in "
+                          f"/etc/hosts on every node, or in DNS.")
 
 
 _UNRESOLVED = "does not resolve"

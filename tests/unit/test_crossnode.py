@@ -139,15 +139,16 @@ def test_hostnames_dns_rotation_agrees_but_a_loopback_line_first_does_not():
     assert r.outcome == "failed" and r.outliers == ("node-01",) and "on node-01: node-02 -> 10.9.9.9" in r.message
     [w] = [r for r in got if r.outcome == "warning"]
     assert w.outliers == ("node-02", "node-03") and w.severity == "warning", w
-    assert "node-[02-03] resolve node-02 -> 10.9.9.9, which is not an address of that node" in w.message, w.message
+    assert w.message.startswith("node-[02-03]: also resolve node-02 -> 10.9.9.9 below the right first address: a "
+                                "record that is not an address of the named node"), w.message
     assert "/etc/hosts on node-[02-03]" in w.remedy
     got = results(views("10.0.0.2", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2"))  # only node-01 holds it
-    assert [(r.subject, r.outcome) for r in got if r.outcome != "passed"] == [("node-01", "warning")], got
+    assert [(r.subject, r.outcome) for r in got if r.outcome != "passed"] == [("records held on node-01", "warning")]
     assert [r.outcome for r in got if r.subject == "node-02"] == ["passed"]
     # Rotation among node-02's own addresses passes though node-02 itself sees only one of them.
     [r] = [r for r in results(views("10.0.0.12", "10.0.0.12,10.0.0.2", everywhere="10.0.0.2"))
            if r.subject == "node-02"]
-    assert r.outcome == "passed" and "one of its own addresses on each of the 3 nodes" in r.message, r
+    assert r.outcome == "passed" and "node-02 -> one of its own addresses (10.0.0.2, 10.0.0.12) on all 3 nodes" in r.message, r
     # Its interfaces unknown (unreached, no ip): rotation is not made a disagreement between nodes.
     assert node_02(views("10.0.0.12", "10.0.0.12,10.0.0.2", nics=None)).outcome == "passed"
     # An address on every node's interfaces (docker0) or link-local is not the host's to fold to.
@@ -159,6 +160,22 @@ def test_hostnames_dns_rotation_agrees_but_a_loopback_line_first_does_not():
     cl.facts["node-02"].raw["net.resolve"] = out(cl.facts["node-02"].raw["net.resolve"].stdout.replace(
         "v4 node-02 10.0.0.2 node-02 10.0.0.2,10.0.0.12", "v4 node-02 10.0.0.2 - 10.0.0.2,10.0.0.12,127.0.1.1"))
     assert node_02(cl).outcome == "passed"
+    # Most nodes get the stale record first: the nodes with it are the outliers, not the one right.
+    cl = views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9")
+    cl.facts["node-02"].raw["net.resolve"] = cl.facts["node-01"].raw["net.resolve"]
+    r = node_02(cl)
+    assert r.outcome == "failed" and r.outliers == ("node-01", "node-02"), r
+    for needle in ("on node-[01-02]: node-02 -> 10.9.9.9 (10.9.9.9 is not an address of node-02: inventory "
+                   "address 10.0.0.2; its interfaces: 10.0.0.2, 10.0.0.12)",
+                   "node-03 resolves it to its own address 10.0.0.2"):
+        assert needle in r.message, r.message
+    assert r.remedy.startswith("On node-[01-02], make node-02 resolve to its own address (10.0.0.2)")
+    # Every node resolving node-02 to an address every node has (docker0's) fails: it is none's own.
+    cl = views("10.0.0.1", "10.0.0.1", nics=("10.0.0.2", "10.0.0.1"))
+    for node in ("node-02", "node-03"):
+        cl.facts[node].raw["net.resolve"] = cl.facts["node-01"].raw["net.resolve"]
+    r = node_02(cl)
+    assert r.outcome == "failed" and "every node resolves node-02 to 10.0.0.1, which is not an address" in r.message
     # One node answering a stale address among rotating ones is the only outlier.
     cl = views("10.0.0.12", "10.0.0.12,10.0.0.2")
     cl.facts["node-03"].raw["net.resolve"] = out(cl.facts["node-03"].raw["net.resolve"].stdout.replace(
@@ -188,7 +205,7 @@ def test_hostnames_one_node_resolving_its_own_name_to_loopback_passes():
     facts = make_facts("node-01")
     facts.raw["net.resolve"] = out("v4 node-01 127.0.0.1 localhost\nend 1\n")
     [r] = run_check(network.test_hostnames, cluster=cluster_of((host, facts)))
-    assert r.outcome == "passed" and "node-01 -> 127.0.0.1 on its only node" in r.message, r
+    assert r.outcome == "passed" and r.message.startswith("node-01 -> 127.0.0.1 on its only node"), r
     # In a larger inventory where only this node was reached, loopback is still a fault.
     other = make_host("node-02", address="10.0.0.2")
     down = HostFacts(host="node-02", address="10.0.0.2", reachable=False, error="node-02: refused")
