@@ -645,7 +645,8 @@ def _foreign_records(verdict, holders: tuple, names: list) -> None:
     many = len(names) > 1 or len(names[0][1]) > 1
     verdict.failed(f"records held on {where}", severity="warning", outliers=holders, where=where,
                    observed=f"also {'resolves' if len(holders) == 1 else 'resolve'} {shown}{more} below the right "
-                            f"first address: {'records that are not addresses' if many else 'a record that is not an address'} "
+                            f"first address: "
+                            f"{'records that are not addresses' if many else 'a record that is not an address'} "
                             f"of the named {'nodes' if len(names) > 1 else 'node'} (a resolver may return "
                             f"{'them' if many else 'it'} first: DNS rotates records, and /etc/hosts order can change)",
                    expected="every record of a node's name one of its own addresses",
@@ -669,7 +670,8 @@ def _same_everywhere(verdict, host, address, firsts: dict, own: set[str] | None,
     to every node): the address must be the host's own (see test_hostnames).  In a one-node
     inventory (``alone``) its own name on loopback is no fault."""
     count = len(firsts)
-    everywhere = f"on all {count} nodes" if count > 1 else "on the one node reached" if not alone else "on its only node"
+    everywhere = (f"on all {count} nodes" if count > 1 else
+                  "on the one node reached" if not alone else "on its only node")
     if address == host.address or own is None or address in own or (alone and is_loopback(address)):
         got = sorted(set(firsts.values()), key=address_order)
         if len(got) > 1:

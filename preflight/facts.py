@@ -152,7 +152,8 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              'if [ -n "$miss" ] && awk \'$4 == "00" && $1 != "00000000000000000000000000000001" {f = 1} END {exit !f}\' '
              '/proc/net/if_inet6 2>/dev/null; then pf_res any ahosts $miss || exit 3; fi; fi; '
              # The last line: output cut at the probe's cap has none (crossnode.parse_resolve).
-             'printf "%s\\n" $names | awk \'NF && !seen[$1]++ {n++} END {print "end", n + 0}\'', crossnode.parse_resolve, display="getent ahostsv4 <every inventory name>"),
+             'printf "%s\\n" $names | awk \'NF && !seen[$1]++ {n++} END {print "end", n + 0}\'',
+             crossnode.parse_resolve, display="getent ahostsv4 <every inventory name>"),
     # Phase two (preflight.activeprobe): probes between nodes, built from phase one's facts.
     FactSpec("tcp.ray", "", crossnode.parse_tcp_probes, phase=2,
              display="TCP connects to the Ray head's ports"),
