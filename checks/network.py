@@ -510,14 +510,15 @@ def test_hostnames(cluster, verdict):
     labels = []
     # Addresses on more than one node's interfaces (docker0's 172.17.0.1 everywhere) are no one
     # node's own: a first answer among them does not fold as the host's.
-    on_nodes = Counter(a for h in cluster.hosts for a in (_interface_addresses(cluster, h) or ()))
+    interfaces_of = {h.name: _interface_addresses(cluster, h) for h in cluster.hosts}
+    on_nodes = Counter(a for found in interfaces_of.values() for a in (found or ()))
     stale: dict[tuple, list[tuple[str, list]]] = {}
     for name, host in hosts.items():
         firsts = {node: view.get(name) or _UNRESOLVED for node, view in views.items()}
         # A name's several records (DNS rotating them, or several /etc/hosts lines), where a node has them.
         several = {node: found for node, view in views.items()
                    if (found := getattr(view, "addresses", {}).get(name)) and len(found) > 1}
-        interfaces = _interface_addresses(cluster, host)
+        interfaces = interfaces_of[host.name]
         # The host's own: its inventory address and what is on its interfaces alone, not link-local.
         own = None if interfaces is None else \
             {host.address} | {a for a in interfaces if on_nodes[a] == 1 and not _link_local(a)}
@@ -662,7 +663,7 @@ def _interface_addresses(cluster, host) -> set[str] | None:
     interfaces = facts.optional("net.interfaces") if facts is not None and facts.reachable else None
     if interfaces is None:
         return None
-    return {ip for iface in interfaces.values() for ip in iface.ips(link_local=True) if not is_loopback(ip)}
+    return {ip for iface in interfaces.values() for ip in iface.ips(link_local=True) if not _loopback(ip)}
 
 
 def _same_everywhere(verdict, host, address, firsts: dict, own: set[str] | None, interfaces, alone: bool):
@@ -672,7 +673,7 @@ def _same_everywhere(verdict, host, address, firsts: dict, own: set[str] | None,
     count = len(firsts)
     everywhere = (f"on all {count} nodes" if count > 1 else
                   "on the one node reached" if not alone else "on its only node")
-    if address == host.address or own is None or address in own or (alone and is_loopback(address)):
+    if address == host.address or own is None or address in own or (alone and _loopback(address)):
         got = sorted(set(firsts.values()), key=address_order)
         if len(got) > 1:
             kind = "its own addresses" if own is not None else "the records every node has for it"

@@ -110,17 +110,14 @@ FACTS: dict[str, FactSpec] = {spec.name: spec for spec in [
              'names=$(printf %s "$PF_HOSTNAMES_GZ" | base64 -d | gzip -dc) && [ -n "$names" ] '
              '|| { echo "cannot unpack the inventory names (base64 -d | gzip -dc)" >&2; exit 3; }; fi; '
              # An address is not looked up (its reverse lookup could wait on DNS, and it resolves to
-             # itself).  IPv4 first, as the job's connections go (getent hosts asks for IPv6 first:
-             # a name with an AAAA record in DNS hid a stale IPv4 line in /etc/hosts); names with no
-             # IPv4 address again, any family, where the node has IPv6.  Each name is followed by the key 0.0.0.1, which
-             # always answers as itself: getent's lines split into one block per name, a missing
-             # name's empty, in one process however many names are missing (a DNS alias's lines name
-             # no queried name; a name's second address is a line of its own).  Per name: the first
-             # address (what the job connects to) and every address (crossnode.RESOLVE_BLOCKS).
-             # Names that are addresses print as they are (query lines); the others are looked up.
-             # printf and awk, not a loop appending to a string: that is quadratic in bash (10 s at
-             # 10 000 names).
-             # Every step below needs awk: without it, that is the error (not getent missing).
+             # itself): it prints as a query line.  The other names: IPv4 first, as the job's
+             # connections go (getent hosts asks for IPv6 first: an AAAA record in DNS hid a stale
+             # IPv4 line in /etc/hosts); those with no IPv4 address again, any family, where the node
+             # has IPv6.  The key 0.0.0.1 after each name splits getent's lines into one block per
+             # name, in one process however many are missing; per name, the first address (what the
+             # job connects to) and every address (crossnode.RESOLVE_BLOCKS).  printf and awk build
+             # the lists, not a loop appending to a string (quadratic in bash: 10 s at 10 000 names).
+             # Every step needs awk: without it, that is the error (not getent missing).
              'command -v awk >/dev/null || { echo "awk not found: name resolution is not read without it" >&2; '
              'exit 3; }; '
              'printf "%s\\n" $names | awk \'NF && ($1 ~ /:/ || $1 !~ /[^0-9.]/) {print "query", $1}\'; '
