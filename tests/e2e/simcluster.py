@@ -59,6 +59,7 @@ FAKES_DIR = Path(__file__).resolve().with_name("fakes")
 RUN_DIR = Path("/run/simcluster")          # lock file + one record per live cluster
 SSHD = "/usr/sbin/sshd"
 LOGIN_WAITS = 8  # nodes whose first login is being tried at once while a cluster starts
+RESERVED_PORTS = "60000-60031,60400-60431"  # out of each node's ephemeral range (see _anchor_script)
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HEALTHY_ENV = {"HCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0"}
 # What set_env.sh (CANN 8.2.RC1, nnal) and the FAQs' recommended exports give a healthy node; the fake
@@ -498,6 +499,10 @@ class SimNode:
             "set -e",
             "hostname %s" % q(self.name),
             "ip link set lo up",
+            # HCCL's port blocks (60000-60031, and the held-port test's) lie in the ephemeral range
+            # (32768-60999): an outgoing connection's local port, or its TIME_WAIT, now and then took
+            # one, and the run rightly reported the port held. Reserved, as our remedy tells a cluster.
+            "{ echo %s > /proc/sys/net/ipv4/ip_local_reserved_ports; } 2>/dev/null || true" % RESERVED_PORTS,
             "ip link set %s name eth0" % q(self.peer_if),
             "ip addr add %s/24 dev eth0" % self.address,
             "ip link set eth0 up",

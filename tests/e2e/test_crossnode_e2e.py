@@ -73,7 +73,8 @@ def test_healthy_cluster_cross_node_checks_pass(sim, tmp_path, shared):
 def test_dropped_hccl_port_names_the_pair_and_port(sim, tmp_path, require_iptables):
     with sim.node("node-02").firewall(60000, "DROP"):
         proc, doc = run_preflight(inventory(sim, tmp_path), tmp_path)
-    assert problems(doc) == {("cluster.hccl_ports", "node-01", "node-02:60000", "failed")}
+    assert problems(doc) == {("cluster.hccl_ports", "node-01", "node-02:60000", "failed")}, \
+        [(r["host"], r["subject"], r["message"]) for r in doc["results"] if r["outcome"] in ("failed", "error")]
     [bad] = [r for r in by_check(doc, "cluster.hccl_ports") if r["outcome"] == "failed"]
     assert "node-01 -> node-02 HCCL port 60000" in bad["message"] and "dropped" in bad["message"]
     assert_nothing_left(sim)

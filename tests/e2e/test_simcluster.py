@@ -159,6 +159,14 @@ def test_each_node_answers_with_its_hostname(sim):
     assert [n.address for n in sim.nodes] == ["198.18.%d.%d" % (sim.k, 11 + i) for i in range(3)]
 
 
+def test_hccl_port_blocks_are_out_of_each_nodes_ephemeral_range(sim):
+    # A connect's local port must never take an HCCL port the tests probe (it would read as held).
+    for n in sim.nodes:
+        r = n.ssh("cat /proc/sys/net/ipv4/ip_local_reserved_ports")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == simmod.RESERVED_PORTS, n.name
+
+
 def test_npu_smi_info_over_ssh_is_the_capture(sim):
     r = sim.node("node-02").ssh("npu-smi info")
     assert (r.returncode, r.stderr) == (0, "")
