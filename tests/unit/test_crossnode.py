@@ -12,12 +12,12 @@ import subprocess
 import pytest
 
 from preflight.checks import network
-from preflight.facts import HostFacts
+from preflight.facts import HostFacts, SharedOutputs
 from preflight.parsers import ParseError
-from preflight.parsers.crossnode import (parse_clock_offset, parse_launcher_ssh, parse_ping_matrix, parse_resolve,
-                                         parse_storage, parse_tcp_probes)
+from preflight.parsers.crossnode import (address_order, parse_clock_offset, parse_launcher_ssh, parse_ping_matrix,
+                                         parse_resolve, parse_storage, parse_tcp_probes)
 from preflight.pingplan import ping_rounds, tournament
-from tests.factsets import cluster_of, make_facts, make_host, out, run_check
+from tests.factsets import cluster_of, healthy_raw, make_facts, make_host, out, run_check
 
 
 # -- the ping schedule -------------------------------------------------------------------------
@@ -131,17 +131,27 @@ def test_hostnames_dns_rotation_agrees_but_a_loopback_line_first_does_not():
     def results(cluster):
         return run_check(network.test_hostnames, cluster=cluster)
 
+    def single_on_03(cl):  # node-03 has node-02's own record alone
+        cl.facts["node-03"].raw["net.resolve"] = out(cl.facts["node-03"].raw["net.resolve"].stdout.replace(
+            "v4 node-02 10.0.0.2 node-02 10.0.0.2,10.9.9.9", "v4 node-02 10.0.0.2 node-02 10.0.0.2"))
+        return cl
+
     # A record that is not node-02's: the node that got it first is the outlier, as any node
-    # answering differently; the nodes holding it below node-02's own address get a warning (a
-    # resolver may put it first next time), one for all the names they hold such records for.
-    got = results(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
+    # answering differently; the node holding it below node-02's own address gets a warning (a
+    # resolver may put it first next time), one for all the names it holds such records for.
+    got = results(single_on_03(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9")))
     [r] = [r for r in got if r.subject == "node-02"]
     assert r.outcome == "failed" and r.outliers == ("node-01",) and "on node-01: node-02 -> 10.9.9.9" in r.message
     [w] = [r for r in got if r.outcome == "warning"]
-    assert w.outliers == ("node-02", "node-03") and w.severity == "warning", w
-    assert w.message.startswith("node-[02-03]: also resolve node-02 -> 10.9.9.9 below the right first address: a "
-                                "record that is not an address of the named node"), w.message
-    assert "/etc/hosts on node-[02-03]" in w.remedy
+    assert w.outliers == ("node-02",) and w.severity == "warning", w
+    assert w.message.startswith("node-02: also resolves node-02 -> 10.9.9.9 below the right first "
+                                "address: a record that is not an address of the named node"), w.message
+    assert "/etc/hosts on node-02" in w.remedy
+    # Every node holds the same records and only the order differs: the records are the fault
+    # (see test_hostnames_records_every_node_holds_in_varying_order_are_one_finding).
+    got = results(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
+    assert [(r.subject, r.outcome, r.outliers) for r in got if r.outcome != "passed"] == [
+        ("node-02", "failed", ("node-02",))]
     got = results(views("10.0.0.2", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2"))  # only node-01 holds it
     assert [(r.subject, r.outcome) for r in got if r.outcome != "passed"] == [("records held on node-01", "warning")]
     assert [r.outcome for r in got if r.subject == "node-02"] == ["passed"]
@@ -162,7 +172,7 @@ def test_hostnames_dns_rotation_agrees_but_a_loopback_line_first_does_not():
         "v4 node-02 10.0.0.2 node-02 10.0.0.2,10.0.0.12", "v4 node-02 10.0.0.2 - 10.0.0.2,10.0.0.12,127.0.1.1"))
     assert node_02(cl).outcome == "passed"
     # Most nodes get the stale record first: the nodes with it are the outliers, not the one right.
-    cl = views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9")
+    cl = single_on_03(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
     cl.facts["node-02"].raw["net.resolve"] = cl.facts["node-01"].raw["net.resolve"]
     r = node_02(cl)
     assert r.outcome == "failed" and r.outliers == ("node-01", "node-02"), r
@@ -183,6 +193,85 @@ def test_hostnames_dns_rotation_agrees_but_a_loopback_line_first_does_not():
         "v4 node-02 10.0.0.2 node-02 10.0.0.2,10.0.0.12", "v4 node-02 10.9.9.9 -"))
     r = node_02(cl)
     assert r.outcome == "failed" and r.outliers == ("node-03",), r
+
+
+def _fleet(n, answer, shared=None):
+    """``n`` nodes at 10.0.0.<i>; ``answer(node, name)`` gives a node's ``(first, records)`` for a
+    name.  With ``shared``, equal outputs are parsed once, as in a run (facts.SharedOutputs)."""
+    names = [f"node-{i:02d}" for i in range(1, n + 1)]
+    pairs = []
+    for i, node in enumerate(names, 1):
+        text = "".join(f"v4 {name} {answer(node, name)[0]} - {','.join(answer(node, name)[1])}\n"
+                       for name in names) + f"end {n}\n"
+        facts = make_facts(node, raw=healthy_raw(interfaces=[
+            {"ifname": "eth0", "flags": ["UP"], "operstate": "UP",
+             "addr_info": [{"family": "inet", "local": f"10.0.0.{i}", "prefixlen": 24}]}]))
+        facts.raw["net.resolve"] = out(text)
+        if shared is not None:
+            facts.raw, facts.shared = shared.keep(facts.raw), shared
+        pairs.append((make_host(node, address=f"10.0.0.{i}"), facts))
+    if shared is not None:
+        shared.close_intake()
+    return cluster_of(*pairs)
+
+
+def _own(name):
+    return f"10.0.0.{int(name[5:])}"
+
+
+def test_hostnames_records_every_node_holds_in_varying_order_are_one_finding():
+    """DNS with a stale record beside each right one hands it out first to some nodes and not
+    others, and to others on the next lookup: the records are the fault, not the nodes that got
+    them first this time.  One finding for every such name (it was one failure and one warning
+    per name, each naming about half the fleet: 6 MB of text at 1000 nodes)."""
+    def answer(node, name):
+        stale = f"10.9.9.{int(name[5:])}"
+        first = stale if (int(node[5:]) + int(name[5:])) % 3 == 0 else _own(name)
+        return first, sorted([_own(name), stale], key=address_order)
+
+    results = run_check(network.test_hostnames, cluster=_fleet(12, answer))
+    [r] = [r for r in results if r.outcome != "passed"]
+    assert r.outcome == "failed" and r.subject == "node-[01-12]" and r.outliers == tuple(
+        f"node-{i:02d}" for i in range(1, 13)), r
+    for needle in ("12 names have records that are not their nodes' own addresses (10.9.9.1, 10.9.9.2, "
+                   "10.9.9.3, ...) beside the right one; every node holds the same records, first in varying order",
+                   "node-01 -> 10.9.9.1 first on node-[02,05,08,11]; ", "; and 9 more names"):
+        assert needle in r.message, r.message
+    assert r.remedy.startswith("Remove the records that are not the named nodes' own addresses from DNS")
+    # Half a large fleet getting it first is counted, not listed.
+    results = run_check(network.test_hostnames, cluster=_fleet(30, answer))
+    [r] = [r for r in results if r.outcome != "passed"]
+    assert "node-01 -> 10.9.9.1 first on 10 of 30 nodes (e.g. node-02, node-05, node-08)" in r.message, r.message
+    # One name: said of it alone.
+    def one(node, name):
+        return answer(node, name) if name == "node-03" else (_own(name), [_own(name)])
+    [r] = [r for r in run_check(network.test_hostnames, cluster=_fleet(4, one)) if r.outcome != "passed"]
+    assert r.subject == "node-03" and r.outliers == ("node-03",)
+    assert r.message.startswith("node-03: node-03 has a record that is not its own address (10.9.9.3) beside "
+                                "the right one"), r.message
+
+
+def test_hostnames_the_same_with_answers_parsed_once_for_nodes_that_printed_alike():
+    """Nodes printing the same answers share one parsed value in a run, and the check reads each
+    name once per distinct value: the results are those of every node's answers read apart."""
+    def healthy(node, name):
+        return _own(name), [_own(name)]
+
+    def held_below(node, name):  # a stale record below the right one, on every node alike
+        return _own(name), sorted([_own(name), "10.9.9.9"], key=address_order)
+
+    def mixed(node, name):  # node-02 answers node-04 with its own stale line
+        return ("10.9.9.4", ["10.9.9.4"]) if (node, name) == ("node-02", "node-04") else healthy(node, name)
+
+    for answer in (healthy, held_below, mixed):
+        apart = run_check(network.test_hostnames, cluster=_fleet(5, answer))
+        cluster = _fleet(5, answer, shared=SharedOutputs())
+        views = {h.name: f.get("net.resolve") for h, f in cluster.reachable()}
+        assert len(network._Columns(views).distinct) == (2 if answer is mixed else 1)
+        together = run_check(network.test_hostnames, cluster=cluster)
+        assert together == apart, answer.__name__
+        assert {r.outcome for r in apart} == {"healthy": {"passed"}, "held_below": {"passed", "warning"},
+                                              "mixed": {"passed", "failed"}}[answer.__name__]
 
 
 def test_hostnames_a_name_every_node_resolves_to_loopback_fails():
