@@ -76,11 +76,25 @@ def replicate(doc: dict, n: int) -> dict:
                 out["stdout"] = _IP.sub(lambda m, d=dev: f"29.{i // 256 % 256}.{i % 256}.{d}", out["stdout"], count=1)
             elif key == "net.resolve":
                 out["stdout"] = resolve
+            elif key == "tcp.ray":
+                out["stdout"] = _ray_records(names, address, i)
             else:
                 out["stdout"] = _own(key, out["stdout"], i, src["address"], address[name])
             facts["raw"][key] = out
         hosts.append(facts)
     return {"schema": 1, "tool": doc["tool"], "inventory": {"path": "replicated", "hosts": inv}, "hosts": hosts}
+
+
+def _ray_records(names: list[str], address: dict, i: int) -> str:
+    """Node i's Ray connects as the run plans them (preflight.activeprobe.ray_plan), all open:
+    a worker reaches the head's ports, and every node the next worker's range.  The captured
+    records name the two captured nodes' addresses: copied, every check read "no probe record"."""
+    from preflight.activeprobe import DEFAULT_RAY_PORTS, RAY_WORKER_PORTS
+
+    targets = [(names[0], DEFAULT_RAY_PORTS)] if i > 1 else []
+    if i < len(names):
+        targets.append((names[i], RAY_WORKER_PORTS))
+    return "".join(f"open {address[node]} {port} temporary\n" for node, ports in targets for _, _, port in ports)
 
 
 _NPU_ROW = re.compile(r"(\|\s+OK\s+\|\s+)(\d+\.\d)(\s+)(\d+)")
