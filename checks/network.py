@@ -513,7 +513,27 @@ def test_hostnames(cluster, verdict):
     interfaces_of = {h.name: _interface_addresses(cluster, h) for h in cluster.hosts}
     on_nodes = Counter(a for found in interfaces_of.values() for a in (found or ()))
     stale: dict[tuple, list[tuple[str, list]]] = {}
-    rotating: list[tuple[str, list, dict]] = []
+
+    def judge(name, host, firsts, several, own, interfaces):
+        if several and own is not None:
+            _collect_foreign(stale, name, firsts, several, own)
+        answers = _rotation_folded(firsts, several, own, host.address)
+        sides = split(answers, missing=_UNRESOLVED)
+        if sides.unanimous and sides.majority != _UNRESOLVED:
+            _same_everywhere(verdict, host, sides.majority, firsts, own, interfaces, alone=len(hosts) == 1)
+            return
+        if own is not None and _elsewhere_than_its_own(verdict, host, firsts, own, interfaces, sides):
+            return
+        if sides.unanimous and host.address != name:
+            labels.append(name)  # the inventory reaches it by address: the name is only a label
+            return
+        if sides.unanimous:
+            how = "nowhere"
+        else:
+            how = "unresolved" if set(sides.others) == {_UNRESOLVED} else "elsewhere"
+        alike.setdefault((how, sides.outliers or tuple(sorted(answers))), []).append((name, sides))
+
+    rotating = []  # (name's state for judge(), its foreign records, {node: foreign first answer})
     columns = _Columns(views)
     for name, host in hosts.items():
         firsts, several, uniform = columns.read(name)
@@ -526,27 +546,20 @@ def test_hostnames(cluster, verdict):
                 _collect_foreign(stale, name, firsts, several, own)
             _same_everywhere(verdict, host, uniform, firsts, own, interfaces, alone=len(hosts) == 1)
             continue
-        if own is not None and _rotating_with_foreign(rotating, name, firsts, several, own):
-            continue
-        if several and own is not None:
-            _collect_foreign(stale, name, firsts, several, own)
-        answers = _rotation_folded(firsts, several, own, host.address)
-        sides = split(answers, missing=_UNRESOLVED)
-        if sides.unanimous and sides.majority != _UNRESOLVED:
-            _same_everywhere(verdict, host, sides.majority, firsts, own, interfaces, alone=len(hosts) == 1)
-            continue
-        if own is not None and _elsewhere_than_its_own(verdict, host, firsts, own, interfaces, sides):
-            continue
-        if sides.unanimous and host.address != name:
-            labels.append(name)  # the inventory reaches it by address: the name is only a label
-            continue
-        if sides.unanimous:
-            how = "nowhere"
+        state = (name, host, firsts, several, own, interfaces)
+        found = _rotating_foreign(firsts, several, own)
+        if found is not None:
+            rotating.append((state, *found))
         else:
-            how = "unresolved" if set(sides.others) == {_UNRESOLVED} else "elsewhere"
-        alike.setdefault((how, sides.outliers or tuple(sorted(answers))), []).append((name, sides))
-    if rotating:
-        _rotating_records(verdict, rotating, len(views))
+            judge(*state)
+    # Records that come first on a different set of nodes for each name rotate (DNS): one finding
+    # for them all.  The same nodes every time is those nodes' own order: judged node by node.
+    if len({frozenset(first_foreign) for _, _, first_foreign in rotating}) > 1:
+        _rotating_records(verdict, [(state[0], foreign, first_foreign) for state, foreign, first_foreign in rotating],
+                          len(views))
+    else:
+        for state, _, _ in rotating:
+            judge(*state)
     for holders, names in stale.items():
         _foreign_records(verdict, holders, names)
     for (how, outliers), failing in alike.items():
@@ -569,6 +582,7 @@ class _Columns:
     def __init__(self, views: dict):
         self.nodes = list(views)
         self.distinct = {id(view): view for view in views.values()}
+        self.records = {key: getattr(view, "addresses", {}) for key, view in self.distinct.items()}
         self.of = {node: id(view) for node, view in views.items()}
 
     def read(self, name: str):
@@ -577,8 +591,8 @@ class _Columns:
         and the first answer when every node has the same first answer and the same records, else
         None."""
         firsts = {key: view.get(name) or _UNRESOLVED for key, view in self.distinct.items()}
-        several = {key: found for key, view in self.distinct.items()
-                   if (found := getattr(view, "addresses", {}).get(name)) and len(found) > 1}
+        several = {key: found for key, records in self.records.items()
+                   if (found := records.get(name)) and len(found) > 1}
         answers = set(firsts.values())
         records = set(several.values())
         if len(answers) == 1 and (not several or (len(several) == len(firsts) and len(records) == 1)):
@@ -680,24 +694,25 @@ def _collect_foreign(stale: dict, name: str, firsts: dict, several: dict, own: s
                                                                          key=address_order)))
 
 
-def _rotating_with_foreign(rotating: list, name: str, firsts: dict, several: dict, own: set[str]) -> bool:
-    """Every node holds the same records for ``name``, some not the host's own, and which comes
-    first differs from node to node (DNS rotating them, or /etc/hosts lines in different orders):
-    the fault is the records, not the nodes that happened to get the wrong one first this time.
-    Collected for one finding over all such names: one per name, each naming about half the
-    fleet, was N findings of N nodes (6 MB of text and 13 s at 1000 nodes).  True if collected."""
-    if len(several) != len(firsts):
-        return False
-    kinds = set(several.values())  # each node's records, in address order
-    if len(kinds) != 1:
-        return False
-    records = kinds.pop()
-    foreign = sorted((a for a in records if a not in own and not _loopback(a)), key=address_order)
+def _rotating_foreign(firsts: dict, several: dict, own: set[str] | None):
+    """A name some nodes resolve first to a record that is not the host's own, while others get
+    the host's own first, every node holding the same records (or only the host's own): a record
+    handed out first in turn, as DNS rotates them.  ``(foreign records, {node: its foreign first
+    answer})``, else None.  Whether the nodes that got it first change from name to name, which
+    tells DNS from a few nodes' own /etc/hosts order, is decided over all names (test_hostnames)."""
+    if own is None or not several:
+        return None
+    # Records of the host's own only are right, whatever their order; the rest must be one set.
+    kinds = {found for found in set(several.values()) if not own.issuperset(found)}
+    if len(kinds) != 1 or not own.issuperset(firsts[node] for node in firsts.keys() - several.keys()):
+        return None
+    kind = kinds.pop()
+    foreign = sorted((a for a in kind if a not in own and not _loopback(a)), key=address_order)
     first_foreign = {node: first for node, first in firsts.items() if first not in own}
-    if not foreign or not first_foreign or len(first_foreign) == len(firsts):
-        return False
-    rotating.append((name, foreign, first_foreign))
-    return True
+    # A loopback line first is that node's /etc/hosts, not rotation; every node wrong is no rotation.
+    if not first_foreign or len(first_foreign) == len(firsts) or not set(first_foreign.values()) <= set(foreign):
+        return None
+    return foreign, first_foreign
 
 
 def _rotating_records(verdict, rotating: list, count: int) -> None:
@@ -715,28 +730,25 @@ def _rotating_records(verdict, rotating: list, count: int) -> None:
                          for answer, nodes in sorted(by_answer.items(), key=lambda kv: address_order(kv[0])))
 
     shown = "; ".join(example(*entry) for entry in rotating[:_EXAMPLES])
-    more = f"; and {len(rotating) - _EXAMPLES} more names" if len(rotating) > _EXAMPLES else ""
+    left = len(rotating) - _EXAMPLES
+    more = f"; and {left} more name{'s' if left > 1 else ''}" if left > 0 else ""
     records = sorted({a for _, foreign, _ in rotating for a in foreign}, key=address_order)
     listed = f"{', '.join(records[:_EXAMPLES])}{', ...' if len(records) > _EXAMPLES else ''}"
-    if len(rotating) == 1:
-        what = (f"{names[0]} has {'a record' if len(records) == 1 else 'records'} that "
-                f"{'is' if len(records) == 1 else 'are'} not its own address ({listed})")
-    else:
-        what = f"{len(rotating)} names have records that are not their nodes' own addresses ({listed})"
+    what = f"{len(rotating)} names have records that are not their nodes' own addresses ({listed})"
     verdict.failed(subject, outliers=tuple(names), where=subject,
-                   observed=f"{what} beside the right one; every node holds the same records, first in varying order "
-                            f"(DNS rotating them, or /etc/hosts lines in different orders), so the nodes that get "
-                            f"the wrong one first connect to it, and which nodes those are changes: {shown}{more}",
+                   observed=f"{what} beside the right ones; the nodes holding them get one first in turn, a different "
+                            f"set of nodes for each name (DNS rotating the records), and connect to it: {shown}{more}",
                    expected="every record of a node's name one of its own addresses",
-                   remedy="Remove the records that are not the named nodes' own addresses from DNS (every node "
-                          "gets them, so it is rarely one node's /etc/hosts), or from /etc/hosts on every node if "
-                          "they come from there; then re-run the preflight.")
+                   remedy="Remove the records that are not the named nodes' own addresses from DNS (different nodes "
+                          "get them first for each name, as DNS rotates records), or from /etc/hosts on the nodes "
+                          "that hold them if they come from there; then re-run the preflight.")
 
 
 def _foreign_records(verdict, holders: tuple, names: list) -> None:
     where = fold(list(holders))
     shown = "; ".join(f"{name} -> {', '.join(foreign)}" for name, foreign in names[:_EXAMPLES])
-    more = f"; and {len(names) - _EXAMPLES} more names" if len(names) > _EXAMPLES else ""
+    left = len(names) - _EXAMPLES
+    more = f"; and {left} more name{'s' if left > 1 else ''}" if left > 0 else ""
     many = len(names) > 1 or len(names[0][1]) > 1
     verdict.failed(f"records held on {where}", severity="warning", outliers=holders, where=where,
                    observed=f"also {'resolves' if len(holders) == 1 else 'resolve'} {shown}{more} below the right "

@@ -131,27 +131,17 @@ def test_hostnames_dns_rotation_agrees_but_a_loopback_line_first_does_not():
     def results(cluster):
         return run_check(network.test_hostnames, cluster=cluster)
 
-    def single_on_03(cl):  # node-03 has node-02's own record alone
-        cl.facts["node-03"].raw["net.resolve"] = out(cl.facts["node-03"].raw["net.resolve"].stdout.replace(
-            "v4 node-02 10.0.0.2 node-02 10.0.0.2,10.9.9.9", "v4 node-02 10.0.0.2 node-02 10.0.0.2"))
-        return cl
-
     # A record that is not node-02's: the node that got it first is the outlier, as any node
-    # answering differently; the node holding it below node-02's own address gets a warning (a
-    # resolver may put it first next time), one for all the names it holds such records for.
-    got = results(single_on_03(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9")))
+    # answering differently; the nodes holding it below node-02's own address get a warning (a
+    # resolver may put it first next time), one for all the names they hold such records for.
+    got = results(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
     [r] = [r for r in got if r.subject == "node-02"]
     assert r.outcome == "failed" and r.outliers == ("node-01",) and "on node-01: node-02 -> 10.9.9.9" in r.message
     [w] = [r for r in got if r.outcome == "warning"]
-    assert w.outliers == ("node-02",) and w.severity == "warning", w
-    assert w.message.startswith("node-02: also resolves node-02 -> 10.9.9.9 below the right first "
-                                "address: a record that is not an address of the named node"), w.message
-    assert "/etc/hosts on node-02" in w.remedy
-    # Every node holds the same records and only the order differs: the records are the fault
-    # (see test_hostnames_records_every_node_holds_in_varying_order_are_one_finding).
-    got = results(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
-    assert [(r.subject, r.outcome, r.outliers) for r in got if r.outcome != "passed"] == [
-        ("node-02", "failed", ("node-02",))]
+    assert w.outliers == ("node-02", "node-03") and w.severity == "warning", w
+    assert w.message.startswith("node-[02-03]: also resolve node-02 -> 10.9.9.9 below the right first address: a "
+                                "record that is not an address of the named node"), w.message
+    assert "/etc/hosts on node-[02-03]" in w.remedy
     got = results(views("10.0.0.2", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2"))  # only node-01 holds it
     assert [(r.subject, r.outcome) for r in got if r.outcome != "passed"] == [("records held on node-01", "warning")]
     assert [r.outcome for r in got if r.subject == "node-02"] == ["passed"]
@@ -172,7 +162,7 @@ def test_hostnames_dns_rotation_agrees_but_a_loopback_line_first_does_not():
         "v4 node-02 10.0.0.2 node-02 10.0.0.2,10.0.0.12", "v4 node-02 10.0.0.2 - 10.0.0.2,10.0.0.12,127.0.1.1"))
     assert node_02(cl).outcome == "passed"
     # Most nodes get the stale record first: the nodes with it are the outliers, not the one right.
-    cl = single_on_03(views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9"))
+    cl = views("10.9.9.9", "10.9.9.9,10.0.0.2", everywhere="10.0.0.2,10.9.9.9")
     cl.facts["node-02"].raw["net.resolve"] = cl.facts["node-01"].raw["net.resolve"]
     r = node_02(cl)
     assert r.outcome == "failed" and r.outliers == ("node-01", "node-02"), r
@@ -219,41 +209,110 @@ def _own(name):
     return f"10.0.0.{int(name[5:])}"
 
 
-def test_hostnames_records_every_node_holds_in_varying_order_are_one_finding():
-    """DNS with a stale record beside each right one hands it out first to some nodes and not
-    others, and to others on the next lookup: the records are the fault, not the nodes that got
-    them first this time.  One finding for every such name (it was one failure and one warning
-    per name, each naming about half the fleet: 6 MB of text at 1000 nodes)."""
-    def answer(node, name):
-        stale = f"10.9.9.{int(name[5:])}"
-        first = stale if (int(node[5:]) + int(name[5:])) % 3 == 0 else _own(name)
-        return first, sorted([_own(name), stale], key=address_order)
+def _stale(name):
+    return f"10.9.9.{int(name[5:])}"
 
-    results = run_check(network.test_hostnames, cluster=_fleet(12, answer))
-    [r] = [r for r in results if r.outcome != "passed"]
+
+def _rotating(node, name):
+    """DNS handing out a stale record beside each right one: first on a third of the nodes, a
+    different third for each name."""
+    first = _stale(name) if (int(node[5:]) + int(name[5:])) % 3 == 0 else _own(name)
+    return first, sorted([_own(name), _stale(name)], key=address_order)
+
+
+def _problems(cluster):
+    return [r for r in run_check(network.test_hostnames, cluster=cluster) if r.outcome != "passed"]
+
+
+def test_hostnames_a_stale_record_dns_rotates_is_one_finding_for_every_name():
+    """The records are the fault, not the nodes that got the stale one first this time: one finding
+    for every such name (it was one failure and one warning per name, each naming about a third of
+    the fleet: 6 MB of text at 1000 nodes)."""
+    [r] = _problems(_fleet(12, _rotating))
     assert r.outcome == "failed" and r.subject == "node-[01-12]" and r.outliers == tuple(
         f"node-{i:02d}" for i in range(1, 13)), r
-    for needle in ("12 names have records that are not their nodes' own addresses (10.9.9.1, 10.9.9.2, "
-                   "10.9.9.3, ...) beside the right one; every node holds the same records, first in varying order",
-                   "node-01 -> 10.9.9.1 first on node-[02,05,08,11]; ", "; and 9 more names"):
-        assert needle in r.message, r.message
+    assert r.message.startswith(
+        "node-[01-12]: 12 names have records that are not their nodes' own addresses (10.9.9.1, 10.9.9.2, "
+        "10.9.9.3, ...) beside the right ones; the nodes holding them get one first in turn, a different set of "
+        "nodes for each name (DNS rotating the records), and connect to it: node-01 -> 10.9.9.1 first on "
+        "node-[02,05,08,11]; node-02 -> 10.9.9.2 first on node-[01,04,07,10]; node-03 -> 10.9.9.3 first on "
+        "node-[03,06,09,12]; and 9 more names"), r.message
     assert r.remedy.startswith("Remove the records that are not the named nodes' own addresses from DNS")
-    # Half a large fleet getting it first is counted, not listed.
-    results = run_check(network.test_hostnames, cluster=_fleet(30, answer))
-    [r] = [r for r in results if r.outcome != "passed"]
+    # A third of a large fleet is counted, not listed.
+    [r] = _problems(_fleet(30, _rotating))
     assert "node-01 -> 10.9.9.1 first on 10 of 30 nodes (e.g. node-02, node-05, node-08)" in r.message, r.message
-    # One name: said of it alone.
-    def one(node, name):
-        return answer(node, name) if name == "node-03" else (_own(name), [_own(name)])
-    [r] = [r for r in run_check(network.test_hostnames, cluster=_fleet(4, one)) if r.outcome != "passed"]
-    assert r.subject == "node-03" and r.outliers == ("node-03",)
-    assert r.message.startswith("node-03: node-03 has a record that is not its own address (10.9.9.3) beside "
-                                "the right one"), r.message
+    # Each node with its own name in /etc/hosts (one record) and DNS for the rest: still one finding.
+    def own_line(node, name):
+        return (_own(name), [_own(name)]) if node == name else _rotating(node, name)
+    [r] = _problems(_fleet(12, own_line))
+    assert r.subject == "node-[01-12]" and "12 names have records" in r.message, r
+    # Four names: "and 1 more name".
+    [r] = _problems(_fleet(4, _rotating))
+    assert "; and 1 more name; expected" in r.message, r.message
 
 
-def test_hostnames_the_same_with_answers_parsed_once_for_nodes_that_printed_alike():
+def test_hostnames_stale_records_that_do_not_rotate_are_judged_node_by_node():
+    """What looks like rotation but is not: each is the per-node finding, naming the nodes at fault."""
+    # One node's /etc/hosts puts the stale line first for every name: that node is the outlier.
+    def node_05_first(node, name):
+        return (_stale(name) if node == "node-05" else _own(name)), sorted([_own(name), _stale(name)],
+                                                                            key=address_order)
+    problems = _problems(_fleet(8, node_05_first))
+    [r] = [r for r in problems if r.outcome == "failed"]
+    assert r.outliers == ("node-05",) and "on node-05 the 8 names resolve to other addresses" in r.message, r
+    # One name only: nothing to tell rotation from one set of nodes by.
+    def one_name(node, name):
+        return _rotating(node, name) if name == "node-03" else (_own(name), [_own(name)])
+    [r] = [r for r in _problems(_fleet(4, one_name)) if r.outcome == "failed"]
+    assert r.subject == "node-03" and r.outliers == ("node-03",) and "on node-03: node-03 -> 10.9.9.3" in r.message
+    # A loopback line first (Debian's 127.0.1.1) is that node's /etc/hosts: not folded into rotation.
+    def loopback_first(node, name):
+        first, records = _rotating(node, name)
+        if node == "node-01":
+            first = "127.0.1.1"
+        return first, sorted([*records, "127.0.1.1"], key=address_order)
+    failed = [r for r in _problems(_fleet(6, loopback_first)) if r.outcome == "failed"]
+    assert failed and all("node-01" in r.outliers and "-> 127.0.1.1 on node-01" in r.message and
+                          "DNS rotating" not in r.message for r in failed), failed
+    # Every node gets a stale record first (different ones): no node has it right, no rotation.
+    def two_stale(node, name):
+        other = f"10.8.8.{int(name[5:])}"
+        return ((_stale(name) if int(node[5:]) % 2 else other),
+                sorted([_own(name), _stale(name), other], key=address_order))
+    problems = _problems(_fleet(4, two_stale))
+    assert problems and not any("DNS rotating" in r.message for r in problems), problems
+    # ... and beside names that rotate, such a name is said on its own.
+    def one_all_wrong(node, name):
+        if name != "node-01":
+            return _rotating(node, name)
+        return two_stale(node, name)
+    problems = _problems(_fleet(6, one_all_wrong))
+    assert [r.subject for r in problems if "DNS rotating" in r.message] == ["node-[02-06]"], problems
+    [r] = [r for r in problems if r.subject == "node-01"]
+    assert r.message.startswith("node-01: on node-[01,03,05]: node-01 -> 10.9.9.1; on node-[02,04,06]: "
+                                "node-01 -> 10.8.8.1"), r.message
+    # The nodes hold different stale records: not one set rotating.
+    def differing(node, name):
+        stale = _stale(name) if int(node[5:]) % 2 else f"10.8.8.{int(name[5:])}"
+        first = stale if (int(node[5:]) + int(name[5:])) % 3 == 0 else _own(name)
+        return first, sorted([_own(name), stale], key=address_order)
+    problems = _problems(_fleet(6, differing))
+    assert problems and not any("DNS rotating" in r.message for r in problems), problems
+    # Likewise where only the nodes holding one of them get it first: the others' stale records
+    # are not dropped from the report.
+    def others_hold_another(node, name):
+        if int(node[5:]) % 2:
+            return _rotating(node, name)
+        return _own(name), sorted([_own(name), f"10.8.8.{int(name[5:])}"], key=address_order)
+    problems = _problems(_fleet(6, others_hold_another))
+    assert any("10.8.8." in r.message for r in problems) and not any("DNS rotating" in r.message
+                                                                     for r in problems), problems
+
+
+def test_hostnames_the_same_with_answers_parsed_once_for_nodes_that_printed_alike(monkeypatch):
     """Nodes printing the same answers share one parsed value in a run, and the check reads each
-    name once per distinct value: the results are those of every node's answers read apart."""
+    name once per distinct value and takes the agreeing names' short way: the results are those of
+    every node's answers read apart, the long way."""
     def healthy(node, name):
         return _own(name), [_own(name)]
 
@@ -263,15 +322,29 @@ def test_hostnames_the_same_with_answers_parsed_once_for_nodes_that_printed_alik
     def mixed(node, name):  # node-02 answers node-04 with its own stale line
         return ("10.9.9.4", ["10.9.9.4"]) if (node, name) == ("node-02", "node-04") else healthy(node, name)
 
-    for answer in (healthy, held_below, mixed):
-        apart = run_check(network.test_hostnames, cluster=_fleet(5, answer))
+    def multi_homed(node, name):  # two own addresses, in one order everywhere
+        return _own(name), sorted([_own(name), _stale(name)], key=address_order)
+
+    for answer in (healthy, held_below, mixed, _rotating, multi_homed):
         cluster = _fleet(5, answer, shared=SharedOutputs())
+        if answer is multi_homed:  # the second address is on the node's interfaces
+            for i, (host, facts) in enumerate(cluster.reachable(), 1):
+                facts.raw["net.interfaces"] = out(json.dumps([
+                    {"ifname": f"eth{k}", "flags": ["UP"], "operstate": "UP",
+                     "addr_info": [{"family": "inet", "local": a, "prefixlen": 24}]}
+                    for k, a in enumerate((f"10.0.0.{i}", f"10.9.9.{i}"))]))
+                facts._cache.pop("net.interfaces", None)
         views = {h.name: f.get("net.resolve") for h, f in cluster.reachable()}
-        assert len(network._Columns(views).distinct) == (2 if answer is mixed else 1)
-        together = run_check(network.test_hostnames, cluster=cluster)
-        assert together == apart, answer.__name__
-        assert {r.outcome for r in apart} == {"healthy": {"passed"}, "held_below": {"passed", "warning"},
-                                              "mixed": {"passed", "failed"}}[answer.__name__]
+        assert len(network._Columns(views).distinct) == {"mixed": 2, "_rotating": 3}.get(answer.__name__, 1)
+        short = run_check(network.test_hostnames, cluster=cluster)
+        with monkeypatch.context() as patch:
+            read = network._Columns.read
+            patch.setattr(network._Columns, "read", lambda self, name: (*read(self, name)[:2], None))
+            long = run_check(network.test_hostnames, cluster=cluster)
+        assert short == long, answer.__name__
+        assert {r.outcome for r in short} == {"healthy": {"passed"}, "held_below": {"passed", "warning"},
+                                              "mixed": {"passed", "failed"}, "_rotating": {"failed"},
+                                              "multi_homed": {"passed"}}[answer.__name__], (answer.__name__, short)
 
 
 def test_hostnames_a_name_every_node_resolves_to_loopback_fails():
