@@ -95,8 +95,26 @@ def run_check(func, *, host=None, facts=None, cluster=None, gathered=None):
 
 
 def cluster_of(*pairs) -> Cluster:
+    """A cluster of ``(host, facts)``.  A host whose facts have the default interfaces gets its own
+    IPv4 inventory address on eth0 in place of 10.0.0.1 (every host holding one address hid false
+    passes in the cross-node checks, which tell nodes apart by their addresses)."""
+    default = json.dumps(IFACES)
+    for host, facts in pairs:
+        found = facts.raw.get("net.interfaces")
+        if found is not None and found.stdout == default and _is_ipv4(host.address) and host.address != "10.0.0.1":
+            facts.raw["net.interfaces"] = out(default.replace('"10.0.0.1"', json.dumps(host.address)))
+            facts._cache.pop("net.interfaces", None)
     hosts = tuple(h for h, _ in pairs)
     return Cluster(hosts, {h.name: f for h, f in pairs})
+
+
+def _is_ipv4(text: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(text).version == 4
+    except ValueError:
+        return False
 
 
 class _AsItem:
