@@ -629,10 +629,14 @@ def _elsewhere_than_its_own(verdict, host, firsts: dict, own: set[str], interfac
     """Some nodes get one of the host's own addresses first, others an address that is not (a stale
     record, docker0's): the latter are the outliers however many they are (the majority is no
     guide when DNS hands most nodes the stale record).  Where the majority's outliers are those
-    nodes already, the usual finding (grouped with names failing alike) says it.  True if reported."""
+    nodes already, the usual finding (grouped with names failing alike) says it.  Where no node gets
+    one of the host's own, answers that differ are said with that (fixing every node to the
+    majority's answer would fix nothing).  True if reported."""
     right = {node for node, first in firsts.items() if first in own}
     wrong = {node: first for node, first in firsts.items() if first not in own}
-    if not right or not wrong or set(sides.outliers) == set(wrong):
+    if not wrong or (right and set(sides.outliers) == set(wrong)):
+        return False
+    if not right and (sides.unanimous or set(wrong.values()) == {_UNRESOLVED}):
         return False
     by_answer: dict[str, list[str]] = defaultdict(list)
     for node, first in wrong.items():
@@ -643,10 +647,18 @@ def _elsewhere_than_its_own(verdict, host, firsts: dict, own: set[str], interfac
     if foreign:
         observed += (f" ({', '.join(foreign)} {'is not an address' if len(foreign) == 1 else 'are not addresses'} "
                      f"of {host.name}: {_whose(host, interfaces)})")
+    outliers = tuple(sorted(wrong))
+    if not right:
+        verdict.failed(host.name, outliers=outliers, where=host.name,
+                       observed=observed + f"; no node resolves {host.name} to one of its own addresses",
+                       expected=f"{host.name} resolving to one of its own addresses on every node",
+                       remedy=f"Point {host.name} at its own address ({host.address}, or one on its interfaces) in "
+                              f"/etc/hosts on every node, or in DNS: none of the addresses the nodes get now is "
+                              f"{host.name}'s.")
+        return True
     answers = sorted({firsts[node] for node in right}, key=address_order)
     observed += (f"; {fold(sorted(right))} {'resolves' if len(right) == 1 else 'resolve'} it to "
                  f"{'its own address ' if len(answers) == 1 else 'its own addresses '}{', '.join(answers)}")
-    outliers = tuple(sorted(wrong))
     verdict.failed(host.name, outliers=outliers, where=host.name, observed=observed,
                    expected=f"{host.name} resolving to one of its own addresses on every node",
                    remedy=f"On {fold(list(outliers))}, make {host.name} resolve to its own address "

@@ -187,12 +187,12 @@ def test_hostnames_dns_rotation_agrees_but_a_loopback_line_first_does_not():
 
 def _fleet(n, answer, shared=None):
     """``n`` nodes at 10.0.0.<i>; ``answer(node, name)`` gives a node's ``(first, records)`` for a
-    name.  With ``shared``, equal outputs are parsed once, as in a run (facts.SharedOutputs)."""
+    name (``first`` None: the name does not resolve there).  With ``shared``, equal outputs are parsed once, as in a run (facts.SharedOutputs)."""
     names = [f"node-{i:02d}" for i in range(1, n + 1)]
     pairs = []
     for i, node in enumerate(names, 1):
         text = "".join(f"v4 {name} {answer(node, name)[0]} - {','.join(answer(node, name)[1])}\n"
-                       for name in names) + f"end {n}\n"
+                       if answer(node, name)[0] else f"miss {name}\n" for name in names) + f"end {n}\n"
         facts = make_facts(node, raw=healthy_raw(interfaces=[
             {"ifname": "eth0", "flags": ["UP"], "operstate": "UP",
              "addr_info": [{"family": "inet", "local": f"10.0.0.{i}", "prefixlen": 24}]}]))
@@ -289,8 +289,21 @@ def test_hostnames_stale_records_that_do_not_rotate_are_judged_node_by_node():
     problems = _problems(_fleet(6, one_all_wrong))
     assert [r.subject for r in problems if "DNS rotating" in r.message] == ["node-[02-06]"], problems
     [r] = [r for r in problems if r.subject == "node-01"]
-    assert r.message.startswith("node-01: on node-[01,03,05]: node-01 -> 10.9.9.1; on node-[02,04,06]: "
-                                "node-01 -> 10.8.8.1"), r.message
+    # No node gets node-01's own address: said so, with its addresses (fixing every node to one of
+    # the answers would fix nothing).
+    assert r.message.startswith("node-01: on node-[02,04,06]: node-01 -> 10.8.8.1; on node-[01,03,05]: node-01 -> "
+                                "10.9.9.1 (10.8.8.1, 10.9.9.1 are not addresses of node-01: inventory address "
+                                "10.0.0.1; its interfaces: 10.0.0.1); no node resolves node-01 to one of its own "
+                                "addresses"), r.message
+    assert r.outliers == tuple(f"node-{i:02d}" for i in range(1, 7)) and r.remedy.startswith(
+        "Point node-01 at its own address (10.0.0.1, or one on its interfaces) in /etc/hosts on every node")
+    # Half the nodes not resolving it and half resolving it elsewhere: the same.
+    def half_unresolved(node, name):
+        if name != "node-01":
+            return _own(name), [_own(name)]
+        return (None, []) if int(node[5:]) % 2 else (_stale(name), [_stale(name)])
+    [r] = _problems(_fleet(4, half_unresolved))
+    assert "no node resolves node-01 to one of its own addresses" in r.message, r.message
     # The nodes hold different stale records: not one set rotating.
     def differing(node, name):
         stale = _stale(name) if int(node[5:]) % 2 else f"10.8.8.{int(name[5:])}"
