@@ -811,7 +811,7 @@ class SimNode:
     def running(self) -> bool:
         return self.sshd is not None and self.sshd.poll() is None
 
-    def start(self, timeout: float = 10) -> None:
+    def start(self, timeout: float = 60) -> None:
         """Start sshd (no-op when running) and wait until it accepts a login."""
         if self.running:
             return
@@ -830,7 +830,7 @@ class SimNode:
         return Undo(self.start if was_running else (lambda: None))
 
     def restart(self, nofile: int | None = None, sshd_options: dict | None = None,
-                timeout: float = 10) -> Undo:
+                timeout: float = 60) -> Undo:
         """Restart sshd, optionally with another ``ulimit -n`` (soft and hard; sessions inherit
         it) and extra sshd_config options (value None drops an option). Running sessions are
         left alone, as a real ``systemctl restart ssh`` does. Undo restarts with the old values."""
@@ -869,7 +869,7 @@ class SimNode:
         self.sshd = None
         self._spawn_sshd()
         # wait for a login that ignores host keys: the pinned known_hosts now rejects the node
-        self._wait_sshd(10, options=["-o", "UserKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=no"])
+        self._wait_sshd(60, options=["-o", "UserKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=no"])
 
         def back():
             for p, data in saved.items():
@@ -1073,7 +1073,7 @@ class SimCluster:
 
     def __init__(self, names: Sequence[str] = ("node-01", "node-02", "node-03"), head: str | None = None,
                  npus: int = 8, chip: str = "910B4", sshd_options: dict | None = None,
-                 start_timeout: float = 10):
+                 start_timeout: float = 60):
         if not names or len(set(names)) != len(names) or len(names) > 200:
             raise ValueError("names must be 1..200 distinct node names")
         if head is None:                 # node-01 when there is one, else the first node
@@ -1204,9 +1204,16 @@ class SimCluster:
         return path
 
     def reset(self) -> None:
-        """Undo every fault on every node (see :meth:`SimNode.reset`); rewrite the inventory."""
+        """Undo every fault on every node (see :meth:`SimNode.reset`); rewrite the inventory.
+        Every node is reset even when one fails (then the first failure is raised)."""
+        failed = []
         for n in self.nodes:
-            n.reset()
+            try:
+                n.reset()
+            except Exception as exc:  # noqa: BLE001 - the other nodes still need their reset
+                failed.append(exc)
+        if failed:
+            raise failed[0]
         self.write_known_hosts(self.known_hosts_path)
         self.write_inventory()
 

@@ -9,9 +9,7 @@ import time
 import pytest
 import yaml
 
-from preflight.parsers.system import parse_listening_ports
-
-from .test_preflight_e2e import by_check, problems, run_preflight
+from .test_preflight_e2e import by_check, problems, run_preflight, still_listening
 
 CROSS = {"cluster.ray_ports", "cluster.rendezvous", "cluster.hccl_ports", "cluster.launcher_ssh",
          "cluster.hostnames", "cluster.clock_skew", "cluster.shared_storage", "cluster.device_ping"}
@@ -44,8 +42,8 @@ def assert_nothing_left(sim, shared=None):
     for node in sim.nodes:
         if not node.running:
             continue
-        listening = parse_listening_ports(node.run("cat /proc/net/tcp /proc/net/tcp6").stdout)
-        assert not listening & {6379, 8265, 10001, 10002, 19999, 29500, 60000, 60015}, (node.name, listening)
+        left = still_listening(node, {6379, 8265, 10001, 10002, 19999, 29500, 60000, 60015})
+        assert not left, (node.name, left)
         deadline = time.monotonic() + 30
         while node.extra_processes() and time.monotonic() < deadline:
             time.sleep(0.2)  # sessions closing

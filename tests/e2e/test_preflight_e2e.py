@@ -8,8 +8,10 @@ exactly the expected results, and nothing else fails.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -48,15 +50,33 @@ def inventory(sim_cluster, tmp_path_factory):
     return sim_cluster.write_inventory(path, head={"min_nofile": minimum}, worker={"min_nofile": minimum})
 
 
+def run_env(tmp_path):
+    """The run's environment, with a temporary folder of its own (``tmp_path/tmp``): what a run
+    leaves there is its own, not the other xdist worker's run's."""
+    (tmp_path / "tmp").mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+
+
 def run_preflight(inventory, tmp_path, *extra, timeout=180):
     tmp_path.mkdir(parents=True, exist_ok=True)
     reports = tmp_path / "reports"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--inventory", str(inventory), "--report-dir", str(reports),
          "-p", "no:cacheprovider", *extra],
-        cwd=tmp_path, capture_output=True, text=True, timeout=timeout)
+        cwd=tmp_path, capture_output=True, text=True, timeout=timeout, env=run_env(tmp_path))
     doc = json.loads((reports / "preflight.json").read_text())
     return proc, doc
+
+
+def still_listening(node, ports, seconds=30):
+    """Which of ``ports`` something still listens on at ``node``, once its listeners have had
+    ``seconds`` to exit (closing one waits a few seconds for its exit, not longer)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = ports & parse_listening_ports(node.run("cat /proc/net/tcp /proc/net/tcp6").stdout)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
 
 
 def problems(doc):
@@ -151,11 +171,11 @@ def test_device_ip_route_by_another_nic_on_one_node(sim, inventory, tmp_path):
     # The FAQ's `ip route get <NPU device IP>`: node-03 alone sends its device network out of lo.
     node = sim.node("node-03")
     before = {n.name: n.ssh("ip -o route get 29.1.0.1 2>&1 || true").stdout for n in sim.nodes}
-    node.ssh("ip route add 29.0.0.0/8 dev lo")
+    node.run("ip route add 29.0.0.0/8 dev lo", check=True)
     try:
         proc, doc = run_preflight(inventory, tmp_path)
     finally:
-        node.ssh("ip route del 29.0.0.0/8 dev lo")
+        node.run("ip route del 29.0.0.0/8 dev lo", check=True)
     assert problems(doc) == {("cluster.ifname_agree", None, "NPU device IP route", "warning")}, before
     [bad] = [r for r in by_check(doc, "cluster.ifname_agree") if r["outcome"] == "warning"]
     assert bad["outliers"] == ["node-03"]
@@ -195,8 +215,7 @@ def test_ray_port_closed_by_a_firewall(sim, inventory, tmp_path, require_iptable
         assert "no answer" in bad["message"]
         assert_explained(bad)
     # The temporary listener on the head is gone afterwards.
-    listening = parse_listening_ports(sim.node("node-01").run("cat /proc/net/tcp /proc/net/tcp6").stdout)
-    assert 6379 not in listening
+    assert still_listening(sim.node("node-01"), {6379}) == set()
 
 
 def test_a_workers_ray_worker_range_dropped(sim, inventory, tmp_path, require_iptables):

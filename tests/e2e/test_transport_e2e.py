@@ -31,7 +31,7 @@ def test_workers_reached_only_through_a_jump_host(sim, tmp_path, require_iptable
                 entry["jump_host"] = f"root@{bastion.address}"
         inv.write_text(yaml.safe_dump(data))
         direct = sim.write_inventory(tmp_path / "direct.yaml")
-        proc, doc = run_preflight(direct, tmp_path / "direct", "--connect-timeout", "2",
+        proc, doc = run_preflight(direct, tmp_path / "direct", "--connect-timeout", "5",
                                   "-k", "reachable")
         assert {p[1] for p in problems(doc)} == {"node-02", "node-03"}  # proves the firewall works
         before = len(bastion.sshd_log.read_text())
@@ -64,9 +64,9 @@ def test_hung_tool_costs_one_timeout_and_is_reported(sim, tmp_path):
     inv = _inventory(sim, tmp_path)
     with sim.node("node-02").override("hccn_tool", "*", sleep=3600):
         t0 = time.monotonic()
-        proc, doc = run_preflight(inv, tmp_path, "--command-timeout", "2")
+        proc, doc = run_preflight(inv, tmp_path, "--command-timeout", "6")
         elapsed = time.monotonic() - t0
-    assert elapsed < 60, elapsed  # one timeout, not one per NPU and per command (16 x 2 s)
+    assert elapsed < 60, elapsed  # one timeout, not one per NPU and per command (16 x 6 s)
     found = problems(doc)
     # Everything hccn_tool tells about node-02 is "not evaluated"; nothing fails, no other host is touched.
     assert {p[3] for p in found} == {"error"}, found
@@ -91,7 +91,7 @@ def test_tool_hung_on_one_npu_costs_that_npu_only(sim, tmp_path):
     node = sim.node("node-02")
     node.clear_calls()
     with node.override("hccn_tool", "-i 3 -link -g", sleep=3600):
-        proc, doc = run_preflight(inv, tmp_path, "--command-timeout", "2")
+        proc, doc = run_preflight(inv, tmp_path, "--command-timeout", "6")
     found = problems(doc)
     assert {p[1] for p in found} <= {"node-02", None}, found
     links = [r for r in by_check(doc, "hccl.link_up") if r["host"] == "node-02"]
@@ -114,9 +114,9 @@ def test_host_deadline_ends_a_slow_host_and_keeps_the_others(sim, tmp_path):
     inv = _inventory(sim, tmp_path)
     with sim.node("node-03").override("npu-smi", "info", sleep=3600):
         t0 = time.monotonic()
-        proc, doc = run_preflight(inv, tmp_path, "--command-timeout", "60", "--host-timeout", "4")
+        proc, doc = run_preflight(inv, tmp_path, "--command-timeout", "60", "--host-timeout", "15")
         elapsed = time.monotonic() - t0
-    assert elapsed < 40, elapsed
+    assert elapsed < 55, elapsed  # the host deadline, not npu-smi's 60 s
     [host] = [h for h in doc["hosts"] if h["name"] == "node-03"]
     assert "host-timeout" in (host["error"] or ""), host
     found = problems(doc)

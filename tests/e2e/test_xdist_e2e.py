@@ -1,9 +1,6 @@
 """Under pytest-xdist (-n 2) the checker gives the same results as a serial run, the nodes are
 probed once (one worker gathers for all), and the controller writes the reports."""
 
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from .test_preflight_e2e import problems, run_preflight
@@ -39,7 +36,7 @@ def test_xdist_run_matches_serial_run(sim, tmp_path):
     # One set of reports, written by the controller.
     assert len(list((tmp_path / "xdist" / "reports" / "runs").iterdir())) == 1
     # The facts the first worker left for the others (secrets included) are gone with the run.
-    assert not list(Path(tempfile.gettempdir()).glob("preflight-xdist-*"))
+    assert not list((tmp_path / "xdist" / "tmp").glob("preflight-*"))  # the run's TMPDIR (run_env)
 
 
 def test_xdist_and_serial_fail_a_dead_host_no_selected_check_looks_at_it(sim, tmp_path):
