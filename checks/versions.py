@@ -286,7 +286,7 @@ def test_stack(host, facts, verdict, compat):
 
 
 @check("versions.torch_pair", title="torch and torch_npu versions match", reference=faq.R_TORCH_NPU,
-       needs=("python.stack",),
+       needs=("python.stack", "ascend.files?"),
        remedy=("Install the torch_npu built for the installed torch (same X.Y.Z): pip install torch==X.Y.Z "
                "torch_npu==X.Y.Z[.postN] in the job's Python (see the Ascend/pytorch compatibility table)."))
 def test_torch_pair(host, facts, verdict, compat):
@@ -298,17 +298,36 @@ def test_torch_pair(host, facts, verdict, compat):
         verdict.failed(observed=f"{' and '.join(missing)} not installed for {where}",
                        expected="torch and torch_npu installed in the Python the job uses (inventory `python`)")
     elif C.base_release(torch) != C.base_release(tnpu):
-        # The command with this node's versions: the newest torch_npu the table lists for this torch.
-        made = [str(r["torch_npu"]) for r in compat.rows("torch_npu")
-                if C.base_release(str(r["torch"])) == C.base_release(torch)]
-        pick = max(made, key=C.version_key) if made else f"{C.base_release(torch)}[.postN]"
         verdict.failed(observed=f"torch {torch} with torch_npu {tnpu} ({where})",
                        expected=f"torch_npu {C.base_release(torch)}[.postN] for torch {torch}",
-                       remedy=f"{where} -m pip install torch_npu=={pick} (built for torch {C.base_release(torch)}; "
-                              f"or pip install torch=={C.base_release(tnpu)} to keep torch_npu {tnpu}), on this node "
-                              f"and every other one alike.")
+                       remedy=_torch_pair_remedy(compat, where, torch, tnpu, facts.optional("ascend.files")))
     else:
         verdict.passed(message=f"torch {torch}, torch_npu {tnpu} ({where})")
+
+
+def _torch_pair_remedy(compat, where: str, torch: str, tnpu: str, files) -> str:
+    """The command with this node's versions: the newest torch_npu the table lists for this torch
+    and the node's CANN (one for another CANN would trade this failure for versions.stack's)."""
+    cann = _cann_of(files) if files else None
+    base = C.base_release(torch)
+    rows = [r for r in compat.rows("torch_npu") if C.base_release(str(r["torch"])) == base]
+    fitting = [r for r in rows if cann is None or _cann_in(cann, r.get("cann"))]
+    for_cann = f" and CANN {cann}" if cann else ""
+    if fitting:
+        pick = max((str(r["torch_npu"]) for r in fitting), key=C.pip_key)
+        text = f"{where} -m pip install torch_npu=={pick} (built for torch {base}{for_cann}"
+    else:
+        others = sorted({(str(r["torch"]), str(r["torch_npu"])) for r in compat.rows("torch_npu")
+                         if cann and _cann_in(cann, r.get("cann"))}, key=lambda tr: C.pip_key(tr[1]), reverse=True)
+        text = (f"The compatibility table lists no torch_npu for torch {base}{for_cann}" +
+                (f": install a torch that has one, e.g. {where} -m pip install "
+                 f"torch=={others[0][0]} torch_npu=={others[0][1]} ("
+                 if others else f": install torch_npu {base}[.postN] for it (") + "see the Ascend/pytorch table")
+    # Keeping torch_npu and changing torch instead: only where that torch_npu suits the CANN too.
+    kept = _torch_npu_row(compat, tnpu)
+    if cann is None or (kept is not None and _cann_in(cann, kept.get("cann"))):
+        text += f"; or pip install torch=={C.base_release(tnpu)} to keep torch_npu {tnpu}"
+    return text + "), on this node and every other one alike."
 
 
 def _mindspeed_row(compat, version: str):

@@ -112,9 +112,13 @@ def as_list(value) -> list[str]:
 _TOKEN = re.compile(r"(\d+)|([A-Za-z]+)(\d*)")
 
 
+_KEY_PARTS = 8  # keys are padded to this many parts, so that 8.2 and 8.2.0 sort alike
+
+
 def version_key(text: str) -> tuple:
     """A sort key for Ascend-style versions: 8.2.RC1 < 8.2.0, 25.0.rc1 < 25.0.rc1.1 < 25.0.0,
-    8.5.0.alpha001 < 8.5.0.B100 < 8.5.0 (letters mark pre-releases)."""
+    8.5.0.alpha001 < 8.5.0.B100 < 8.5.0 (letters mark pre-releases); 8.2 == 8.2.0.  Padded
+    with zeros, not cut at them: cut, 8.2.0 sorted below 8.2.RC1 (a shorter tuple is less)."""
     parts = []
     for piece in re.split(r"[.\-_]", str(text).strip()):
         if not piece:
@@ -130,9 +134,9 @@ def version_key(text: str) -> tuple:
         else:
             m = re.match(r"(\d+)", piece)
             parts.append((3, int(m.group(1))) if m else (0, 0))
-    while parts and parts[-1] == (3, 0):
+    while len(parts) > _KEY_PARTS and parts[-1] == (3, 0):
         parts.pop()
-    return tuple(parts)
+    return tuple(parts) + ((3, 0),) * (_KEY_PARTS - len(parts))
 
 
 def cmp_versions(a: str, b: str) -> int:
@@ -167,6 +171,17 @@ def base_release(version: str) -> str:
     while len(nums) < 3:
         nums.append("0")
     return ".".join(nums)
+
+
+def pip_key(version: str):
+    """A sort key for pip versions: 2.1.0.rc1 < 2.1.0 < 2.1.0.post3 < 2.1.0.post8 (version_key reads
+    "post" as a pre-release tag); local tags and dev suffixes aside; unreadable versions first."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (1, Version(norm_pip(version)))
+    except InvalidVersion:
+        return (0, Version("0"))
 
 
 def pip_equal(a: str, b: str) -> bool:

@@ -284,6 +284,19 @@ def test_compat_data_ships_with_sources():
     assert C.norm_pip("2.9.0.post1+git4c901a4") == "2.9.0.post1" and C.base_release("2.9.0+cpu") == "2.9.0"
 
 
+def test_version_sort_keys_agree_with_the_comparison():
+    """version_key sorts as cmp_versions compares (cut at its trailing zeros, 8.2.0 sorted below
+    8.2.RC1); pip versions sort by pip's rules, post-releases after the release."""
+    ascend = ["25.0.0", "8.2.RC1", "8.5.0", "8.2", "8.5.0.alpha001", "25.0.rc1.1", "8.2.1", "25.0.rc1", "8.5.0.B100"]
+    ordered = sorted(ascend, key=C.version_key)
+    assert ordered == ["8.2.RC1", "8.2", "8.2.1", "8.5.0.alpha001", "8.5.0.B100", "8.5.0", "25.0.rc1", "25.0.rc1.1",
+                       "25.0.0"]
+    assert all(C.cmp_versions(a, b) <= 0 for a, b in zip(ordered, ordered[1:]))
+    assert C.version_key("8.2") == C.version_key("8.2.0")
+    assert max(["2.1.0.rc1", "2.1.0.post8", "2.1.0.post3", "2.1.0", "2.1.0.post10"], key=C.pip_key) == "2.1.0.post10"
+    assert C.pip_key("2.1.0+cpu") == C.pip_key("2.1.0") and C.pip_key("garbage") < C.pip_key("0.1")
+
+
 def test_compat_file_extends_and_is_validated(tmp_path):
     extra = tmp_path / "c.yaml"
     extra.write_text("torch_npu:\n  - {torch_npu: '2.6.0', torch: '2.6.0', cann: ['8.3.RC1'], source: site}\n"
@@ -465,6 +478,29 @@ def test_torch_pair(torch, tnpu, outcome):
         explained(r)
     if torch == "2.5.1":  # the command with this node's versions, not X.Y.Z placeholders
         assert "-m pip install torch_npu==2.5.1.post" in r.remedy and "pip install torch==2.6.0" in r.remedy
+
+
+def test_torch_pair_remedy_names_a_torch_npu_for_the_nodes_cann():
+    """The torch_npu to install is the newest the table lists for this torch *and* this node's CANN
+    (the newest for the torch alone was built for another CANN, or was 2.1.0.rc1: a pre-release
+    sorted last); keeping torch_npu is offered only where it suits the CANN too."""
+    def remedy(cann, torch, tnpu):
+        files = files_output().replace("version=8.2.RC1\ninnerversion", f"version={cann}\ninnerversion")
+        facts = make_facts(raw=node_raw(ascend_dot_files=out(files), python_dot_stack=out(stack_output(
+            packages={"torch": torch, "torch_npu": tnpu}))))
+        assert versions._cann_of(facts.get("ascend.files")) == cann
+        [r] = run(versions.test_torch_pair, H, facts)
+        assert r.outcome == "failed"
+        return r.remedy
+
+    r = remedy("8.0.RC3", "2.1.0", "2.6.0")
+    assert r.startswith("/usr/bin/python3 -m pip install torch_npu==2.1.0.post8 (built for torch 2.1.0 and CANN "
+                        "8.0.RC3), on this node"), r  # 2.6.0 is not for CANN 8.0.RC3: no "keep" offered
+    r = remedy("8.2.RC1", "2.7.1", "2.6.0")
+    assert "torch_npu==2.7.1 (built for torch 2.7.1 and CANN 8.2.RC1; or pip install torch==2.6.0 to keep" in r, r
+    r = remedy("8.0.RC3", "2.9.0", "2.6.0")
+    assert r.startswith("The compatibility table lists no torch_npu for torch 2.9.0 and CANN 8.0.RC3: install a "
+                        "torch that has one, e.g. /usr/bin/python3 -m pip install torch==2.4.0 torch_npu==2.4.0"), r
 
 
 @pytest.mark.parametrize("ms, mcore, outcome", [
