@@ -616,6 +616,12 @@ def test_vllm(host, facts, verdict, compat):
                               f"image are built for it), or use the vllm-ascend release made for this Python.")
 
 
+def _triton_for(compat, cann: str | None) -> str | None:
+    """The newest triton-ascend the table lists for ``cann``."""
+    made = [str(r["triton_ascend"]) for r in compat.rows("triton_ascend") if cann and _cann_in(cann, r.get("cann"))]
+    return max(made, key=C.pip_key) if made else None
+
+
 def _against_row(verdict, subject, pairing, ok, expected, remedy, why_not=""):
     """One column of the vllm-ascend row: a pass, or a warning (the release it was tested with)."""
     if ok:
@@ -624,18 +630,34 @@ def _against_row(verdict, subject, pairing, ok, expected, remedy, why_not=""):
         verdict.failed(subject, severity="warning", observed=pairing + why_not, expected=expected, remedy=remedy)
 
 
-@check("versions.triton", title="triton-ascend (not the standard triton) beside vllm-ascend",
-       reference=faq.R_TRITON, needs=("python.stack",),
+@check("versions.triton", title="triton-ascend (not the standard triton) beside vllm-ascend, made for the CANN",
+       reference=faq.R_TRITON, needs=("python.stack", "ascend.files?"),
        remedy=("Remove the standard triton and install the triton-ascend release for the CANN in use: "
                "pip uninstall -y triton triton-ascend && pip install triton-ascend==<version> "
-               "(3.2.0 for CANN 8.5.x)."))
+               "(see the triton-ascend README's table)."))
 def test_triton(host, facts, verdict, compat):
     stack = facts.get("python.stack")
     triton, ta = stack.version_of("triton"), stack.version_of("triton-ascend")
     vllm_ascend = stack.version_of("vllm-ascend") or stack.version_of("vllm_ascend")
+    files = facts.optional("ascend.files")
+    cann = _cann_of(files) if files else None
+    for_cann = _triton_for(compat, cann)
+    install = (f"pip install triton-ascend=={for_cann} (the release for CANN {cann})" if for_cann else
+               "pip install triton-ascend==<the release for the CANN in use>")
     if triton and ta:
         verdict.failed(observed=f"standard triton {triton} installed beside triton-ascend {ta}",
-                       expected="triton-ascend only (the standard triton shadows it)")
+                       expected="triton-ascend only (the standard triton shadows it)",
+                       remedy=f"pip uninstall -y triton triton-ascend && {install}.")
+        return
+    row = next((r for r in compat.rows("triton_ascend") if C.pip_equal(str(r["triton_ascend"]), ta)), None) \
+        if ta else None
+    if row is not None and cann and not _cann_in(cann, row.get("cann")):
+        # Its kernels compile against the CANN it was released with (MindSpeed-MM uses it too,
+        # without vllm-ascend).
+        verdict.failed(severity="warning", observed=f"triton-ascend {ta} with CANN {cann}",
+                       expected=f"triton-ascend made for CANN {cann}: {for_cann or 'none in the table'} "
+                                f"({ta} is for CANN {', '.join(C.as_list(row.get('cann')))}; {compat.source(row)})",
+                       remedy=f"{install}, on this node and every other one alike.")
         return
     required = None
     if vllm_ascend:
@@ -647,7 +669,9 @@ def test_triton(host, facts, verdict, compat):
     if required and not ta:
         found = f"the standard triton {triton}" if triton else "no triton-ascend"
         verdict.failed(observed=f"vllm-ascend {vllm_ascend} with {found}",
-                       expected=f"triton-ascend {required}")
+                       expected=f"triton-ascend {required}",
+                       remedy=(f"pip uninstall -y triton && " if triton else "")
+                       + (f"pip install triton-ascend=={required}." if required[0].isdigit() else f"{install}."))
     elif ta:
         verdict.passed(message=f"triton-ascend {ta}" + (f" with vllm-ascend {vllm_ascend}" if vllm_ascend else ""))
     elif triton:

@@ -20,6 +20,12 @@ TABLES = {"torch_npu": "torch_npu", "cann_driver": "cann", "mindspeed": "mindspe
           "mindspeed_mm": "mindspeed_mm", "vllm_ascend": "vllm_ascend", "triton_ascend": "triton_ascend"}
 
 
+# Columns the checks read from every row of a table, beside its key (a site row without one
+# raised KeyError in the checks, on every node).
+REQUIRED = {"torch_npu": ("torch",), "cann_driver": ("driver_min",), "mindspeed": ("megatron_core",),
+            "mindspeed_mm": ("mindspeed",), "triton_ascend": ("cann",)}
+
+
 class CompatError(ValueError):
     """A compatibility file that cannot be used (message names the file)."""
 
@@ -60,6 +66,11 @@ def _read(path: Path) -> dict:
         rows = doc.get(table) or []
         if not isinstance(rows, list) or not all(isinstance(r, dict) and r.get(key) for r in rows):
             raise CompatError(f"{path}: {table} must be a list of mappings, each with a {key!r} value")
+        for row in rows:
+            missing = [c for c in REQUIRED.get(table, ()) if not row.get(c)]
+            if missing:
+                raise CompatError(f"{path}: the {table} row for {row[key]!r} has no {', '.join(map(repr, missing))} "
+                                  f"value (each {table} row needs {', '.join(REQUIRED[table])})")
     if not isinstance(doc.get("known_bad") or [], list):
         raise CompatError(f"{path}: known_bad must be a list")
     for i, entry in enumerate(doc.get("known_bad") or []):

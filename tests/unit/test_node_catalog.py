@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -311,6 +312,14 @@ def test_compat_file_extends_and_is_validated(tmp_path):
     (tmp_path / "bad.yaml").write_text("torch_npu: {x: 1}\n")
     with pytest.raises(C.CompatError, match="bad.yaml"):
         C.load([tmp_path / "bad.yaml"])
+    # A row without a column the checks read is refused when loaded, not a KeyError in every check.
+    for text, words in (("torch_npu:\n  - {torch_npu: '2.6.0.post9', cann: ['8.3.RC2']}\n",
+                         "the torch_npu row for '2.6.0.post9' has no 'torch' value"),
+                        ("cann_driver:\n  - {cann: '8.3.RC2'}\n", "the cann_driver row for '8.3.RC2' has no "
+                                                                 "'driver_min' value")):
+        (tmp_path / "site.yaml").write_text(text)
+        with pytest.raises(C.CompatError, match="site.yaml: " + re.escape(words)):
+            C.load([tmp_path / "site.yaml"])
 
 
 # -- versions.* -----------------------------------------------------------------------------
@@ -634,12 +643,42 @@ def test_mindspeed_mm_without_a_readable_release_or_megatron():
 
 
 @pytest.mark.parametrize("extra, outcome", [
-    ({}, "skipped"), ({"vllm-ascend": "0.13.0", "triton-ascend": "3.2.0"}, "passed"),
+    # (the node's CANN is 8.2.RC1: triton-ascend 3.2.0 is made for 8.5.x, 3.9.0 is in no table)
+    ({}, "skipped"), ({"vllm-ascend": "0.13.0", "triton-ascend": "3.9.0"}, "passed"),
+    ({"vllm-ascend": "0.13.0", "triton-ascend": "3.2.0"}, "warning"),
     ({"vllm-ascend": "0.13.0", "triton": "3.2.0"}, "failed"), ({"triton": "3.1.0", "triton-ascend": "3.2.0"}, "failed"),
     ({"vllm-ascend": "0.9.1"}, "passed")])
 def test_triton(extra, outcome):
     [r] = run(versions.test_triton, H, facts_of(python_dot_stack=out(stack_output(packages={**PACKAGES, **extra}))))
     assert r.outcome == outcome
+
+
+def test_triton_ascend_made_for_another_cann_warns_with_the_release_for_this_one():
+    """The triton-ascend table (its README): 3.2.0 is for CANN 8.5.x, 3.2.2 for 9.1.0.  Checked
+    whether or not vllm-ascend is there (MindSpeed-MM uses triton-ascend too)."""
+    cann_85 = files_output(toolkit="toolkit-install-info/8.5.0-aarch64-cann-root.txt", kernels=None, atb=None)
+    cann_91 = cann_85.replace("version=8.5.0\n", "version=9.1.0\n")
+
+    def results(files, **packages):
+        raw = node_raw(python_dot_stack=out(stack_output(packages={**PACKAGES, **packages})),
+                       ascend_dot_files=out(files))
+        return run(versions.test_triton, H, make_facts(raw=raw))
+
+    assert versions._cann_of(make_facts(raw=node_raw(ascend_dot_files=out(cann_91))).get("ascend.files")) == "9.1.0"
+    [r] = results(cann_85, **{"triton-ascend": "3.2.0"})
+    assert r.outcome == "passed", r
+    [r] = results(cann_91, **{"triton-ascend": "3.2.0"})
+    assert r.outcome == "warning" and r.severity == "warning", r
+    explained(r, "triton-ascend 3.2.0 with CANN 9.1.0", "expected triton-ascend made for CANN 9.1.0: 3.2.2 (3.2.0 is "
+              "for CANN 8.5.0, 8.5.1")
+    assert r.remedy.startswith("pip install triton-ascend==3.2.2 (the release for CANN 9.1.0)")
+    # The standard triton beside it: removed, and the release for this CANN installed.
+    [r] = results(cann_91, **{"triton-ascend": "3.2.2", "triton": "3.3.0"})
+    assert r.outcome == "failed" and r.remedy == ("pip uninstall -y triton triton-ascend && pip install "
+                                                  "triton-ascend==3.2.2 (the release for CANN 9.1.0).")
+    # A release the table does not list is not judged against it.
+    [r] = results(cann_91, **{"triton-ascend": "3.9.0"})
+    assert r.outcome == "passed"
 
 
 def _vllm_results(files=None, **packages):
