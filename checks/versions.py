@@ -47,6 +47,12 @@ STACK_REMEDY = ("Install one published set on every node: the CANN toolkit, its 
                 "pip install torch==<X> torch_npu==<X.postN> in the job's Python.")
 
 
+# A driver and firmware that do not pair (both installed): the HDK's own upgrade order.
+DRIVER_PAIR_REMEDY = ("Install the NPU firmware and driver of one HDK release: the firmware first, then the driver "
+                      "(Ascend-hdk-*-npu-firmware_*.run, then Ascend-hdk-*-npu-driver_*.run, each with --upgrade over "
+                      "an installed one), and reboot if the installer asks; npu-smi info -t board -i 0 then reports "
+                      "Compatibility OK.")
+
 DRIVER_INFO = "/usr/local/Ascend/driver/version.info"
 FIRMWARE_INFO = "/usr/local/Ascend/firmware/version.info"
 VERSION_FILES_MOUNT = ("mount the host's version files read-only into the container: "
@@ -97,7 +103,8 @@ def _judge_by_npu_smi(verdict, host, card, missing):
     where = card.card_command
     if card.compatibility.upper() == "NOK":
         verdict.failed("driver/firmware", observed=f"{where} on {host.name} reports Compatibility NOK ({versions})",
-                       expected="a driver and firmware of the same HDK release (Compatibility OK)")
+                       expected="a driver and firmware of the same HDK release (Compatibility OK)",
+                       remedy="On the host (the container shares its driver and firmware): " + DRIVER_PAIR_REMEDY)
     elif card.compatibility.upper() == "OK":
         verdict.passed("driver/firmware", message=f"{versions}: Compatibility OK ({where}; {', '.join(missing)} "
                                                   f"not mounted in the container)")
@@ -122,7 +129,10 @@ def _cann_driver_unlisted(verdict, compat, facts, cann, driver):
         verdict.failed("cann/driver", observed=f"driver {driver} is older than CANN {cann} needs: CANN {cann} is not "
                                                f"in the table, and the older CANN {low[0]['cann']} already needs "
                                                f"driver {low[1]} ({compat.source(low[0])})",
-                       expected=f"driver {low[1]} or newer")
+                       expected=f"driver {low[1]} or newer",
+                       remedy=f"Upgrade the NPU driver to {low[1]} or newer with its firmware (firmware first, then "
+                              f"the driver, of one HDK release), or install a CANN release that driver {driver} "
+                              f"supports.")
     elif high and C.cmp_versions(driver, high[1]) >= 0:
         verdict.passed("cann/driver", message=f"CANN {cann} with driver {driver}: not in the table, but driver "
                                               f"{high[1]} already serves the newer CANN {high[0]['cann']}")
@@ -203,13 +213,16 @@ def test_stack(host, facts, verdict, compat):
             problems.append(f"{card.card_command} reports Compatibility NOK")
         if problems:
             verdict.failed("driver/firmware", observed="; ".join(problems),
-                           expected="a driver and firmware of the same HDK release")
+                           expected="a driver and firmware of the same HDK release", remedy=DRIVER_PAIR_REMEDY)
         else:
             verdict.passed("driver/firmware", message=f"driver {drv.version}, firmware {fw.version}")
     expected_driver = host.vars.get("driver")
     if expected_driver and driver_version and C.cmp_versions(driver_version, str(expected_driver)) != 0:
         verdict.failed("driver", observed=f"driver {driver_version}",
-                       expected=f"driver {expected_driver} (inventory `driver`)")
+                       expected=f"driver {expected_driver} (inventory `driver`)",
+                       remedy=f"Install driver {expected_driver} (with its firmware: " + DRIVER_PAIR_REMEDY[0].lower()
+                       + DRIVER_PAIR_REMEDY[1:-1] + f"), or correct `driver:` in the inventory if {driver_version} "
+                                                    f"is what the cluster runs.")
 
     # CANN <-> driver (published minimum), kernels and nnal of the same release
     active = files.active_cann()
@@ -223,7 +236,10 @@ def test_stack(host, facts, verdict, compat):
         expected_cann = host.vars.get("cann")
         if expected_cann and C.norm_cann(cann).upper() != C.norm_cann(str(expected_cann)).upper():
             verdict.failed("cann", observed=f"CANN {cann} at {active.root}",
-                           expected=f"CANN {expected_cann} (inventory `cann`)")
+                           expected=f"CANN {expected_cann} (inventory `cann`)",
+                           remedy=f"Install CANN {expected_cann} (toolkit, kernels and nnal) and source its set_env.sh "
+                                  f"in the job's environment, or correct `cann:` in the inventory if {cann} is what the "
+                                  f"cluster runs.")
         row = _row(compat, "cann_driver", "cann", cann, cmp="cann")
         if driver_version is None:
             pass  # reported above
@@ -231,7 +247,10 @@ def test_stack(host, facts, verdict, compat):
             _cann_driver_unlisted(verdict, compat, facts, cann, driver_version)
         elif C.cmp_versions(driver_version, (need := _driver_min(row, facts))) < 0:
             verdict.failed("cann/driver", observed=f"driver {driver_version} is older than CANN {cann} needs",
-                           expected=f"driver {need} or newer ({compat.source(row)})")
+                           expected=f"driver {need} or newer ({compat.source(row)})",
+                           remedy=f"Upgrade the NPU driver to {need} or newer with its firmware (firmware first, then "
+                                  f"the driver, of one HDK release), or install a CANN release that driver "
+                                  f"{driver_version} supports.")
         else:
             verdict.passed("cann/driver", message=f"CANN {cann} with driver {driver_version} (needs >= {need})")
         old_layout = C.cmp_versions(C.norm_cann(cann), "8.5.0") < 0
@@ -449,8 +468,14 @@ def test_mindspeed_megatron(host, facts, verdict, compat):
         verdict.failed("megatron", severity="warning", observed=f"MindSpeed {ms} is not in the table",
                        expected="a MindSpeed release listed in the compatibility table (extend it with --compat)")
     elif C.base_release(mcore) not in {C.base_release(w) for w in wanted}:
+        tag = f"core_v{C.base_release(wanted[0])}"
         verdict.failed("megatron", observed=f"MindSpeed {ms} ({ms_how}) with Megatron core {mcore} ({mcore_how})",
-                       expected=f"Megatron core {' or '.join(wanted)} ({why})")
+                       expected=f"Megatron core {' or '.join(wanted)} ({why})",
+                       remedy=f"Install the Megatron core MindSpeed {ms} is made for: pip install "
+                              f"git+https://github.com/NVIDIA/Megatron-LM.git@{tag} (or git checkout {tag} in the "
+                              f"Megatron-LM checkout the job uses"
+                              + (", and copy its megatron/ folder into the MindSpeed-MM checkout"
+                                 if "mindspeed_mm" in stack.checkouts else "") + "), on every node alike.")
     else:
         verdict.passed("megatron", message=f"MindSpeed {ms} with Megatron core {mcore} ({mcore_how})")
     _mindspeed_stack(verdict, compat, ms, ms_how, facts, stack)

@@ -337,9 +337,17 @@ def test_stack_driver_firmware_mismatch_and_old_driver():
     assert ("cann/driver", "failed") in subjects
     r = next(r for r in bad(results) if r.subject == "cann/driver")
     explained(r, "driver 23.0.7 is older than CANN 8.2.RC1 needs", "25.0.rc1")
+    assert r.remedy.startswith("Upgrade the NPU driver to 25.0.rc1 or newer with its firmware"), r.remedy
     raw = node_raw(ascend_dot_files=out(files_output(firmware="firmware-version-info/7.1.0.11.220.txt")))
     [r] = [x for x in bad(run(versions.test_stack, H, make_facts(raw=raw))) if x.subject == "driver/firmware"]
     explained(r, "not among the drivers firmware 7.1.0.11.220 accepts")
+    # The HDK's remedy, not the CANN/torch one the check falls back to.
+    assert r.remedy == versions.DRIVER_PAIR_REMEDY and "firmware first" in r.remedy and "torch" not in r.remedy
+    # Inventory pins that the node does not meet say which to change.
+    pinned = make_host(npus_per_node=8, chip="910B4", driver="25.2.0", cann="8.3.RC1")
+    by = {x.subject: x for x in bad(run(versions.test_stack, pinned, facts_of()))}
+    assert by["driver"].remedy.startswith("Install driver 25.2.0") and "correct `driver:`" in by["driver"].remedy
+    assert by["cann"].remedy.startswith("Install CANN 8.3.RC1") and "correct `cann:`" in by["cann"].remedy
 
 
 @pytest.mark.parametrize("compat, firmware, outcome, words", [
@@ -519,6 +527,19 @@ def test_mindspeed_megatron(ms, mcore, outcome):
     pk = {k: v for k, v in {**PACKAGES, "mindspeed": ms, "megatron-core": mcore}.items() if v}
     results = run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(stack_output(packages=pk))))
     assert [r.outcome for r in results if r.subject == "megatron"] == [outcome]
+    if outcome == "failed":  # the core this MindSpeed wants, not a fixed example
+        [r] = [r for r in results if r.subject == "megatron"]
+        assert "pip install git+https://github.com/NVIDIA/Megatron-LM.git@core_v0.12.1" in r.remedy, r.remedy
+
+
+def test_mindspeed_megatron_remedy_names_the_core_of_the_branch():
+    s = mindspeed_mm_stack(ms_head="ref: refs/heads/2.1.0_core_r0.8.0", mm_head="ref: refs/heads/2.1.0",
+                           copied="0.12.1")
+    results = run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(s)))
+    [r] = [r for r in results if r.subject == "megatron"]
+    assert r.outcome == "failed" and "expected Megatron core 0.8.0" in r.message, r
+    assert "Megatron-LM.git@core_v0.8.0 (or git checkout core_v0.8.0" in r.remedy, r.remedy
+    assert "copy its megatron/ folder into the MindSpeed-MM checkout" in r.remedy
 
 
 def test_mindspeed_absent_is_skipped_and_verl_needs_230():
