@@ -188,7 +188,7 @@ def _denied(verdict, subject, nodes):
                "driver folder). On a host, install (or reinstall) the NPU driver package; npu-smi comes with it."))
 def test_driver_mounts(host, facts, verdict):
     files = facts.get("ascend.files")
-    driver = "/usr/local/Ascend/driver"
+    driver = files.driver_dir  # where /etc/ascend_install.info says the driver went, else /usr/local/Ascend
     inside = [p for p in ("lib64", "version.info", "tools") if f"{driver}/{p}" in files.paths]
     if driver not in files.paths:
         verdict.failed("driver", observed=f"{driver} missing", expected="the NPU driver folder")

@@ -96,6 +96,11 @@ def _driver_min(row, facts) -> str:
     return row["driver_min"]
 
 
+def _firmware_base(files) -> str:
+    info = {k.lower(): v for k, v in (files.install_info or {}).items()}
+    return (info.get("firmware_install_path_param") or "/usr/local/Ascend").rstrip("/") or "/usr/local/Ascend"
+
+
 def _judge_by_npu_smi(verdict, host, card, missing):
     """A container without the version files: npu-smi's card-level board info still names the
     driver and firmware and says whether they pair (what the files' ranges would tell)."""
@@ -179,7 +184,9 @@ def test_stack(host, facts, verdict, compat):
     elif (drv is None or fw is None) and card is not None and files.container:
         _judge_by_npu_smi(verdict, host, card, [p for p, x in ((DRIVER_INFO, drv), (FIRMWARE_INFO, fw)) if x is None])
     elif drv is None or fw is None:
-        missing = [p for p, x in ((DRIVER_INFO, drv), (FIRMWARE_INFO, fw)) if x is None]
+        # Where the probe looked: the install paths /etc/ascend_install.info names, else the defaults.
+        looked = (f"{files.driver_dir}/version.info", FIRMWARE_INFO.replace("/usr/local/Ascend", _firmware_base(files)))
+        missing = [p for p, x in zip(looked, (drv, fw)) if x is None]
         if files.container:
             # The Ascend docker runtime mounts driver/lib64 but not the version files: the driver and
             # firmware belong to the host, and the preflight run against the host judges them.

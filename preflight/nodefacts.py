@@ -23,11 +23,23 @@ f() { [ -f "$2" ] && [ -r "$2" ] || return 0; printf '@@F\t%s\t%s\n' "$1" "$2"; 
 lk=(); lp=()
 l() { [ -e "$2" ] || return 0; lk+=("$1"); lp+=("$2"); }
 A=/usr/local/Ascend
-f driver "$A/driver/version.info"
-f firmware "$A/firmware/version.info"
-f install /etc/ascend_install.info
-l driver_dir "$A/driver"
-for p in "$A/driver/lib64" "$A/driver/version.info" "$A/driver/tools" "$A/add-ons" /usr/local/dcmi; do l path "$p"; done
+I=/etc/ascend_install.info
+# The driver and firmware where their installers put them (--install-path): the paths
+# /etc/ascend_install.info names, as CANN's set_env.sh reads them; /usr/local/Ascend otherwise.
+D=$A W=$A
+if [ -r "$I" ]; then
+  while IFS='=' read -r k v; do
+    v=${v%$'\r'}; v=${v%/}
+    case ${k,,} in driver_install_path_param) [ -n "$v" ] && D=$v;; firmware_install_path_param) [ -n "$v" ] && W=$v;; esac
+  done < "$I"
+fi
+[ -e "$D/driver" ] || D=$A
+[ -e "$W/firmware" ] || W=$A
+f driver "$D/driver/version.info"
+f firmware "$W/firmware/version.info"
+f install "$I"
+l driver_dir "$D/driver"
+for p in "$D/driver/lib64" "$D/driver/version.info" "$D/driver/tools" "$A/add-ons" /usr/local/dcmi; do l path "$p"; done
 # Docker, podman, and a Kubernetes pod (containerd writes neither marker file; the service
 # account mount or PID 1's cgroup give it away).
 { [ -f /.dockerenv ] || [ -f /run/.containerenv ] || [ -d /var/run/secrets/kubernetes.io ] \

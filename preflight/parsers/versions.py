@@ -137,6 +137,8 @@ class AscendFiles:
     paths: dict = field(default_factory=dict)  # path -> realpath, for the paths the probe asked about
     roots: dict = field(default_factory=dict)  # every CANN root found -> realpath (symlinks included)
     container: bool = False
+    # Where the probe looked for the driver (Driver_Install_Path_Param's, else /usr/local/Ascend's).
+    driver_dir: str = "/usr/local/Ascend/driver"
 
     def version_of_root(self, root: str) -> str | None:
         """The CANN version installed at a root named in the environment (symlinks resolved)."""
@@ -267,9 +269,17 @@ def parse_ascend_files(text: str) -> AscendFiles:
     libatb = tuple(sorted({p for lab, p, _ in links if lab == "libatb"}))
     roots = {p: real for lab, p, real in links if lab == "root"}
     paths = {p: real for lab, p, real in links if lab in ("path", "driver_dir")}
+    driver_dir = next((p for lab, p, _ in links if lab == "driver_dir"), None) or _driver_dir(install_info)
     return AscendFiles(driver=driver, driver_error=driver_error, firmware=firmware, firmware_error=firmware_error,
                        install_info=install_info, cann=tuple(cann), atb_version=atb_version,
-                       atb_version_files=tuple(atb_files), libatb=libatb, paths=paths, roots=roots, container=container)
+                       atb_version_files=tuple(atb_files), libatb=libatb, paths=paths, roots=roots, container=container,
+                       driver_dir=driver_dir)
+
+
+def _driver_dir(install_info: dict | None) -> str:
+    """Where the driver would be, when the probe found no driver folder (nothing to link to)."""
+    base = {k.lower(): v for k, v in (install_info or {}).items()}.get("driver_install_path_param", "").rstrip("/")
+    return f"{base or '/usr/local/Ascend'}/driver"
 
 
 # -- npu-smi info -t board -i N -c C ----------------------------------------------------

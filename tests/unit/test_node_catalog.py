@@ -1676,6 +1676,48 @@ def test_ascend_files_probe_resolves_every_link_and_names_kernel_dirs(tmp_path):
     assert {soc for root, soc in kernels if root == latest} == {"ascend910b", "ascend910_93"}
 
 
+def test_a_driver_installed_elsewhere_is_read_where_ascend_install_info_says(tmp_path):
+    """The driver and firmware installers take --install-path; /etc/ascend_install.info records it
+    (Driver_Install_Path_Param, which CANN's set_env.sh reads).  Such a node read as "no driver":
+    versions.stack an error and devices.driver_mounts a failure, the node NOT READY."""
+    import subprocess
+
+    from preflight.checks import devices
+    from preflight.nodefacts import ASCEND_FILES
+
+    opt = tmp_path / "opt" / "Ascend"
+    for part, name in (("driver", "driver-version-info/25.0.rc1.1.txt"),
+                       ("firmware", "firmware-version-info/7.7.0.1.231.txt")):
+        (opt / part).mkdir(parents=True)
+        (opt / part / "version.info").write_text(fixture(f"files/{name}"))
+    (opt / "driver" / "lib64").mkdir()
+    info = tmp_path / "ascend_install.info"
+    info.write_text(f"UserName=HwHiAiUser\r\nDriver_Install_Path_Param={opt}/\r\n"
+                    f"Firmware_Install_Path_Param={opt}\r\n")
+    command = ASCEND_FILES.replace("A=/usr/local/Ascend", f"A={tmp_path / 'no-usr-local'}")
+    command = command.replace("I=/etc/ascend_install.info", f"I={info}")
+    assert command.count(str(info)) == 1
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    files = pv.parse_ascend_files(proc.stdout)
+    assert files.driver is not None and files.driver.version == "25.0.rc1.1" and files.firmware is not None
+    assert files.driver_dir == str(opt / "driver")
+    facts = make_facts(raw=node_raw(ascend_dot_files=out(proc.stdout)))
+    [r] = [r for r in run(versions.test_stack, H, facts) if r.subject == "driver/firmware"]
+    assert r.outcome == "passed", r
+    [r] = [r for r in run(devices.test_driver_mounts, H, facts) if r.subject == "driver"]
+    assert r.outcome == "passed" and r.message.startswith(f"{opt}/driver present (lib64, version.info)"), r
+    # Nothing there: the error names where the install info said to look.
+    for part in ("driver", "firmware"):
+        (opt / part / "version.info").unlink()
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    host_output = proc.stdout.replace("@@C\n", "")  # as on a host (this test may run in a container)
+    facts = make_facts(raw=node_raw(ascend_dot_files=out(host_output)))
+    [r] = [r for r in run(versions.test_stack, H, facts) if r.subject == "driver/firmware"]
+    assert r.outcome == "error" and f"{opt}/driver/version.info, {opt}/firmware/version.info not found" in r.message
+
+
 def test_a_cann_installed_in_the_users_home_is_found_and_its_set_env_named(tmp_path):
     """A non-root user's CANN installs to ~/Ascend; the driver stays in /usr/local/Ascend. Before,
     such a node read as "no CANN" and the remedy named /usr/local/Ascend's set_env.sh."""
