@@ -178,6 +178,13 @@ def test_stack(host, facts, verdict, compat):
     board = facts.optional("npu_smi.board")
     card = board if board is not None and board.compatibility else None
     driver_version = drv.version if drv is not None else (card.driver_version if card else None)
+    if driver_version and not driver_version[:1].isdigit():
+        # "NA" (npu-smi in a container without the driver's files): compared, it read as a driver
+        # older than any CANN needs.
+        verdict.error("cann/driver", message=f"{host.name}: the driver version reads {driver_version!r}, which is "
+                                             f"not a version: the CANN minimum driver cannot be checked",
+                      remedy=DRIVER_FIRMWARE_REMEDY)
+        driver_version = None
     if files.driver_error or files.firmware_error:
         verdict.error("driver/firmware", message=f"{host.name}: {files.driver_error or files.firmware_error}",
                       remedy=DRIVER_FIRMWARE_REMEDY)
@@ -213,7 +220,8 @@ def test_stack(host, facts, verdict, compat):
             # A line we cannot read must not pass as "nothing to compare".
             problems.append(f"driver version.info's compatible_version_fw={drv.firmware_compat} is not a list of "
                             f"[min,max] ranges, so firmware {fw.version} could not be checked against it")
-        if fw.driver_prefixes and not any(driver_matches_prefix(drv.version, p) for p in fw.driver_prefixes):
+        if fw.driver_prefixes and drv.version[:1].isdigit() and \
+                not any(driver_matches_prefix(drv.version, p) for p in fw.driver_prefixes):
             problems.append(f"driver {drv.version} is not among the drivers firmware {fw.version} accepts "
                             f"(compatible_version_drv: {', '.join(fw.driver_prefixes)})")
         if card is not None and card.compatibility.upper() == "NOK":

@@ -26,6 +26,11 @@ REQUIRED = {"torch_npu": ("torch",), "cann_driver": ("driver_min",), "mindspeed"
             "mindspeed_mm": ("mindspeed",), "triton_ascend": ("cann",)}
 
 
+# What a known_bad entry's `when:` can name (checks/versions.py reads these values off a node).
+KNOWN_BAD_KEYS = ("cann", "driver", "torch", "torch_npu", "vllm", "vllm_ascend", "mindspeed", "megatron_core",
+                  "triton_ascend")
+
+
 class CompatError(ValueError):
     """A compatibility file that cannot be used (message names the file)."""
 
@@ -79,6 +84,11 @@ def _read(path: Path) -> dict:
                                                               for k, b in when.items()):
             raise CompatError(f"{path}: known_bad[{i}] must be a mapping with a `when:` mapping of package to "
                               f"version bounds (e.g. when: {{cann: \"8.0.RC2\", torch_npu: \">=2.4\"}})")
+        unknown = sorted(set(when) - set(KNOWN_BAD_KEYS))
+        if unknown:
+            # A misspelt key (torch-npu, firmware) matched nothing, silently.
+            raise CompatError(f"{path}: known_bad[{i}] names {', '.join(unknown)}, which it cannot match; "
+                              f"`when:` takes {', '.join(KNOWN_BAD_KEYS)}")
     return doc
 
 

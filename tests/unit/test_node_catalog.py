@@ -312,6 +312,10 @@ def test_compat_file_extends_and_is_validated(tmp_path):
     (tmp_path / "bad.yaml").write_text("torch_npu: {x: 1}\n")
     with pytest.raises(C.CompatError, match="bad.yaml"):
         C.load([tmp_path / "bad.yaml"])
+    # A known_bad key the checks cannot read (misspelt, or not a version they read) is refused.
+    (tmp_path / "kb.yaml").write_text("known_bad:\n  - {when: {torch-npu: '2.6.0', cann: '8.2.RC1'}, why: x}\n")
+    with pytest.raises(C.CompatError, match=r"kb.yaml: known_bad\[0\] names torch-npu, which it cannot match"):
+        C.load([tmp_path / "kb.yaml"])
     # A row without a column the checks read is refused when loaded, not a KeyError in every check.
     for text, words in (("torch_npu:\n  - {torch_npu: '2.6.0.post9', cann: ['8.3.RC2']}\n",
                          "the torch_npu row for '2.6.0.post9' has no 'torch' value"),
@@ -348,6 +352,16 @@ def test_stack_driver_firmware_mismatch_and_old_driver():
     by = {x.subject: x for x in bad(run(versions.test_stack, pinned, facts_of()))}
     assert by["driver"].remedy.startswith("Install driver 25.2.0") and "correct `driver:`" in by["driver"].remedy
     assert by["cann"].remedy.startswith("Install CANN 8.3.RC1") and "correct `cann:`" in by["cann"].remedy
+
+
+def test_a_driver_version_that_is_not_a_version_is_unreadable_not_too_old():
+    """npu-smi in a container can print "NA" for the driver: compared, it read as older than any
+    CANN needs, and as a driver the firmware does not accept."""
+    files = files_output().replace("Version=25.0.rc1.1\n", "Version=NA\n")
+    results = run(versions.test_stack, H, make_facts(raw=node_raw(ascend_dot_files=out(files))))
+    by = {r.subject: r for r in results}
+    assert by["cann/driver"].outcome == "error" and "reads 'NA', which is not a version" in by["cann/driver"].message
+    assert by["driver/firmware"].outcome == "passed" and not [r for r in results if "older" in r.message]
 
 
 @pytest.mark.parametrize("compat, firmware, outcome, words", [
