@@ -224,6 +224,10 @@ def test_stack(host, facts, verdict, compat):
                 not any(driver_matches_prefix(drv.version, p) for p in fw.driver_prefixes):
             problems.append(f"driver {drv.version} is not among the drivers firmware {fw.version} accepts "
                             f"(compatible_version_drv: {', '.join(fw.driver_prefixes)})")
+        elif not fw.driver_prefixes and fw.driver_compat:
+            # As on the driver's side: a line we cannot read must not pass as "nothing to compare".
+            problems.append(f"firmware version.info's compatible_version_drv={fw.driver_compat} is not a list of "
+                            f"[version,version.] entries, so driver {drv.version} could not be checked against it")
         if card is not None and card.compatibility.upper() == "NOK":
             problems.append(f"{card.card_command} reports Compatibility NOK")
         if problems:

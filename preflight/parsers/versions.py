@@ -65,6 +65,7 @@ class DriverInfo:
 class FirmwareInfo:
     version: str
     driver_prefixes: tuple[str, ...]  # compatible_version_drv=[p,p.],... -> ("23.0.0", "24.1", ...)
+    driver_compat: str | None = None  # the line as written (None: the firmware names no driver)
 
 
 def parse_driver_version_info(text: str) -> DriverInfo:
@@ -90,9 +91,9 @@ def parse_firmware_version_info(text: str) -> FirmwareInfo:
     version = kv.get("version")
     if not version:
         raise ParseError(f"no Version= line in firmware version.info: {_excerpt(text)}")
-    prefixes = tuple(m.group(1).strip() for m in re.finditer(r"\[\s*([^,\]]+?)\s*,[^\]]*\]",
-                                                             kv.get("compatible_version_drv", "")))
-    return FirmwareInfo(version=version, driver_prefixes=prefixes)
+    line = kv.get("compatible_version_drv", "").strip()
+    prefixes = tuple(m.group(1).strip() for m in re.finditer(r"\[\s*([^,\]]+?)\s*,[^\]]*\]", line))
+    return FirmwareInfo(version=version, driver_prefixes=prefixes, driver_compat=line or None)
 
 
 def driver_matches_prefix(driver: str, prefix: str) -> bool:

@@ -354,6 +354,19 @@ def test_stack_driver_firmware_mismatch_and_old_driver():
     assert by["cann"].remedy.startswith("Install CANN 8.3.RC1") and "correct `cann:`" in by["cann"].remedy
 
 
+def test_a_firmware_driver_list_that_cannot_be_read_is_not_a_pass():
+    """The driver side already said so for its compatible_version_fw; the firmware's list of drivers
+    read as nothing to compare, and the pair passed."""
+    fw = fixture("files/firmware-version-info/7.7.0.1.231.txt").replace(
+        "compatible_version_drv=[23.0.0,23.0.0.],[24.0,24.0.],[24.1,24.1.],[25.0,25.0.]",
+        "compatible_version_drv=23.0.0;24.0;24.1")
+    files = files_output().replace(fixture("files/firmware-version-info/7.7.0.1.231.txt"), fw)
+    assert "23.0.0;24.0;24.1" in files
+    [r] = [r for r in run(versions.test_stack, H, make_facts(raw=node_raw(ascend_dot_files=out(files))))
+           if r.subject == "driver/firmware"]
+    assert r.outcome == "failed" and "compatible_version_drv=23.0.0;24.0;24.1 is not a list" in r.message, r
+
+
 def test_a_driver_version_that_is_not_a_version_is_unreadable_not_too_old():
     """npu-smi in a container can print "NA" for the driver: compared, it read as older than any
     CANN needs, and as a driver the firmware does not accept."""
