@@ -524,6 +524,17 @@ def test_torch_pair(torch, tnpu, outcome):
         assert "-m pip install torch_npu==2.5.1.post" in r.remedy and "pip install torch==2.6.0" in r.remedy
 
 
+@pytest.mark.parametrize("cann, tnpu", [("8.0.RC2", "1.11.0.post14"), ("6.3.RC3.1", "1.11.0.post3")])
+def test_the_historical_torch_npu_releases_are_in_the_table(cann, tnpu):
+    """Ascend/pytorch's table keeps its 1.x releases in a <details> section: they were "not in the
+    table" warnings (failures under --strict)."""
+    files = files_output().replace("version=8.2.RC1\ninnerversion", f"version={cann}\ninnerversion")
+    facts = make_facts(raw=node_raw(ascend_dot_files=out(files), python_dot_stack=out(stack_output(
+        packages={"torch": "1.11.0", "torch_npu": tnpu}, version="3.9.18"))))
+    [r] = [r for r in run(versions.test_stack, H, facts) if r.subject == "torch_npu/cann"]
+    assert r.outcome == "passed" and f"torch_npu {tnpu} with CANN {cann}" in r.message, r
+
+
 def test_torch_pair_remedy_names_a_torch_npu_for_the_nodes_cann():
     """The torch_npu to install is the newest the table lists for this torch *and* this node's CANN
     (the newest for the torch alone was built for another CANN, or was 2.1.0.rc1: a pre-release
