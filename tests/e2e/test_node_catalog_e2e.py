@@ -47,7 +47,9 @@ def test_cann_env_only_in_interactive_shell(sim, inventory, tmp_path):
     ({"triton": "3.1.0", "triton_ascend": "3.2.0"}, "versions.triton", ()),
     # vllm-ascend 0.11.0 was made for CANN 8.3.RC2 and torch_npu 2.7.1.post1: warnings beside NZ's
     ({"vllm_ascend": "0.11.0", "vllm": "0.11.0"}, "env.vllm_nz", ("versions.vllm",)),
-    ({"vllm_ascend": "0.13.0", "vllm": "0.11.0", "triton_ascend": "3.2.0"}, "versions.vllm", ("env.vllm_nz",)),
+    # (and triton-ascend 3.2.0 was made for CANN 8.5.x: the nodes run 8.2.RC1)
+    ({"vllm_ascend": "0.13.0", "vllm": "0.11.0", "triton_ascend": "3.2.0"}, "versions.vllm",
+     ("env.vllm_nz", "versions.triton")),
 ])
 def test_python_stack_faults(sim, inventory, tmp_path, packages, check, also):
     sim.node("node-03").set_packages(**packages)
