@@ -13,22 +13,40 @@ from preflight.ifname import VARIABLES, describe, effective_env, hccl_own_choice
 from preflight.parsers.versions import inventory_chip_family, npu_smi_node_family
 
 IFNAME_REMEDY = ("List the node's interfaces (ip -br addr) and set the variable to the NIC that carries "
-                 "the cluster network, with the same name on every node: export HCCL_SOCKET_IFNAME=<nic> "
-                 "GLOO_SOCKET_IFNAME=<nic> TP_SOCKET_IFNAME=<nic> (in the launch script or ~/.bashrc, before "
-                 "its interactive guard); bring the interface up and give it an address if it has none.")
+                 "the cluster network, with the same name on every node: export HCCL_SOCKET_IFNAME==<nic> "
+                 "GLOO_SOCKET_IFNAME=<nic> TP_SOCKET_IFNAME=<nic> (HCCL's leading = means exactly this name, "
+                 "not every name it begins; in the launch script or ~/.bashrc, before its interactive guard); "
+                 "bring the interface up and give it an address if it has none.")
+
+
+def _loopback_nic(iface) -> bool:
+    ips = iface.ips()
+    return iface.name == "lo" or bool(ips) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in ips)
 
 
 @check("env.socket_ifname", title="*_SOCKET_IFNAME name an interface that exists, is up and has an address",
-       reference=faq.M12, needs=("session.env", "net.interfaces"), remedy=IFNAME_REMEDY)
+       reference=faq.M12, needs=("session.env", "net.interfaces", "session.env_login?"), remedy=IFNAME_REMEDY)
 def test_socket_ifname(host, facts, cluster, verdict):
     env = effective_env(host, facts.get("session.env"))
     interfaces = facts.get("net.interfaces")
     present = [v for v in VARIABLES if env.get(v)]
+    several = cluster is None or len(cluster.hosts) > 1
+    # Set in ~/.bashrc after its interactive guard: a login shell has it, the sessions pdsh and
+    # launchers start do not, and HCCL picks a NIC itself (this read as "not set", a skip).
+    login_only = interactive_only(VARIABLES, env, _login_env(facts))
+    for variable in login_only:
+        verdict.failed(variable, observed=f"{variable} is set in an interactive shell but not in "
+                                          f"{session_of(host)}: the job's processes do not get it",
+                       expected=f"{variable} set in the non-interactive session pdsh and launchers get",
+                       remedy=f"export {variable} before the interactive guard in ~/.bashrc (the `case $- in *i*) "
+                              f"...` or `[ -z \"$PS1\" ] && return` line), or in the launch script.")
     if_ip = (env.get("HCCL_IF_IP") or "").strip()
     if if_ip:
-        _hccl_if_ip(host, if_ip, interfaces, verdict, several=cluster is None or len(cluster.hosts) > 1)
+        _hccl_if_ip(host, if_ip, interfaces, verdict, several=several)
         if not present:
             return
+    if not present and login_only:
+        return  # said above
     if not present:
         own = hccl_own_choice(interfaces) if not env.get("HCCL_IF_IP") else None
         aside = f"; HCCL picks {describe({own: interfaces[own]})}, the first NIC by name other than docker and lo" \
@@ -38,10 +56,28 @@ def test_socket_ifname(host, facts, cluster, verdict):
     for variable in present:
         sel = select(variable, env[variable], interfaces)
         shown = f"{variable}={sel.value}"
+        if variable == "HCCL_SOCKET_IFNAME" and if_ip:
+            # HCCL reads HCCL_SOCKET_IFNAME only when HCCL_IF_IP is unset: a wrong name here is no fault.
+            verdict.passed(variable, message=f"{shown} is not used: HCCL_IF_IP={if_ip} takes precedence")
+            continue
+        spaced = [v for v in sel.value.split(",") if v != v.strip()] if variable == "GLOO_SOCKET_IFNAME" else []
+        loopback = [n for n in (sel.usable if variable == "GLOO_SOCKET_IFNAME" else [sel.chosen])
+                    if n and _loopback_nic(interfaces[n])]
         # HCCL's exact list is a list of alternatives (the CANN docs' own example is
         # `==eth0,endvnic`: the first one present wins), gloo's a list of NICs it uses.
         alternatives = variable == "HCCL_SOCKET_IFNAME" and bool(sel.usable)
-        if variable == "TP_SOCKET_IFNAME" and "," in sel.value:
+        if spaced:
+            # torch splits the value on commas and looks each piece up as it is, blanks included.
+            verdict.failed(variable, observed=f"{shown}: {', '.join(repr(v) for v in spaced)} has blanks around it, "
+                                              f"and gloo looks the name up with them",
+                           expected="interface names separated by commas only, e.g. GLOO_SOCKET_IFNAME="
+                                    + ",".join(v.strip() for v in sel.value.split(",") if v.strip()))
+        elif loopback and several:
+            verdict.failed(variable, observed=f"{shown} selects {', '.join(loopback)} "
+                                              f"({describe({n: interfaces[n] for n in loopback})}), the loopback "
+                                              f"interface: no other node reaches {host.name} there",
+                           expected="the NIC of the network the nodes share (loopback suits a single-node job only)")
+        elif variable == "TP_SOCKET_IFNAME" and "," in sel.value:
             verdict.failed(variable, observed=f"{shown} lists several interfaces; TensorPipe (torch RPC) takes one "
                                               f"name and looks the whole value up as it",
                            expected="one interface name, e.g. TP_SOCKET_IFNAME=" + sel.value.split(",")[0].strip())
@@ -161,6 +197,11 @@ def test_ifname_agree(cluster, verdict):
         sides = split({name: chosen or "unset" for name, chosen in per_host.items()}, missing="unset")
         skipped = (f" (selects no interface on {fold(unresolved[variable])}: see env.socket_ifname)"
                    if unresolved[variable] else "")
+        if sides.unanimous and sides.majority == "lo" and len(cluster.hosts) > 1:
+            # The same on every node, and no node reaches another there: env.socket_ifname fails each.
+            verdict.skipped(variable, message=f"{variable} selects lo on all {len(per_host)} nodes: the loopback "
+                                              f"interface, no common network (see env.socket_ifname)")
+            continue
         if sides.unanimous:
             verdict.passed(variable, message=f"{variable} selects {sides.majority} on all "
                                              f"{len(per_host)} nodes{skipped}")
@@ -561,10 +602,11 @@ def _exec_timeout_family(host, facts):
 
 
 CONNECT_TIMEOUT_REMEDY = ("export HCCL_CONNECT_TIMEOUT=1200 (allowed 120..7200 s; the default 120 s is too short "
-                          "for large jobs; the FAQs use 600 to 7200) in ~/.bashrc or the launch script, on every "
-                          "node.")
-EXEC_TIMEOUT_REMEDY = ("export HCCL_EXEC_TIMEOUT=1800 (or up to 7200, as the ROLL FAQ does) in ~/.bashrc or the "
-                       "launch script, on every node: long enough for a slow collective, short enough that a hung "
+                          "for large jobs; the FAQs use 600 to 7200) in the launch script or in ~/.bashrc above its "
+                          "interactive guard, on every node.")
+EXEC_TIMEOUT_REMEDY = ("export HCCL_EXEC_TIMEOUT=1800 (or up to 7200, as the ROLL FAQ does) in the launch script or in "
+                       "~/.bashrc above its interactive guard, on every node: long enough for a slow collective, "
+                       "short enough that a hung "
                        "one ends in an error. On A1 and 310P cards it must be at most 17340; with "
                        "HCCL_OP_EXPANSION_MODE=AIV, 0 and values above 1091 are taken as 1091.")
 
@@ -634,7 +676,8 @@ RECOMMENDED = (
 @check("env.recommended", title="Recommended NPU environment variables set", severity="warning", reference=faq.M18,
        needs=("session.env",),
        remedy=("export TASK_QUEUE_ENABLE=2 CPU_AFFINITY_CONF=2 PYTORCH_NPU_ALLOC_CONF=expandable_segments:True "
-               "ASCEND_GLOBAL_LOG_LEVEL=3 (or 1) in ~/.bashrc or the launch script."))
+               "ASCEND_GLOBAL_LOG_LEVEL=3 (TASK_QUEUE_ENABLE=1 also serves) in the launch script or in ~/.bashrc "
+               "above its interactive guard."))
 def test_recommended(host, facts, verdict):
     env = effective_env(host, facts.get("session.env"))
     for name, ok, want in RECOMMENDED:

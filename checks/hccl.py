@@ -20,9 +20,11 @@ def _tls_remedy(odd: dict, majority: bool) -> str:
     runs = [f"on {host}: " + "; ".join(f"hccn_tool -i {d} -tls -s enable {int(majority)}" for d in devs[:8])
             + ("; ..." if len(devs) > 8 else "") for host, devs in list(odd.items())[:5]]
     more = f"; and on {len(odd) - 5} more nodes alike" if len(odd) > 5 else ""
+    other = ("or, as the FAQ advises (TLS off throughout), switch it off on all the other NPUs instead: "
+             "hccn_tool -i <N> -tls -s enable 0" if majority else
+             "or switch it on on all the other NPUs instead, if the cluster is meant to use TLS")
     return (f"Make the TLS switch the same everywhere ({on_off(majority)}, as on the rest): an operator runs "
-            + " | ".join(runs) + more + " (or the opposite everywhere else, if the cluster uses TLS), then "
-            "re-run the preflight.")
+            + " | ".join(runs) + more + f" ({other}), then re-run the preflight.")
 
 
 def _no_devices(host, verdict):

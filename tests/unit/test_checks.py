@@ -9,6 +9,7 @@ import pytest
 from preflight.checks import cluster as cluster_checks
 from preflight.checks import devices, env, hccl, limits, network, npu, tools
 from preflight.facts import HostFacts
+from preflight.parsers.versions import LOGIN_MARKER
 from tests.factsets import (IFACES, cluster_of, fixture, healthy_raw, link_fixture, make_facts, make_host, out,
                             run_check, tls_line)
 
@@ -301,6 +302,14 @@ def test_tls_node_uniform_and_mixed():
     assert bad.outcome == "failed" and bad.subject == "npu5"
     assert_explained(bad, "npu5 tls switch[1] (on)", "npu[0-4,6-7] tls switch[0] (off)")
     assert "on node-01: hccn_tool -i 5 -tls -s enable 0" in bad.remedy  # the command for the NPU named
+    assert "or switch it on on all the other NPUs instead, if the cluster is meant to use TLS" in bad.remedy
+    # Most NPUs on, one off: switching the rest off (the FAQ's advice) is the alternative offered.
+    raw = healthy_raw()
+    for i in range(8):
+        raw[f"hccn.tls/{i}"] = out(tls_line(i, 0 if i == 2 else 1))
+    [bad] = run_check(hccl.test_tls_node, host=make_host(), facts=make_facts(raw=raw))
+    assert "on node-01: hccn_tool -i 2 -tls -s enable 1" in bad.remedy
+    assert "as the FAQ advises (TLS off throughout), switch it off on all the other NPUs instead" in bad.remedy
 
 
 def test_tls_missing_switch_line_is_unknown_not_off():
@@ -424,8 +433,59 @@ def test_hccl_if_ip_on_an_interface_that_is_down_fails():
 def test_tp_socket_ifname_takes_one_name_where_gloo_takes_a_list():
     raw = healthy_raw(env={"TP_SOCKET_IFNAME": "eth0,lo", "GLOO_SOCKET_IFNAME": "eth0,lo", "HCCL_SOCKET_IFNAME": None})
     results = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
-    assert outcomes(results) == {("TP_SOCKET_IFNAME", "failed"), ("GLOO_SOCKET_IFNAME", "passed")}
-    assert_explained(failed(results)[0], "TP_SOCKET_IFNAME=eth0,lo lists several interfaces", "TP_SOCKET_IFNAME=eth0")
+    assert outcomes(results) == {("TP_SOCKET_IFNAME", "failed"), ("GLOO_SOCKET_IFNAME", "failed")}
+    tp = next(r for r in results if r.subject == "TP_SOCKET_IFNAME")
+    assert_explained(tp, "TP_SOCKET_IFNAME=eth0,lo lists several interfaces", "TP_SOCKET_IFNAME=eth0")
+    # gloo uses every NIC listed: lo among them is no network the other nodes share.
+    gloo = next(r for r in results if r.subject == "GLOO_SOCKET_IFNAME")
+    assert_explained(gloo, "GLOO_SOCKET_IFNAME=eth0,lo selects lo (lo UP 127.0.0.1/8), the loopback interface")
+
+
+def test_socket_ifname_on_loopback_fails_a_multi_node_inventory_only():
+    """A single-node launch script's `lo` copied to a cluster: HCCL, gloo and TensorPipe bind
+    127.0.0.1, which no other node reaches (it passed as "selects lo, UP with an address")."""
+    lo = {"HCCL_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo", "TP_SOCKET_IFNAME": "lo"}
+    one, two = make_host("node-01", address="10.0.0.1"), make_host("node-02", address="10.0.0.2")
+    facts = make_facts(raw=healthy_raw(env=lo))
+    results = run_check(env.test_socket_ifname, host=one, facts=facts, cluster=cluster_of((one, facts), (two, facts)))
+    assert outcomes(results) == {(v, "failed") for v in lo}
+    assert_explained(results[0], "HCCL_SOCKET_IFNAME=lo selects lo (lo UP 127.0.0.1/8), the loopback interface: no "
+                                 "other node reaches node-01 there")
+    alone = run_check(env.test_socket_ifname, host=one, facts=facts, cluster=cluster_of((one, facts)))
+    assert outcomes(alone) == {(v, "passed") for v in lo}
+    # cluster.ifname_agree does not call "lo on every node" agreement.
+    cl = cluster_of((one, make_facts(raw=healthy_raw(env=lo))), (two, make_facts(raw=healthy_raw(env=lo))))
+    agree = {r.subject: r for r in run_check(env.test_ifname_agree, cluster=cl)}
+    assert agree["HCCL_SOCKET_IFNAME"].outcome == "skipped" and "the loopback interface" in agree[
+        "HCCL_SOCKET_IFNAME"].message
+
+
+def test_socket_ifname_set_only_after_bashrcs_interactive_guard_fails():
+    """Exported in ~/.bashrc below its `case $- in *i*) ;; *) return;; esac`: a login shell has it,
+    the sessions pdsh and launchers start do not (it read as "no variable set", a skip)."""
+    raw = healthy_raw(env={"HCCL_SOCKET_IFNAME": None})
+    raw["session.env_login"] = out("Welcome\n" + LOGIN_MARKER + "\nHCCL_SOCKET_IFNAME=eth0\0PATH=/usr/bin\0")
+    results = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
+    assert outcomes(results) == {("HCCL_SOCKET_IFNAME", "failed")}, results
+    assert_explained(results[0], "HCCL_SOCKET_IFNAME is set in an interactive shell but not in a non-interactive "
+                                 "SSH session")
+    assert "before the interactive guard in ~/.bashrc" in results[0].remedy
+
+
+def test_hccl_socket_ifname_is_not_judged_where_hccl_if_ip_is_set():
+    """HCCL reads HCCL_SOCKET_IFNAME only without HCCL_IF_IP (CANN docs): a stale name beside a good
+    HCCL_IF_IP is no fault and must not block the launch."""
+    raw = healthy_raw(env={"HCCL_SOCKET_IFNAME": "eth9", "HCCL_IF_IP": "10.0.0.1"})
+    results = {r.subject: r for r in run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))}
+    assert results["HCCL_IF_IP"].outcome == "passed"
+    assert results["HCCL_SOCKET_IFNAME"].outcome == "passed"
+    assert "is not used: HCCL_IF_IP=10.0.0.1 takes precedence" in results["HCCL_SOCKET_IFNAME"].message
+
+
+def test_gloo_socket_ifname_with_blanks_around_a_name_fails():
+    raw = healthy_raw(env={"GLOO_SOCKET_IFNAME": "eth0, lo", "HCCL_SOCKET_IFNAME": None})
+    [r] = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
+    assert_explained(r, "GLOO_SOCKET_IFNAME=eth0, lo: ' lo' has blanks around it", "GLOO_SOCKET_IFNAME=eth0,lo")
 
 
 def test_socket_ifname_with_only_a_link_local_address_is_not_usable():
