@@ -48,7 +48,8 @@ seen='|'
 # A CANN installed by a non-root user lives in ~/Ascend (the driver always in /usr/local/Ascend).
 H=${HOME:+${HOME%/}/Ascend}
 [ -n "$H" ] && [ "$H" != "$A" ] && [ -d "$H" ] || H=
-for r in "$ASCEND_HOME_PATH" "$ASCEND_TOOLKIT_HOME" "$A/ascend-toolkit/latest" "$A/cann" "$A"/cann-* "$A"/ascend-toolkit/* "$A/nnae/latest" \
+# PF_JOB_CANN_HOME: the ASCEND_HOME_PATH the inventory's env: gives the job (first: the job's CANN).
+for r in "$PF_JOB_CANN_HOME" "$ASCEND_HOME_PATH" "$ASCEND_TOOLKIT_HOME" "$A/ascend-toolkit/latest" "$A/cann" "$A"/cann-* "$A"/ascend-toolkit/* "$A/nnae/latest" \
          ${H:+"$H/ascend-toolkit/latest" "$H/cann" "$H"/cann-* "$H"/ascend-toolkit/* "$H/nnae/latest"}; do
   [ -n "$r" ] && [ -d "$r" ] || continue
   r=${r%/}

@@ -64,6 +64,10 @@ def probe_params(host, hosts=(), jobs=()) -> dict[str, str]:
     params = {"PF_PYTHON": str(host.vars.get("python") or "python3"),
               # Inventory names are validated hostnames: safe to split on blanks in the probe.
               "PF_HOSTNAMES_GZ": packed(" ".join(h.name for h in hosts if h.connection != "local"))}
+    job_env = host.vars.get("env") or {}
+    home = job_env.get("ASCEND_HOME_PATH") or job_env.get("ASCEND_TOOLKIT_HOME")
+    if home:  # the job's CANN, as the inventory declares it: looked at first (ascend.files)
+        params["PF_JOB_CANN_HOME"] = str(home)
     if host.vars.get("checkpoint_dir"):
         params["PF_CHECKPOINT_DIR"] = str(host.vars["checkpoint_dir"])
     if host.vars.get("python_modules"):  # validated module names: safe to join with commas

@@ -1714,6 +1714,34 @@ def test_ascend_files_probe_resolves_every_link_and_names_kernel_dirs(tmp_path):
     assert {soc for root, soc in kernels if root == latest} == {"ascend910b", "ascend910_93"}
 
 
+def test_the_cann_the_inventory_env_names_is_looked_at_first(tmp_path):
+    """An ASCEND_HOME_PATH declared only under the inventory's env: (what the launch script exports)
+    was never looked at by the probe, and env.cann_loaded said it "does not exist on the node"."""
+    import subprocess
+
+    from preflight.checks import env as env_checks
+    from preflight.nodefacts import ASCEND_FILES
+    from preflight.run import probe_params
+
+    toolkit = tmp_path / "opt" / "cann" / "ascend-toolkit" / "8.2.RC1"
+    (toolkit / "aarch64-linux").mkdir(parents=True)
+    (toolkit / "aarch64-linux" / "ascend_toolkit_install.info").write_text(
+        fixture("files/toolkit-install-info/8.2.RC1-aarch64.txt"))
+    (tmp_path / "opt" / "cann" / "ascend-toolkit" / "latest").symlink_to(toolkit)
+    home = str(tmp_path / "opt" / "cann" / "ascend-toolkit" / "latest")
+    host = make_host(npus_per_node=8, chip="910B4", env={"ASCEND_HOME_PATH": home})
+    params = probe_params(host, [host])
+    assert params["PF_JOB_CANN_HOME"] == home
+    command = ASCEND_FILES.replace("A=/usr/local/Ascend", f"A={tmp_path / 'no-usr-local'}")
+    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PF_JOB_CANN_HOME": home})
+    files = pv.parse_ascend_files(proc.stdout)
+    assert files.active_cann() is not None and files.active_cann().root == home, proc.stdout
+    raw = node_raw(ascend_dot_files=out(proc.stdout), env_={"ASCEND_HOME_PATH": None, "ASCEND_TOOLKIT_HOME": None})
+    results = run(env_checks.test_cann_loaded, host, make_facts(raw=raw))
+    assert not [r for r in results if "does not exist" in r.message], results
+
+
 def test_a_driver_installed_elsewhere_is_read_where_ascend_install_info_says(tmp_path):
     """The driver and firmware installers take --install-path; /etc/ascend_install.info records it
     (Driver_Install_Path_Param, which CANN's set_env.sh reads).  Such a node read as "no driver":
