@@ -266,20 +266,32 @@ def test_device_ip(host, facts, verdict):
             verdict.error(subject, message=f"{host.name} {subject}: {ip}")
         elif ip is None:
             verdict.failed(subject, observed=f"hccn_tool -i {dev} -ip -g: no device IP configured",
-                           expected="an ipaddr/netmask for the NPU's RoCE port", where=_where(host, facts, dev))
+                           expected="an ipaddr/netmask for the NPU's RoCE port", where=_where(host, facts, dev),
+                           remedy=_set_ip(host, dev, "Configure"))
         elif why := _unusable(ip.address):
             verdict.failed(subject, observed=f"hccn_tool -i {dev} -ip -g: ipaddr {ip.address}, {why}",
-                           expected="a unicast ipaddr/netmask for the NPU's RoCE port", where=_where(host, facts, dev))
+                           expected="a unicast ipaddr/netmask for the NPU's RoCE port", where=_where(host, facts, dev),
+                           remedy=_set_ip(host, dev, f"Replace {ip.address} with"))
         elif len(owners[ip.address]) > 1:
             others = fold(f"npu{d}" for d in owners[ip.address] if d != dev)
             verdict.failed(subject, observed=f"device IP {ip.address} also on {others}",
-                           expected="a device IP unique on the node", where=_where(host, facts, dev))
+                           expected="a device IP unique on the node", where=_where(host, facts, dev),
+                           remedy=_set_ip(host, dev, f"Give npu{dev} (or {others}) its own address instead of "
+                                                     f"{ip.address}:"))
         elif ip.netmask is None:
             verdict.failed(subject, observed=f"hccn_tool -i {dev} -ip -g: ipaddr {ip.address} without a netmask line",
                            expected="an ipaddr and its netmask, as hccn_tool prints them for a configured port",
-                           where=_where(host, facts, dev))
+                           where=_where(host, facts, dev),
+                           remedy=f"On {host.name}, set npu{dev}'s address with its netmask: hccn_tool -i {dev} -ip -s "
+                                  f"address {ip.address} netmask <MASK>.")
         else:
             verdict.passed(subject, message=f"device IP {ip.address}/{ip.netmask}")
+
+
+def _set_ip(host, dev: int, lead: str) -> str:
+    verb = lead if lead.endswith(":") else f"{lead} npu{dev}'s RoCE address:"
+    return (f"On {host.name}: {verb} hccn_tool -i {dev} -ip -s address <IP> netmask <MASK> "
+            f"(/etc/hccn.conf's address_{dev} and netmask_{dev} lines record the plan).")
 
 
 @check("hccl.net_health", title="hccn_tool -net_health -g is Success on every NPU", reference=faq.R_NET_HEALTH,
@@ -311,13 +323,23 @@ def test_net_health(host, facts, verdict):
                            remedy=f"Run hccn_tool -i {dev} -net_health -g again in a minute; it should say Success.",
                            where=_where(host, facts, dev))
         elif status == "Init":
+            known = dev in detect  # the netdetect answer was read (None: no address set)
             verdict.failed(subject, severity="warning",
                            observed=shown + (" - no detect IP configured, so RoCE health is not being checked"
-                                             if addr is None else " - detection not started"),
-                           expected="net health status: Success", where=_where(host, facts, dev))
+                                             if known and addr is None else " - detection not started"),
+                           expected="net health status: Success", where=_where(host, facts, dev),
+                           remedy=(f"On {host.name}, give npu{dev} a detect IP (usually its gateway): hccn_tool -i "
+                                   f"{dev} -netdetect -s address <gateway IP>, then hccn_tool -i {dev} -net_health -g"
+                                   if not isinstance(addr, str) else
+                                   f"On {host.name}, npu{dev} has detect address {addr}: run hccn_tool -i {dev} "
+                                   f"-net_health -g again in a minute; if it stays Init, set the address again "
+                                   f"(hccn_tool -i {dev} -netdetect -s address {addr})") + ".")
         else:
             verdict.failed(subject, observed=shown, expected="net health status: Success",
-                           where=_where(host, facts, dev))
+                           where=_where(host, facts, dev),
+                           remedy=f"On {host.name}, check npu{dev}'s device IP, gateway, cable and switch port: "
+                                  f"hccn_tool -i {dev} -ip -g; hccn_tool -i {dev} -gateway -g; hccn_tool -i {dev} "
+                                  f"-link -g (and the FAQ's link steps if the link is down).")
 
 
 @check("cluster.device_ip_unique", title="No NPU device IP appears twice in the cluster", scope="cluster",

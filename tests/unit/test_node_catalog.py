@@ -1194,6 +1194,11 @@ def test_device_ip_missing_and_duplicate():
                    hccn_dot_ip__5=out("ipaddr:29.1.112.10\nnetmask:255.255.0.0\n"))
     results = bad(run(hccl.test_device_ip, H, make_facts(raw=raw)))
     assert {r.subject for r in results} == {"npu2", "npu0", "npu5"}
+    by = {r.subject: r for r in results}  # remedies with the NPU's own number, not -i <N>
+    assert by["npu2"].remedy.startswith("On node-01: Configure npu2's RoCE address: hccn_tool -i 2 -ip -s address")
+    assert "address_2 and netmask_2 lines" in by["npu2"].remedy
+    assert by["npu5"].remedy.startswith("On node-01: Give npu5 (or npu0) its own address instead of 29.1.112.10: "
+                                        "hccn_tool -i 5 -ip -s address")
 
 
 @pytest.mark.parametrize("printed, says", [
@@ -1239,6 +1244,13 @@ def test_net_health():
     assert results["npu1"].outcome == "warning" and "no detect IP" in results["npu1"].message
     assert results["npu4"].outcome == "failed"
     explained(results["npu4"], "Socket fail")
+    assert "hccn_tool -i 4 -ip -g; hccn_tool -i 4 -gateway -g; hccn_tool -i 4 -link -g" in results["npu4"].remedy
+    assert "hccn_tool -i 1 -netdetect -s address <gateway IP>" in results["npu1"].remedy
+    # Init with a detect address set: detection has not started; that address is named.
+    raw = node_raw(hccn_dot_net_health__6=out(fixture("hccn_tool/net_health/init.txt")),
+                   hccn_dot_netdetect__6=out("netdetect address: 10.1.1.1\n"))
+    [r] = bad(run(hccl.test_net_health, H, make_facts(raw=raw)))
+    assert "detection not started" in r.message and "npu6 has detect address 10.1.1.1" in r.remedy, r
     # Right after a detect IP is set: look again, not a failure.
     [r] = bad(run(hccl.test_net_health, H, facts_of(hccn_dot_net_health__2=out("net health status: Detect ip set\n"))))
     assert (r.subject, r.outcome) == ("npu2", "warning") and "just set" in r.message
