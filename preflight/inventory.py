@@ -431,7 +431,8 @@ KEYS: dict[str, KeySpec] = {
     "sudo":          KeySpec(VAR, _bool, "run the commands that need root through sudo -n"),
     "cann":          KeySpec(VAR, _text, "expected CANN toolkit version"),
     "driver":        KeySpec(VAR, _text, "expected NPU driver version"),
-    "hccl_connect_timeout": KeySpec(VAR, _int(1), "expected minimum HCCL_CONNECT_TIMEOUT, seconds"),
+    # HCCL accepts 120..7200 s: a minimum above 7200 could never be met.
+    "hccl_connect_timeout": KeySpec(VAR, _int(1, 7200), "expected minimum HCCL_CONNECT_TIMEOUT, seconds"),
     "hbm_idle_mb":   KeySpec(VAR, _int(0), "HBM in use above this many MB means the NPU is not idle"),
     "checkpoint_dir": KeySpec(VAR, _path(False), "checkpoint directory on the node (shared storage)"),
     "checkpoint_free_gb": KeySpec(VAR, _number(0), "minimum free space in checkpoint_dir, GB"),

@@ -732,6 +732,7 @@ def test_host_only_keys_elsewhere(tmp_path, key):
         ("driver", "[1]", "must be a string, not a list"),
         ("hccl_connect_timeout", "0", "out of range"),
         ("hccl_connect_timeout", "1.5", "must be an integer"),
+        ("hccl_connect_timeout", "8000", "8000 is out of range (expected 1..7200)"),
         ("hbm_idle_mb", "-5", "out of range (expected >= 0)"),
         ("checkpoint_dir", "{}", "must be a string"),
         ("checkpoint_free_gb", "-1", "out of range"),
