@@ -8,6 +8,7 @@ from preflight.check import check, nothing_to_compare
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
 from preflight.ifname import effective_env
+from preflight.parsers import hccn_tool as hccn
 from preflight.parsers.versions import npu_smi_node_family
 
 TLS_REMEDY = ("Make the TLS switch the same on every NPU of every node, preferably off: on each NPU whose "
@@ -209,6 +210,7 @@ def test_tls_agree(cluster, verdict):
 # -- device IPs, net health, port range (issue 3) ------------------------------------------------
 
 FLAP_DOWNS = 3  # link-down events since boot that count as flapping
+FLAP_RECENT_HOURS = 24  # a link whose last down is older than this (by the node's clock) has settled
 
 
 def _flapping(facts, dev) -> str | None:
@@ -222,6 +224,12 @@ def _flapping(facts, dev) -> str | None:
         return None
     downs = _downs(stat)
     if downs < FLAP_DOWNS:
+        return None
+    # Downs at boot or weeks ago (counted since the driver loaded) are no flapping now: only a link
+    # that went down within the last day is, where the records and the tool's clock say when.
+    now = hccn.asctime(stat.current_time)
+    last_down = next((hccn.asctime(r.timestamp) for r in stat.records if r.state == "DOWN"), None)
+    if now is not None and last_down is not None and (now - last_down).total_seconds() > FLAP_RECENT_HOURS * 3600:
         return None
     last = f"; last change {stat.records[0].timestamp} LINK {stat.records[0].state}" if stat.records else ""
     return f"hccn_tool -i {dev} -link_stat -g: link went down {downs} times (up count {stat.up_count}){last}"

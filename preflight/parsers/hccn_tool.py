@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from preflight.parsers import ParseError
 
@@ -256,12 +256,25 @@ class LinkStat:
     up_count: int | None
     down_count: int | None
     records: tuple[LinkStatRecord, ...]
+    # The node's clock as the tool printed it (asctime): when, not what, so not compared.
+    current_time: str | None = field(default=None, compare=False)
+
+
+def asctime(text: str | None):
+    """``Tue Aug  1 14:43:40 2022`` as a naive datetime (the node's local time), or None."""
+    import datetime as _dt
+
+    try:
+        return _dt.datetime.strptime(" ".join((text or "").split()), "%a %b %d %H:%M:%S %Y")
+    except ValueError:
+        return None
 
 
 _LINK_STAT_PREFIX = re.compile(r"^\s*\[(?:devid|device)\s+(\d+)\](.*)$")
 _LINK_UP_COUNT = re.compile(r"^link up count\s*:\s*(\d+)\s*$")
 _LINK_DOWN_COUNT = re.compile(r"^link down count\s*:\s*(\d+)\s*$")
 _LINK_RECORDS = re.compile(r"^link change records\s*:")
+_LINK_NOW = re.compile(r"^current time\s*:\s*(\S.*?)\s*$")
 _LINK_RECORD = re.compile(r"^\s+(\S.*?)\s+LINK (UP|DOWN)\s*$")
 
 
@@ -272,7 +285,7 @@ def parse_link_stat(text: str) -> LinkStat:
     Output naming more than one device is rejected: the counts would be mixed up.
     """
     devices: set[str] = set()
-    up = down = None
+    up = down = now = None
     records: list[LinkStatRecord] = []
     seen_known_line = False
     for line in text.splitlines():
@@ -287,6 +300,8 @@ def parse_link_stat(text: str) -> LinkStat:
             down, seen_known_line = int(m.group(1)), True
         elif _LINK_RECORDS.match(body):
             seen_known_line = True
+        elif m := _LINK_NOW.match(body):
+            now = m.group(1)
         elif m := _LINK_RECORD.match(body):
             records.append(LinkStatRecord(timestamp=m.group(1), state=m.group(2)))
         elif body[:1].isspace() and body.strip():
@@ -296,4 +311,4 @@ def parse_link_stat(text: str) -> LinkStat:
         raise ParseError(f"link_stat output names several devices: {sorted(devices, key=int)}")
     if not seen_known_line:
         raise ParseError(f"no '[devid N]link up count' or 'link change records' line: {_excerpt(text)}")
-    return LinkStat(up_count=up, down_count=down, records=tuple(records))
+    return LinkStat(up_count=up, down_count=down, records=tuple(records), current_time=now)

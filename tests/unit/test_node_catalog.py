@@ -1257,6 +1257,25 @@ def test_net_health():
     assert "hccn_tool -i 2 -net_health -g again" in r.remedy
 
 
+def test_link_downs_over_a_day_old_are_not_flapping_now():
+    """The counts run since the driver loaded: links that bounced at boot, or once last month,
+    warned forever.  The last down within a day of the tool's own clock is flapping."""
+    def stat(now, last_down):
+        return ("[devid 3]current time        : " + now + "\n[devid 3]link up count       : 6\n"
+                "[devid 3]link down count     : 5\n[devid 3]link change records :\n"
+                "[devid 3]    " + last_down + "    LINK UP\n[devid 3]    " + last_down + "    LINK DOWN\n")
+
+    settled = stat("Wed Aug  9 03:09:26 2023", "Tue Aug  1 14:43:40 2023")
+    assert hccn.parse_link_stat(settled).current_time == "Wed Aug  9 03:09:26 2023"
+    ok(run(hccl.test_link_up, H, facts_of(hccn_dot_link_stat__3=out(settled))))
+    recent = stat("Wed Aug  2 03:09:26 2023", "Tue Aug  1 14:43:40 2023")
+    [r] = bad(run(hccl.test_link_up, H, facts_of(hccn_dot_link_stat__3=out(recent))))
+    assert (r.subject, r.outcome) == ("npu3", "warning") and "down 5 times" in r.message
+    # Without the tool's clock (or records) it stays a warning, as before.
+    no_clock = recent.replace("[devid 3]current time        : Wed Aug  2 03:09:26 2023\n", "")
+    assert bad(run(hccl.test_link_up, H, facts_of(hccn_dot_link_stat__3=out(no_clock))))
+
+
 def test_link_flapping_warns_in_link_up():
     ok(run(hccl.test_link_up, H, facts_of()))
     flap = "[devid 3]link up count       : 6\n[devid 3]link down count     : 5\n[devid 3]link change records :\n"
