@@ -208,8 +208,9 @@ def device_ips(facts) -> dict[int, str]:
 
 
 # A clock reading is good to half its round trip; one worse than this is read again (at most
-# CLOCK_READS times in all), well inside the default 1 s bound between two clocks.
-CLOCK_PRECISE_S = 0.05
+# CLOCK_READS times in all): a quarter of the default 1 s bound between two clocks, so a login
+# whose ~/.bashrc takes a while (conda's init) is read once, and a stall is read again.
+CLOCK_PRECISE_S = 0.25
 CLOCK_READS = 3
 
 PING_TIMEOUT = 10
@@ -487,15 +488,17 @@ class PhaseTwo:
             # CLOCK_READS times, and keep the most precise.
             best = read(host)
             for _ in range(CLOCK_READS - 1):
-                if best.rc != 0 or best.elapsed_s / 2 <= CLOCK_PRECISE_S:
+                if best.rc != 0 or not best.stdout.strip() or best.elapsed_s / 2 <= CLOCK_PRECISE_S:
                     break
                 again = read(host)
-                if again.rc == 0 and again.elapsed_s < best.elapsed_s:
+                if again.rc == 0 and again.stdout.strip() and again.elapsed_s < best.elapsed_s:
                     best = again
             self.cluster.facts[host.name].raw["clock.offset"] = best
             return best
 
-        self._each([h for h, _ in self.cluster.reachable()], work)
+        # Each host may read CLOCK_READS times: its deadline allows for them all.
+        self._each([h for h, _ in self.cluster.reachable()], work,
+                   deadline=CLOCK_READS * self.settings.command_timeout + self.settings.connect_timeout + 10)
 
     def shared_storage(self) -> None:
         paths = shared_paths(self.cluster)
