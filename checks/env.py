@@ -33,14 +33,16 @@ def test_socket_ifname(host, facts, cluster, verdict):
     several = cluster is None or len(cluster.hosts) > 1
     # Set in ~/.bashrc after its interactive guard: a login shell has it, the sessions pdsh and
     # launchers start do not, and HCCL picks a NIC itself (this read as "not set", a skip).
-    login_only = interactive_only(VARIABLES, env, _login_env(facts))
+    if_ip = (env.get("HCCL_IF_IP") or "").strip()
+    # (HCCL_SOCKET_IFNAME beside HCCL_IF_IP is not read by HCCL: missing it is no fault either.)
+    login_only = [v for v in interactive_only(VARIABLES, env, _login_env(facts))
+                  if not (if_ip and v == "HCCL_SOCKET_IFNAME")]
     for variable in login_only:
         verdict.failed(variable, observed=f"{variable} is set in an interactive shell but not in "
                                           f"{session_of(host)}: the job's processes do not get it",
                        expected=f"{variable} set in the non-interactive session pdsh and launchers get",
                        remedy=f"export {variable} before the interactive guard in ~/.bashrc (the `case $- in *i*) "
                               f"...` or `[ -z \"$PS1\" ] && return` line), or in the launch script.")
-    if_ip = (env.get("HCCL_IF_IP") or "").strip()
     if if_ip:
         _hccl_if_ip(host, if_ip, interfaces, verdict, several=several)
         if not present:
@@ -180,7 +182,9 @@ def test_ifname_agree(cluster, verdict):
             unreadable.append(host.name)
             continue
         for variable in VARIABLES:
-            if env.get(variable):
+            if variable == "HCCL_SOCKET_IFNAME" and (env.get("HCCL_IF_IP") or "").strip():
+                values[variable][host.name] = None  # HCCL_IF_IP takes precedence: the name is not used
+            elif env.get(variable):
                 sel = select(variable, env[variable], interfaces)
                 if sel.chosen:
                     values[variable][host.name] = sel.chosen

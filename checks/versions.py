@@ -707,7 +707,7 @@ def test_triton(host, facts, verdict, compat):
     if vllm_ascend:
         row = _vllm_row(compat, vllm_ascend)
         if row is not None:
-            required = row.get("triton_ascend") or None
+            required = ", ".join(C.as_list(row.get("triton_ascend"))) or None  # a site file may write 3.2 or a list
         elif C.cmp_versions(C.base_release(vllm_ascend), "0.13.0") >= 0:
             required = "a release matching the CANN"
     if required and not ta:
@@ -715,7 +715,8 @@ def test_triton(host, facts, verdict, compat):
         verdict.failed(observed=f"vllm-ascend {vllm_ascend} with {found}",
                        expected=f"triton-ascend {required}",
                        remedy=(f"pip uninstall -y triton && " if triton else "")
-                       + (f"pip install triton-ascend=={required}." if required[0].isdigit() else f"{install}."))
+                       + (f"pip install triton-ascend=={required}." if required[:1].isdigit() and "," not in required
+                          else f"{install}."))
     elif ta:
         verdict.passed(message=f"triton-ascend {ta}" + (f" with vllm-ascend {vllm_ascend}" if vllm_ascend else ""))
     elif triton:

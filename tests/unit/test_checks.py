@@ -480,6 +480,19 @@ def test_hccl_socket_ifname_is_not_judged_where_hccl_if_ip_is_set():
     assert results["HCCL_IF_IP"].outcome == "passed"
     assert results["HCCL_SOCKET_IFNAME"].outcome == "passed"
     assert "is not used: HCCL_IF_IP=10.0.0.1 takes precedence" in results["HCCL_SOCKET_IFNAME"].message
+    # Nor is it missing from the session (set in the login shell only), nor different across nodes.
+    raw = healthy_raw(env={"HCCL_SOCKET_IFNAME": None, "HCCL_IF_IP": "10.0.0.1"})
+    raw["session.env_login"] = out("Welcome\n" + LOGIN_MARKER + "\nHCCL_SOCKET_IFNAME=eth0\0")
+    results = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
+    assert outcomes(results) == {("HCCL_IF_IP", "passed")}, results
+    one, two = make_host("node-01", address="10.0.0.1"), make_host("node-02", address="10.0.0.2")
+    ifaces2 = json.loads(json.dumps(IFACES).replace("10.0.0.1", "10.0.0.2").replace('"eth0"', '"ens1"'))
+    cl = cluster_of((one, make_facts("node-01", raw=healthy_raw(env={"HCCL_SOCKET_IFNAME": "eth0",
+                                                                     "HCCL_IF_IP": "10.0.0.1"}))),
+                    (two, make_facts("node-02", raw=healthy_raw(env={"HCCL_SOCKET_IFNAME": "ens1",
+                                                                     "HCCL_IF_IP": "10.0.0.2"}, interfaces=ifaces2))))
+    agree = {r.subject: r.outcome for r in run_check(env.test_ifname_agree, cluster=cl)}
+    assert "HCCL_SOCKET_IFNAME" not in agree and "failed" not in agree.values(), agree
 
 
 def test_gloo_socket_ifname_with_blanks_around_a_name_fails():

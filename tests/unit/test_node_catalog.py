@@ -735,6 +735,15 @@ def test_triton_ascend_made_for_another_cann_warns_with_the_release_for_this_one
     [r] = results(cann_91, **{"triton-ascend": "3.2.2", "triton": "3.3.0"})
     assert r.outcome == "failed" and r.remedy == ("pip uninstall -y triton triton-ascend && pip install "
                                                   "triton-ascend==3.2.2 (the release for CANN 9.1.0).")
+    # A site file's vllm-ascend row may pin triton-ascend as a number or a list: read as text.
+    site = C.load()
+    site.tables["vllm_ascend"] = [dict(r, triton_ascend=3.2 if i == 0 else ["3.2.0", "3.2.1"])
+                                  for i, r in enumerate(site.rows("vllm_ascend")[:2])]
+    for row in site.rows("vllm_ascend"):
+        raw = node_raw(python_dot_stack=out(stack_output(packages={**PACKAGES, "vllm-ascend": row["vllm_ascend"]})),
+                       ascend_dot_files=out(cann_91))
+        [r] = run(versions.test_triton, H, make_facts(raw=raw), compat=site)
+        assert r.outcome == "failed" and "expected triton-ascend 3.2" in r.message, r
     # A release the table does not list is not judged against it.
     [r] = results(cann_91, **{"triton-ascend": "3.9.0"})
     assert r.outcome == "passed"
