@@ -26,18 +26,23 @@ A=/usr/local/Ascend
 I=/etc/ascend_install.info
 # The driver and firmware where their installers put them (--install-path): the paths
 # /etc/ascend_install.info names, as CANN's set_env.sh reads them; /usr/local/Ascend otherwise.
+# Each version file is read from there first, then from /usr/local/Ascend (the first found counts).
 D=$A W=$A
 if [ -r "$I" ]; then
-  while IFS='=' read -r k v; do
-    v=${v%$'\r'}; v=${v%/}
+  # `|| [ -n "$k" ]`: a last line without its newline; keys and values trimmed and unquoted, as
+  # the parser (parse_kv) reads them.
+  while IFS='=' read -r k v || [ -n "$k" ]; do
+    k=${k//[[:space:]]/}; v=${v%$'\r'}; v=${v#"${v%%[![:space:]]*}"}; v=${v%"${v##*[![:space:]]}"}
+    v=${v#\"}; v=${v%\"}; v=${v%/}
     case ${k,,} in driver_install_path_param) [ -n "$v" ] && D=$v;; firmware_install_path_param) [ -n "$v" ] && W=$v;; esac
   done < "$I"
 fi
-[ -e "$D/driver" ] || D=$A
-[ -e "$W/firmware" ] || W=$A
 f driver "$D/driver/version.info"
+[ "$D" = "$A" ] || f driver "$A/driver/version.info"
 f firmware "$W/firmware/version.info"
+[ "$W" = "$A" ] || f firmware "$A/firmware/version.info"
 f install "$I"
+[ -d "$D/driver" ] || D=$A
 l driver_dir "$D/driver"
 for p in "$D/driver/lib64" "$D/driver/version.info" "$D/driver/tools" "$A/add-ons" /usr/local/dcmi; do l path "$p"; done
 # Docker, podman, and a Kubernetes pod (containerd writes neither marker file; the service
@@ -49,7 +54,8 @@ seen='|'
 H=${HOME:+${HOME%/}/Ascend}
 [ -n "$H" ] && [ "$H" != "$A" ] && [ -d "$H" ] || H=
 # PF_JOB_CANN_HOME: the ASCEND_HOME_PATH the inventory's env: gives the job (first: the job's CANN).
-for r in "$PF_JOB_CANN_HOME" "$ASCEND_HOME_PATH" "$ASCEND_TOOLKIT_HOME" "$A/ascend-toolkit/latest" "$A/cann" "$A"/cann-* "$A"/ascend-toolkit/* "$A/nnae/latest" \
+J=$PF_JOB_CANN_HOME; @HOME_J@
+for r in "$J" "$ASCEND_HOME_PATH" "$ASCEND_TOOLKIT_HOME" "$A/ascend-toolkit/latest" "$A/cann" "$A"/cann-* "$A"/ascend-toolkit/* "$A/nnae/latest" \
          ${H:+"$H/ascend-toolkit/latest" "$H/cann" "$H"/cann-* "$H"/ascend-toolkit/* "$H/nnae/latest"}; do
   [ -n "$r" ] && [ -d "$r" ] || continue
   r=${r%/}
@@ -72,7 +78,7 @@ for i in "${!lp[@]}"; do
   printf '@@L\t%s\t%s\t%s\n' "${lk[$i]}" "${lp[$i]}" "$t"
 done
 printf '@@DONE\n'
-"""
+""".replace("@HOME_J@", expand_home("J"))
 
 # The interpreter a job would use ("$PF_PYTHON": python3 on the session PATH, or the inventory's
 # `python`).  Installed distributions are read off their metadata folders on sys.path, as

@@ -1772,14 +1772,30 @@ def test_the_cann_the_inventory_env_names_is_looked_at_first(tmp_path):
     host = make_host(npus_per_node=8, chip="910B4", env={"ASCEND_HOME_PATH": home})
     params = probe_params(host, [host])
     assert params["PF_JOB_CANN_HOME"] == home
+    # Another CANN in the session's own ASCEND_HOME_PATH: the job's (the inventory's) comes first.
+    other = tmp_path / "session-cann"
+    (other / "aarch64-linux").mkdir(parents=True)
+    (other / "aarch64-linux" / "ascend_toolkit_install.info").write_text(
+        fixture("files/toolkit-install-info/8.5.0-aarch64-cann-root.txt"))
     command = ASCEND_FILES.replace("A=/usr/local/Ascend", f"A={tmp_path / 'no-usr-local'}")
-    proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PF_JOB_CANN_HOME": home})
-    files = pv.parse_ascend_files(proc.stdout)
-    assert files.active_cann() is not None and files.active_cann().root == home, proc.stdout
-    raw = node_raw(ascend_dot_files=out(proc.stdout), env_={"ASCEND_HOME_PATH": None, "ASCEND_TOOLKIT_HOME": None})
-    results = run(env_checks.test_cann_loaded, host, make_facts(raw=raw))
-    assert not [r for r in results if "does not exist" in r.message], results
+
+    def probe(job_home):
+        return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30,
+                              env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PF_JOB_CANN_HOME": job_home,
+                                   "ASCEND_HOME_PATH": str(other)}).stdout
+
+    text = probe(home)
+    files = pv.parse_ascend_files(text)
+    assert files.active_cann() is not None and files.active_cann().root == home, text
+    assert [c.root for c in files.cann][:2] == [home, str(other)]
+    # The inventory may write it from the login's home.
+    assert pv.parse_ascend_files(probe("~/opt/cann/ascend-toolkit/latest")).active_cann().version == "8.2.RC1"
+    raw = node_raw(ascend_dot_files=out(text), env_={"ASCEND_HOME_PATH": None, "ASCEND_TOOLKIT_HOME": None})
+    facts = make_facts(raw=raw)
+    facts.raw["python.stack"] = out(stack_output(modules={"acl": f"{home}/python/site-packages/acl.so"},
+                                                 path=(f"{home}/python/site-packages",)))
+    results = run(env_checks.test_cann_loaded, host, facts)
+    assert [r.outcome for r in results] == ["passed"], results
 
 
 def test_a_driver_installed_elsewhere_is_read_where_ascend_install_info_says(tmp_path):
@@ -1813,6 +1829,23 @@ def test_a_driver_installed_elsewhere_is_read_where_ascend_install_info_says(tmp
     assert r.outcome == "passed", r
     [r] = [r for r in run(devices.test_driver_mounts, H, facts) if r.subject == "driver"]
     assert r.outcome == "passed" and r.message.startswith(f"{opt}/driver present (lib64, version.info)"), r
+    # Written other ways the parser reads alike: blanks around =, quotes, no newline at the end.
+    for text in (f"Driver_Install_Path_Param = {opt}\nFirmware_Install_Path_Param=\"{opt}\"",
+                 f"UserName=HwHiAiUser\nFirmware_Install_Path_Param={opt}\nDriver_Install_Path_Param={opt}"):
+        info.write_text(text)
+        found = pv.parse_ascend_files(subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                                                     timeout=30, env={"PATH": "/usr/bin:/bin"}).stdout)
+        assert found.driver is not None and found.firmware is not None and found.driver_dir == str(opt / "driver")
+    # A file missing there but present in /usr/local/Ascend (a container mounting it at the usual
+    # path) is read there: each file falls back on its own.
+    usual = tmp_path / "no-usr-local" / "firmware"
+    usual.mkdir(parents=True)
+    (opt / "firmware" / "version.info").rename(usual / "version.info")
+    found = pv.parse_ascend_files(subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                                                 timeout=30, env={"PATH": "/usr/bin:/bin"}).stdout)
+    assert found.firmware is not None and found.driver is not None
+    (usual / "version.info").rename(opt / "firmware" / "version.info")
+    info.write_text(f"Driver_Install_Path_Param={opt}\nFirmware_Install_Path_Param={opt}\n")
     # Nothing there: the error names where the install info said to look.
     for part in ("driver", "firmware"):
         (opt / part / "version.info").unlink()
