@@ -180,10 +180,16 @@ def test_stack(host, facts, verdict, compat):
     driver_version = drv.version if drv is not None else (card.driver_version if card else None)
     if driver_version and not driver_version[:1].isdigit():
         # "NA" (npu-smi in a container without the driver's files): compared, it read as a driver
-        # older than any CANN needs.
-        verdict.error("cann/driver", message=f"{host.name}: the driver version reads {driver_version!r}, which is "
-                                             f"not a version: the CANN minimum driver cannot be checked",
-                      remedy=DRIVER_FIRMWARE_REMEDY)
+        # older than any CANN needs.  In a container the host's own run judges it, as when the
+        # version files are not mounted.
+        if files.container and drv is None:
+            verdict.skipped("cann/driver", message=f"{host.name} is a container and npu-smi reads the driver version "
+                                                   f"as {driver_version!r}: the preflight run against the host judges "
+                                                   f"the CANN minimum driver (or {VERSION_FILES_MOUNT})")
+        else:
+            verdict.error("cann/driver", message=f"{host.name}: the driver version reads {driver_version!r}, which is "
+                                                 f"not a version: the CANN minimum driver cannot be checked",
+                          remedy=DRIVER_FIRMWARE_REMEDY)
         driver_version = None
     if files.driver_error or files.firmware_error:
         verdict.error("driver/firmware", message=f"{host.name}: {files.driver_error or files.firmware_error}",
@@ -220,8 +226,10 @@ def test_stack(host, facts, verdict, compat):
             # A line we cannot read must not pass as "nothing to compare".
             problems.append(f"driver version.info's compatible_version_fw={drv.firmware_compat} is not a list of "
                             f"[min,max] ranges, so firmware {fw.version} could not be checked against it")
-        if fw.driver_prefixes and drv.version[:1].isdigit() and \
-                not any(driver_matches_prefix(drv.version, p) for p in fw.driver_prefixes):
+        if not drv.version[:1].isdigit():
+            problems.append(f"driver version.info's Version={drv.version} is not a version, so it could not be "
+                            f"checked against the drivers firmware {fw.version} accepts")
+        elif fw.driver_prefixes and not any(driver_matches_prefix(drv.version, p) for p in fw.driver_prefixes):
             problems.append(f"driver {drv.version} is not among the drivers firmware {fw.version} accepts "
                             f"(compatible_version_drv: {', '.join(fw.driver_prefixes)})")
         elif not fw.driver_prefixes and fw.driver_compat:
@@ -338,33 +346,44 @@ def test_torch_pair(host, facts, verdict, compat):
     elif C.base_release(torch) != C.base_release(tnpu):
         verdict.failed(observed=f"torch {torch} with torch_npu {tnpu} ({where})",
                        expected=f"torch_npu {C.base_release(torch)}[.postN] for torch {torch}",
-                       remedy=_torch_pair_remedy(compat, where, torch, tnpu, facts.optional("ascend.files")))
+                       remedy=_torch_pair_remedy(compat, where, torch, tnpu, facts.optional("ascend.files"),
+                                                 stack.version))
     else:
         verdict.passed(message=f"torch {torch}, torch_npu {tnpu} ({where})")
 
 
-def _torch_pair_remedy(compat, where: str, torch: str, tnpu: str, files) -> str:
-    """The command with this node's versions: the newest torch_npu the table lists for this torch
-    and the node's CANN (one for another CANN would trade this failure for versions.stack's)."""
+def _torch_pair_remedy(compat, where: str, torch: str, tnpu: str, files, python: str | None) -> str:
+    """The command with this node's versions: the newest torch_npu the table lists for this torch,
+    the node's CANN and its Python (one for another CANN would trade this failure for
+    versions.stack's; one for another Python would not install)."""
     cann = _cann_of(files) if files else None
     base = C.base_release(torch)
-    rows = [r for r in compat.rows("torch_npu") if C.base_release(str(r["torch"])) == base]
-    fitting = [r for r in rows if cann is None or _cann_in(cann, r.get("cann"))]
+
+    def fits(row) -> bool:
+        return ((cann is None or _cann_in(cann, row.get("cann")))
+                and not (python and row.get("python") and C.in_range(python, str(row["python"])) is False))
+
+    fitting = [r for r in compat.rows("torch_npu") if C.base_release(str(r["torch"])) == base and fits(r)]
     for_cann = f" and CANN {cann}" if cann else ""
     if fitting:
         pick = max((str(r["torch_npu"]) for r in fitting), key=C.pip_key)
         text = f"{where} -m pip install torch_npu=={pick} (built for torch {base}{for_cann}"
     else:
+        # The torch nearest the installed one that has a torch_npu here: the newest below it, else
+        # the oldest above.
         others = sorted({(str(r["torch"]), str(r["torch_npu"])) for r in compat.rows("torch_npu")
-                         if cann and _cann_in(cann, r.get("cann"))}, key=lambda tr: C.pip_key(tr[1]), reverse=True)
-        text = (f"The compatibility table lists no torch_npu for torch {base}{for_cann}" +
+                         if cann and fits(r)}, key=lambda tr: (C.pip_key(tr[0]), C.pip_key(tr[1])))
+        below = [tr for tr in others if C.pip_key(tr[0]) <= C.pip_key(base)]
+        near = below[-1] if below else (others[0] if others else None)
+        text = (f"The compatibility table lists no torch_npu for torch {base}{for_cann}"
+                + (f" on Python {python}" if python else "") +
                 (f": install a torch that has one, e.g. {where} -m pip install "
-                 f"torch=={others[0][0]} torch_npu=={others[0][1]} ("
-                 if others else f": install torch_npu {base}[.postN] for it (") + "see the Ascend/pytorch table")
+                 f"torch=={near[0]} torch_npu=={near[1]} ("
+                 if near else f": install torch_npu {base}[.postN] for it (") + "see the Ascend/pytorch table")
     # Keeping torch_npu and changing torch instead: only where that torch_npu suits the CANN too.
     kept = _torch_npu_row(compat, tnpu)
-    if cann is None or (kept is not None and _cann_in(cann, kept.get("cann"))):
-        text += f"; or pip install torch=={C.base_release(tnpu)} to keep torch_npu {tnpu}"
+    if cann is None or (kept is not None and fits(kept)):
+        text += f"; or {where} -m pip install torch=={C.base_release(tnpu)} to keep torch_npu {tnpu}"
     return text + "), on this node and every other one alike."
 
 
@@ -490,11 +509,12 @@ def test_mindspeed_megatron(host, facts, verdict, compat):
         tag = f"core_v{C.base_release(wanted[0])}"
         verdict.failed("megatron", observed=f"MindSpeed {ms} ({ms_how}) with Megatron core {mcore} ({mcore_how})",
                        expected=f"Megatron core {' or '.join(wanted)} ({why})",
-                       remedy=f"Install the Megatron core MindSpeed {ms} is made for: pip install "
-                              f"git+https://github.com/NVIDIA/Megatron-LM.git@{tag} (or git checkout {tag} in the "
-                              f"Megatron-LM checkout the job uses"
-                              + (", and copy its megatron/ folder into the MindSpeed-MM checkout"
-                                 if "mindspeed_mm" in stack.checkouts else "") + "), on every node alike.")
+                       remedy=f"Use the Megatron-LM MindSpeed {ms} is made for: in the Megatron-LM checkout the job "
+                              f"uses, git checkout {tag}, then "
+                              + ("copy its megatron/ folder into the MindSpeed-MM checkout"
+                                 if "mindspeed_mm" in stack.checkouts else "pip install -e . there")
+                              + " (MindSpeed needs megatron.training too, which the megatron-core wheel lacks), on "
+                                "every node alike.")
     else:
         verdict.passed("megatron", message=f"MindSpeed {ms} with Megatron core {mcore} ({mcore_how})")
     _mindspeed_stack(verdict, compat, ms, ms_how, facts, stack)

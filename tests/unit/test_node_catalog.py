@@ -374,7 +374,13 @@ def test_a_driver_version_that_is_not_a_version_is_unreadable_not_too_old():
     results = run(versions.test_stack, H, make_facts(raw=node_raw(ascend_dot_files=out(files))))
     by = {r.subject: r for r in results}
     assert by["cann/driver"].outcome == "error" and "reads 'NA', which is not a version" in by["cann/driver"].message
-    assert by["driver/firmware"].outcome == "passed" and not [r for r in results if "older" in r.message]
+    assert by["driver/firmware"].outcome == "failed" and "Version=NA is not a version" in by["driver/firmware"].message
+    assert not [r for r in results if "older" in r.message]
+    # In a container without the version files, npu-smi's NA is the host's to judge, as the rest is.
+    raw = node_raw(ascend_dot_files=out(files_output(driver=None, firmware=None, container=True)),
+                   npu_smi_dot_board=out(board_with_card(driver="NA", compatibility="UNKNOWN")))
+    by = {r.subject: r for r in run(versions.test_stack, H, make_facts(raw=raw))}
+    assert by["cann/driver"].outcome == "skipped" and "the preflight run against the host" in by["cann/driver"].message
 
 
 @pytest.mark.parametrize("compat, firmware, outcome, words", [
@@ -552,10 +558,18 @@ def test_torch_pair_remedy_names_a_torch_npu_for_the_nodes_cann():
     assert r.startswith("/usr/bin/python3 -m pip install torch_npu==2.1.0.post8 (built for torch 2.1.0 and CANN "
                         "8.0.RC3), on this node"), r  # 2.6.0 is not for CANN 8.0.RC3: no "keep" offered
     r = remedy("8.2.RC1", "2.7.1", "2.6.0")
-    assert "torch_npu==2.7.1 (built for torch 2.7.1 and CANN 8.2.RC1; or pip install torch==2.6.0 to keep" in r, r
-    r = remedy("8.0.RC3", "2.9.0", "2.6.0")
-    assert r.startswith("The compatibility table lists no torch_npu for torch 2.9.0 and CANN 8.0.RC3: install a "
-                        "torch that has one, e.g. /usr/bin/python3 -m pip install torch==2.4.0 torch_npu==2.4.0"), r
+    assert ("torch_npu==2.7.1 (built for torch 2.7.1 and CANN 8.2.RC1; or /usr/bin/python3 -m pip install "
+            "torch==2.6.0 to keep") in r, r
+    r = remedy("8.0.RC3", "2.9.0", "2.6.0")  # the nearest torch below with a torch_npu for this CANN
+    assert r.startswith("The compatibility table lists no torch_npu for torch 2.9.0 and CANN 8.0.RC3 on Python "
+                        "3.10.12: install a torch that has one, e.g. /usr/bin/python3 -m pip install torch==2.4.0 "
+                        "torch_npu==2.4.0"), r
+    # Only releases made for the node's Python: on 3.9 with CANN 9.1.0, torch 2.7.1 (2.12.0 needs 3.10).
+    files = files_output().replace("version=8.2.RC1\ninnerversion", "version=9.1.0\ninnerversion")
+    facts = make_facts(raw=node_raw(ascend_dot_files=out(files), python_dot_stack=out(stack_output(
+        packages={"torch": "2.3.1", "torch_npu": "2.6.0"}, version="3.9.18"))))
+    [r] = run(versions.test_torch_pair, H, facts)
+    assert "e.g. /usr/bin/python3 -m pip install torch==2.7.1 torch_npu==2.7.1.post8" in r.remedy, r.remedy
 
 
 @pytest.mark.parametrize("ms, mcore, outcome", [
@@ -567,7 +581,7 @@ def test_mindspeed_megatron(ms, mcore, outcome):
     assert [r.outcome for r in results if r.subject == "megatron"] == [outcome]
     if outcome == "failed":  # the core this MindSpeed wants, not a fixed example
         [r] = [r for r in results if r.subject == "megatron"]
-        assert "pip install git+https://github.com/NVIDIA/Megatron-LM.git@core_v0.12.1" in r.remedy, r.remedy
+        assert "git checkout core_v0.12.1, then pip install -e . there" in r.remedy, r.remedy
 
 
 def test_mindspeed_megatron_remedy_names_the_core_of_the_branch():
@@ -576,8 +590,8 @@ def test_mindspeed_megatron_remedy_names_the_core_of_the_branch():
     results = run(versions.test_mindspeed_megatron, H, facts_of(python_dot_stack=out(s)))
     [r] = [r for r in results if r.subject == "megatron"]
     assert r.outcome == "failed" and "expected Megatron core 0.8.0" in r.message, r
-    assert "Megatron-LM.git@core_v0.8.0 (or git checkout core_v0.8.0" in r.remedy, r.remedy
-    assert "copy its megatron/ folder into the MindSpeed-MM checkout" in r.remedy
+    assert "git checkout core_v0.8.0, then copy its megatron/ folder into the MindSpeed-MM checkout" in r.remedy, \
+        r.remedy
 
 
 def test_mindspeed_absent_is_skipped_and_verl_needs_230():
