@@ -80,6 +80,8 @@ def _read(path: Path) -> dict:
         raise CompatError(f"{path}: known_bad must be a list")
     for i, entry in enumerate(doc.get("known_bad") or []):
         when = entry.get("when") if isinstance(entry, dict) else None
+        if isinstance(when, dict):  # pip's spelling (torch-npu, vllm-ascend) names the same package
+            entry["when"] = when = {k.replace("-", "_") if isinstance(k, str) else k: b for k, b in when.items()}
         if not isinstance(when, dict) or not when or not all(isinstance(k, str) and isinstance(b, str) and b.strip()
                                                               for k, b in when.items()):
             raise CompatError(f"{path}: known_bad[{i}] must be a mapping with a `when:` mapping of package to "
@@ -93,7 +95,15 @@ def _read(path: Path) -> dict:
 
 
 def _row_key(table: str, value) -> str:
-    return (norm_cann(str(value)) if table == "cann_driver" else norm_pip(str(value))).upper()
+    """The release a row is for, spelt one way: a site row for 2.0.1rc1 replaces the shipped 2.0.1.rc1."""
+    if table == "cann_driver":
+        return norm_cann(str(value)).upper()
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return str(Version(norm_pip(str(value)))).upper()
+    except InvalidVersion:
+        return norm_pip(str(value)).upper()
 
 
 def load(extra=()) -> Compat:

@@ -92,7 +92,11 @@ def parse_firmware_version_info(text: str) -> FirmwareInfo:
     if not version:
         raise ParseError(f"no Version= line in firmware version.info: {_excerpt(text)}")
     line = kv.get("compatible_version_drv", "").strip()
-    prefixes = tuple(m.group(1).strip() for m in re.finditer(r"\[\s*([^,\]]+?)\s*,[^\]]*\]", line))
+    # The whole line a list of [version,version.] entries, or none of it read (as the driver's side):
+    # a line read in part would check the driver against part of the list.
+    entry = r"\[\s*([^,\]]+?)\s*,[^\]]*\]"
+    whole = re.fullmatch(rf"(?:{entry}\s*,?\s*)+", line)
+    prefixes = tuple(m.group(1).strip() for m in re.finditer(entry, line)) if whole else ()
     return FirmwareInfo(version=version, driver_prefixes=prefixes, driver_compat=line or None)
 
 

@@ -312,9 +312,16 @@ def test_compat_file_extends_and_is_validated(tmp_path):
     (tmp_path / "bad.yaml").write_text("torch_npu: {x: 1}\n")
     with pytest.raises(C.CompatError, match="bad.yaml"):
         C.load([tmp_path / "bad.yaml"])
+    # A site row spelling a release otherwise (2.0.1rc1 for 2.0.1.rc1) replaces the shipped one.
+    extra.write_text("torch_npu:\n  - {torch_npu: '2.0.1rc1', torch: '2.0.1', cann: ['6.3.RC9'], source: site}\n")
+    rows = [r for r in C.load([extra]).rows("torch_npu") if C.pip_equal(r["torch_npu"], "2.0.1.rc1")]
+    assert [r["cann"] for r in rows] == [["6.3.RC9"]]
+    # pip's spelling of a known_bad key names the same package.
+    extra.write_text("known_bad:\n  - {when: {torch-npu: '2.6.0', triton-ascend: '3.2.0'}, why: x}\n")
+    assert C.load([extra]).known_bad[0]["when"] == {"torch_npu": "2.6.0", "triton_ascend": "3.2.0"}
     # A known_bad key the checks cannot read (misspelt, or not a version they read) is refused.
-    (tmp_path / "kb.yaml").write_text("known_bad:\n  - {when: {torch-npu: '2.6.0', cann: '8.2.RC1'}, why: x}\n")
-    with pytest.raises(C.CompatError, match=r"kb.yaml: known_bad\[0\] names torch-npu, which it cannot match"):
+    (tmp_path / "kb.yaml").write_text("known_bad:\n  - {when: {torchnpu: '2.6.0', cann: '8.2.RC1'}, why: x}\n")
+    with pytest.raises(C.CompatError, match=r"kb.yaml: known_bad\[0\] names torchnpu, which it cannot match"):
         C.load([tmp_path / "kb.yaml"])
     # A row without a column the checks read is refused when loaded, not a KeyError in every check.
     for text, words in (("torch_npu:\n  - {torch_npu: '2.6.0.post9', cann: ['8.3.RC2']}\n",
@@ -352,6 +359,11 @@ def test_stack_driver_firmware_mismatch_and_old_driver():
     by = {x.subject: x for x in bad(run(versions.test_stack, pinned, facts_of()))}
     assert by["driver"].remedy.startswith("Install driver 25.2.0") and "correct `driver:`" in by["driver"].remedy
     assert by["cann"].remedy.startswith("Install CANN 8.3.RC1") and "correct `cann:`" in by["cann"].remedy
+
+
+def test_a_firmware_driver_list_read_in_part_is_not_read_at_all():
+    info = pv.parse_firmware_version_info("Version=7.7.0.1.231\ncompatible_version_drv=[24.1,24.1.],junk\n")
+    assert info.driver_prefixes == () and info.driver_compat == "[24.1,24.1.],junk"
 
 
 def test_a_firmware_driver_list_that_cannot_be_read_is_not_a_pass():
