@@ -1,6 +1,7 @@
 """The NPUs' RoCE ports as hccn_tool sees them: what HCCL needs between nodes."""
 
 import ipaddress
+import re
 from collections import Counter
 
 from preflight import faq
@@ -393,6 +394,30 @@ def test_device_ip_unique(cluster, verdict):
         verdict.error(message="no device IP could be read on any node")
 
 
+def _port_count(value: str) -> tuple[int | None, str | None]:
+    """``(ports, None)`` for a readable HCCL_*_SOCKET_PORT_RANGE (``auto``: None ports), else
+    ``(None, why not)``: ports or ``A-B`` ranges, comma-separated, within 1..65535, not overlapping."""
+    value = value.strip()
+    if value.lower() == "auto":
+        return None, None
+    spans = []
+    for item in value.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", item)
+        if not m:
+            return None, f"{item.strip() or 'an empty item'!r} is neither a port nor a range"
+        low, high = int(m.group(1)), int(m.group(2) or m.group(1))
+        if not 1 <= low <= 65535 or not 1 <= high <= 65535:
+            return None, f"{item.strip()} is outside 1..65535"
+        if low > high:
+            return None, f"{item.strip()} runs backwards"
+        spans.append((low, high))
+    spans.sort()
+    for (_, high), (low, _) in zip(spans, spans[1:]):
+        if low <= high:
+            return None, "its ranges overlap"
+    return sum(high - low + 1 for low, high in spans), None
+
+
 @check("hccl.port_range", title="HCCL_NPU_SOCKET_PORT_RANGE set when several processes share an NPU",
        severity="warning", reference=faq.R_PORT_BIND, needs=("session.env", "npu_smi.info?"),
        remedy=("Several processes on one NPU all bind its default HCCL port 16666: export "
@@ -416,7 +441,16 @@ def test_port_range(host, facts, verdict):
         return
     reason = f"processes_per_npu={per_npu} in the inventory"
     value = env.get("HCCL_NPU_SOCKET_PORT_RANGE")
-    if value:
+    ports, why = _port_count(value) if value else (None, None)
+    if value and why:
+        verdict.failed(observed=f"HCCL_NPU_SOCKET_PORT_RANGE={value}: {why}",
+                       expected="auto, or ports and ascending ranges within 1..65535 that do not overlap, e.g. "
+                                "61000-61050 or 61000,61050-61100")
+    elif value and ports is not None and ports < per_npu:
+        verdict.failed(observed=f"HCCL_NPU_SOCKET_PORT_RANGE={value} gives {ports} port{'s' if ports > 1 else ''} "
+                                f"for {reason}",
+                       expected=f"at least {per_npu} ports per NPU (one for each of its processes), or auto")
+    elif value:
         verdict.passed(message=f"HCCL_NPU_SOCKET_PORT_RANGE={value} ({reason})")
     else:
         verdict.failed(observed=f"{reason}, but HCCL_NPU_SOCKET_PORT_RANGE is not set (all bind port 16666)",

@@ -1377,6 +1377,25 @@ def test_port_range():
     assert r.outcome == "passed"
 
 
+@pytest.mark.parametrize("value, outcome, says", [
+    ("61000-61050", "passed", None), ("61000,61050-61100", "passed", None), ("AUTO", "passed", None),
+    ("61000-61002", "warning", "gives 3 ports for processes_per_npu=4"),
+    ("16666", "warning", "gives 1 port for"),
+    ("61050-61000", "warning", "61050-61000 runs backwards"),
+    ("61000-61010,61005-61020", "warning", "its ranges overlap"),
+    ("abc", "warning", "'abc' is neither a port nor a range"),
+    ("70000-70010", "warning", "70000-70010 is outside 1..65535"),
+])
+def test_port_range_value_is_read(value, outcome, says):
+    """Any value passed; one HCCL cannot use (or too few ports for the processes sharing an NPU)
+    leaves them binding the same port."""
+    [r] = run(hccl.test_port_range, make_host(processes_per_npu=4),
+              facts_of(env_={"HCCL_NPU_SOCKET_PORT_RANGE": value}))
+    assert r.outcome == outcome, r
+    if says:
+        explained(r, says)
+
+
 # -- npu, devices -----------------------------------------------------------------------------
 
 def test_count_and_type():
