@@ -610,9 +610,8 @@ CONNECT_TIMEOUT_REMEDY = ("export HCCL_CONNECT_TIMEOUT=1200 (allowed 120..7200 s
                           "interactive guard, on every node.")
 EXEC_TIMEOUT_REMEDY = ("export HCCL_EXEC_TIMEOUT=1800 (or up to 7200, as the ROLL FAQ does) in the launch script or in "
                        "~/.bashrc above its interactive guard, on every node: long enough for a slow collective, "
-                       "short enough that a hung "
-                       "one ends in an error. On A1 and 310P cards it must be at most 17340; with "
-                       "HCCL_OP_EXPANSION_MODE=AIV, 0 and values above 1091 are taken as 1091.")
+                       "short enough that a hung one ends in an error. On A1 and 310P cards it must be at most "
+                       "17340; with HCCL_OP_EXPANSION_MODE=AIV, 0 and values above 1091 are taken as 1091.")
 
 
 @check("env.hccl_timeouts", title="HCCL_CONNECT_TIMEOUT >= 600 s and HCCL_EXEC_TIMEOUT sane", severity="warning",

@@ -734,7 +734,7 @@ def test_triton(host, facts, verdict, compat):
         found = f"the standard triton {triton}" if triton else "no triton-ascend"
         verdict.failed(observed=f"vllm-ascend {vllm_ascend} with {found}",
                        expected=f"triton-ascend {required}",
-                       remedy=(f"pip uninstall -y triton && " if triton else "")
+                       remedy=("pip uninstall -y triton && " if triton else "")
                        + (f"pip install triton-ascend=={required}." if required[:1].isdigit() and "," not in required
                           else f"{install}."))
     elif ta:

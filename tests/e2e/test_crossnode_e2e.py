@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 
 import pytest
-import yaml
 
 from .test_preflight_e2e import by_check, problems, run_preflight, still_listening
 

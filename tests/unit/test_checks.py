@@ -10,7 +10,7 @@ from preflight.checks import cluster as cluster_checks
 from preflight.checks import devices, env, hccl, limits, network, npu, tools
 from preflight.facts import HostFacts
 from preflight.parsers.versions import LOGIN_MARKER
-from tests.factsets import (IFACES, cluster_of, fixture, healthy_raw, link_fixture, make_facts, make_host, out,
+from tests.factsets import (IFACES, cluster_of, fixture, healthy_raw, make_facts, make_host, out,
                             run_check, tls_line)
 
 
