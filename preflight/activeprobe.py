@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from .facts import SUDO_REFUSAL, FactUnavailable
 from .pingplan import ping_rounds
 from .pool import run_bounded
-from .probe import C_LOCALE, CommandOutput, expand_home, packed, whole_seconds
+from .probe import C_LOCALE, FIND_HCCN, CommandOutput, expand_home, packed, whole_seconds
 from .transport import TransportError
 
 CONNECT_TIMEOUT = 3  # seconds for one TCP connect between nodes
@@ -218,6 +218,7 @@ PING_SLACK = 5  # seconds a ping run and its round may take beyond the pings' ow
 # "<src dev> <peer ip> rc=<rc> <sent> packets transmitted, <received> received" per pair.
 _PING = r"""
 PF_HCCN=$(command -v hccn_tool 2>/dev/null)
+@FIND_HCCN@
 [ -z "$PF_HCCN" ] && PF_HCCN=/usr/local/Ascend/driver/tools/hccn_tool
 # sudo: true in the inventory: hccn_tool through `sudo -n`, as phase one ran it (never a prompt).
 pre=(); [ -n "$PF_SUDO" ] && pre=(sudo -n --)
@@ -238,7 +239,7 @@ for pair in "$@"; do
   echo "$d $ip rc=$rc ${s:-no summary}"
   case $rc in 124|137) hung=$d ;; esac
 done
-""".replace("@SUDO_REFUSAL@", SUDO_REFUSAL)
+""".replace("@SUDO_REFUSAL@", SUDO_REFUSAL).replace("@FIND_HCCN@", FIND_HCCN.strip())
 
 
 @dataclass

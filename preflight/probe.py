@@ -43,6 +43,20 @@ from .noderunner import C_LOCALE, SUDO_REFUSED_ERE
 
 DEFAULT_CAP = 1 << 20  # bytes of stdout (and of stderr) kept per command
 
+# hccn_tool off PATH: in the driver's tools folder, /usr/local/Ascend's or, for a driver installed
+# with --install-path, the one /etc/ascend_install.info names (as CANN's set_env.sh reads it).
+# Sets PF_HCCN when found; read-only.  Used by the probe and by phase two's pings.
+FIND_HCCN = r"""
+if [ -z "$PF_HCCN" ]; then
+  for pf_d in /usr/local/Ascend "$(while IFS='=' read -r k v || [ -n "$k" ]; do k=${k//[[:space:]]/}; \
+      case ${k,,} in driver_install_path_param) v=${v%$'\r'}; v=${v#"${v%%[![:space:]]*}"}; \
+        v=${v%"${v##*[![:space:]]}"}; v=${v#\"}; v=${v%\"}; printf %s "${v%/}"; break;; esac; \
+      done 2>/dev/null < /etc/ascend_install.info)"; do
+    [ -n "$pf_d" ] && [ -e "$pf_d/driver/tools/hccn_tool" ] && { PF_HCCN=$pf_d/driver/tools/hccn_tool; break; }
+  done
+fi
+"""
+
 # Resolved once per script: the tools may be off PATH in a non-interactive session.
 _PRELUDE = r"""
 exec 3>&1
@@ -52,7 +66,7 @@ PF_NPUSMI=$(command -v npu-smi 2>/dev/null)
 # -e, not -x: a tool that is there but not executable should say "permission denied", not "not found".
 for p in /usr/local/bin/npu-smi /usr/local/sbin/npu-smi; do [ -z "$PF_NPUSMI" ] && [ -e "$p" ] && PF_NPUSMI=$p; done
 PF_HCCN=$(command -v hccn_tool 2>/dev/null)
-[ -z "$PF_HCCN" ] && [ -e /usr/local/Ascend/driver/tools/hccn_tool ] && PF_HCCN=/usr/local/Ascend/driver/tools/hccn_tool
+@FIND_HCCN@
 : "${PF_NPUSMI:=npu-smi}" "${PF_HCCN:=hccn_tool}"
 if [ -n "$PF_SUDO" ]; then
   # The inventory asked for sudo: the vendor tools (and only they) run through `sudo -n`, which
@@ -98,7 +112,7 @@ pf_run() {  # fact-name tool timeout-seconds command
     0) ;; *) [ "$PF_NPUSMI" = pf_sudo_npusmi ] && printf %s "$e" | base64 -d 2>/dev/null | grep -qE "$PF_SUDO_REFUSED" \
          && printf -v "$v" '%s' "sudo -n refused $2 earlier on this host ($1)";; esac
 }
-"""
+""".replace("@FIND_HCCN@", FIND_HCCN.strip())
 
 
 @dataclass(frozen=True)

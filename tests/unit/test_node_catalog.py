@@ -1798,6 +1798,37 @@ def test_ascend_files_probe_resolves_every_link_and_names_kernel_dirs(tmp_path):
     assert {soc for root, soc in kernels if root == latest} == {"ascend910b", "ascend910_93"}
 
 
+def test_hccn_tool_of_a_driver_installed_elsewhere_is_found(tmp_path):
+    """Off PATH, hccn_tool is in the driver's tools folder: /usr/local/Ascend's, or where
+    /etc/ascend_install.info says the driver went (every NPU read "hccn_tool not found" there).
+    The probe and phase two's pings look alike."""
+    import subprocess
+
+    from preflight.activeprobe import _PING
+    from preflight.probe import FIND_HCCN, _PRELUDE
+
+    assert FIND_HCCN.strip() in _PRELUDE and FIND_HCCN.strip() in _PING
+    tools = tmp_path / "opt" / "Ascend" / "driver" / "tools"
+    tools.mkdir(parents=True)
+    (tools / "hccn_tool").write_text("#!/bin/sh\n")
+    info = tmp_path / "ascend_install.info"
+    snippet = FIND_HCCN.replace("/etc/ascend_install.info", str(info)) + '\nprintf %s "$PF_HCCN"'
+    assert snippet.count(str(info)) == 1
+
+    def found(text):
+        if text is not None:
+            info.write_text(text)
+        return subprocess.run(["bash", "-c", snippet], capture_output=True, text=True, timeout=30,
+                              env={"PATH": "/usr/bin:/bin"})
+
+    done = found(f"UserName=HwHiAiUser\r\nDriver_Install_Path_Param = \"{tmp_path}/opt/Ascend/\"\r\n")
+    assert done.stdout == f"{tools}/hccn_tool" and done.stderr == "", done
+    assert found(f"Driver_Install_Path_Param={tmp_path}/elsewhere").stdout == ""
+    info.unlink()
+    done = found(None)  # no install info at all: nothing found, nothing said
+    assert done.stdout == "" and done.stderr == "", done
+
+
 def test_the_cann_the_inventory_env_names_is_looked_at_first(tmp_path):
     """An ASCEND_HOME_PATH declared only under the inventory's env: (what the launch script exports)
     was never looked at by the probe, and env.cann_loaded said it "does not exist on the node"."""
