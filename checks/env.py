@@ -5,6 +5,7 @@ import ipaddress
 from collections import defaultdict
 
 from preflight import faq
+from preflight.activeprobe import is_loopback
 from preflight.check import check
 from preflight.facts import FactUnavailable, remedy_for_unevaluated
 from preflight.hostlist import fold
@@ -21,7 +22,7 @@ IFNAME_REMEDY = ("List the node's interfaces (ip -br addr) and set the variable 
 
 def _loopback_nic(iface) -> bool:
     ips = iface.ips()
-    return iface.name == "lo" or bool(ips) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in ips)
+    return iface.name == "lo" or bool(ips) and all(is_loopback(a) for a in ips)
 
 
 @check("env.socket_ifname", title="*_SOCKET_IFNAME name an interface that exists, is up and has an address",

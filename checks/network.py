@@ -727,6 +727,12 @@ def _rotating_foreign(firsts: dict, several: dict, own: set[str] | None):
     return foreign, first_foreign
 
 
+def _more_names(count: int) -> str:
+    """"; and N more names" past the _EXAMPLES shown."""
+    left = count - _EXAMPLES
+    return f"; and {left} more name{'s' if left > 1 else ''}" if left > 0 else ""
+
+
 def _rotating_records(verdict, rotating: list, count: int) -> None:
     names = [name for name, _, _ in rotating]
     subject = fold(names)
@@ -742,8 +748,7 @@ def _rotating_records(verdict, rotating: list, count: int) -> None:
                          for answer, nodes in sorted(by_answer.items(), key=lambda kv: address_order(kv[0])))
 
     shown = "; ".join(example(*entry) for entry in rotating[:_EXAMPLES])
-    left = len(rotating) - _EXAMPLES
-    more = f"; and {left} more name{'s' if left > 1 else ''}" if left > 0 else ""
+    more = _more_names(len(rotating))
     records = sorted({a for _, foreign, _ in rotating for a in foreign}, key=address_order)
     listed = f"{', '.join(records[:_EXAMPLES])}{', ...' if len(records) > _EXAMPLES else ''}"
     what = f"{len(rotating)} names have records that are not their nodes' own addresses ({listed})"
@@ -759,8 +764,7 @@ def _rotating_records(verdict, rotating: list, count: int) -> None:
 def _foreign_records(verdict, holders: tuple, names: list) -> None:
     where = fold(list(holders))
     shown = "; ".join(f"{name} -> {', '.join(foreign)}" for name, foreign in names[:_EXAMPLES])
-    left = len(names) - _EXAMPLES
-    more = f"; and {left} more name{'s' if left > 1 else ''}" if left > 0 else ""
+    more = _more_names(len(names))
     many = len(names) > 1 or len(names[0][1]) > 1
     verdict.failed(f"records held on {where}", severity="warning", outliers=holders, where=where,
                    observed=f"also {'resolves' if len(holders) == 1 else 'resolve'} {shown}{more} below the right "

@@ -96,9 +96,9 @@ def _driver_min(row, facts) -> str:
     return row["driver_min"]
 
 
-def _firmware_base(files) -> str:
-    info = {k.lower(): v for k, v in (files.install_info or {}).items()}
-    return (info.get("firmware_install_path_param") or "/usr/local/Ascend").rstrip("/") or "/usr/local/Ascend"
+def _driver_upgrade(need: str, driver: str) -> str:
+    return (f"Upgrade the NPU driver to {need} or newer with its firmware (firmware first, then the driver, of one "
+            f"HDK release), or install a CANN release that driver {driver} supports.")
 
 
 def _judge_by_npu_smi(verdict, host, card, missing):
@@ -135,9 +135,7 @@ def _cann_driver_unlisted(verdict, compat, facts, cann, driver):
                                                f"in the table, and the older CANN {low[0]['cann']} already needs "
                                                f"driver {low[1]} ({compat.source(low[0])})",
                        expected=f"driver {low[1]} or newer",
-                       remedy=f"Upgrade the NPU driver to {low[1]} or newer with its firmware (firmware first, then "
-                              f"the driver, of one HDK release), or install a CANN release that driver {driver} "
-                              f"supports.")
+                       remedy=_driver_upgrade(low[1], driver))
     elif high and C.cmp_versions(driver, high[1]) >= 0:
         verdict.passed("cann/driver", message=f"CANN {cann} with driver {driver}: not in the table, but driver "
                                               f"{high[1]} already serves the newer CANN {high[0]['cann']}")
@@ -198,7 +196,7 @@ def test_stack(host, facts, verdict, compat):
         _judge_by_npu_smi(verdict, host, card, [p for p, x in ((DRIVER_INFO, drv), (FIRMWARE_INFO, fw)) if x is None])
     elif drv is None or fw is None:
         # Where the probe looked: the install paths /etc/ascend_install.info names, else the defaults.
-        looked = (f"{files.driver_dir}/version.info", FIRMWARE_INFO.replace("/usr/local/Ascend", _firmware_base(files)))
+        looked = (f"{files.driver_dir}/version.info", f"{files.firmware_dir}/version.info")
         missing = [p for p, x in zip(looked, (drv, fw)) if x is None]
         if files.container:
             # The Ascend docker runtime mounts driver/lib64 but not the version files: the driver and
@@ -275,9 +273,7 @@ def test_stack(host, facts, verdict, compat):
         elif C.cmp_versions(driver_version, (need := _driver_min(row, facts))) < 0:
             verdict.failed("cann/driver", observed=f"driver {driver_version} is older than CANN {cann} needs",
                            expected=f"driver {need} or newer ({compat.source(row)})",
-                           remedy=f"Upgrade the NPU driver to {need} or newer with its firmware (firmware first, then "
-                                  f"the driver, of one HDK release), or install a CANN release that driver "
-                                  f"{driver_version} supports.")
+                           remedy=_driver_upgrade(need, driver_version))
         else:
             verdict.passed("cann/driver", message=f"CANN {cann} with driver {driver_version} (needs >= {need})")
         old_layout = C.cmp_versions(C.norm_cann(cann), "8.5.0") < 0

@@ -9,7 +9,7 @@ per host, never per NPU, each under its own inner ``timeout``.
 from __future__ import annotations
 
 from .facts import FactSpec, register
-from .probe import expand_home
+from .probe import INSTALL_PATHS, expand_home
 from .parsers import hccn_tool as hccn
 from .parsers import versions as v
 
@@ -23,25 +23,17 @@ f() { [ -f "$2" ] && [ -r "$2" ] || return 0; printf '@@F\t%s\t%s\n' "$1" "$2"; 
 lk=(); lp=()
 l() { [ -e "$2" ] || return 0; lk+=("$1"); lp+=("$2"); }
 A=/usr/local/Ascend
-I=/etc/ascend_install.info
+pf_info=/etc/ascend_install.info
 # The driver and firmware where their installers put them (--install-path): the paths
-# /etc/ascend_install.info names, as CANN's set_env.sh reads them; /usr/local/Ascend otherwise.
-# Each version file is read from there first, then from /usr/local/Ascend (the first found counts).
-D=$A W=$A
-if [ -r "$I" ]; then
-  # `|| [ -n "$k" ]`: a last line without its newline; keys and values trimmed and unquoted, as
-  # the parser (parse_kv) reads them.
-  while IFS='=' read -r k v || [ -n "$k" ]; do
-    k=${k//[[:space:]]/}; v=${v%$'\r'}; v=${v#"${v%%[![:space:]]*}"}; v=${v%"${v##*[![:space:]]}"}
-    v=${v#\"}; v=${v%\"}; v=${v%/}
-    case ${k,,} in driver_install_path_param) [ -n "$v" ] && D=$v;; firmware_install_path_param) [ -n "$v" ] && W=$v;; esac
-  done < "$I"
-fi
+# /etc/ascend_install.info names; /usr/local/Ascend otherwise.  Each version file is read from
+# there first, then from /usr/local/Ascend (the first found counts).
+@INSTALL_PATHS@
+D=${pf_drv:-$A} W=${pf_fw:-$A}
 f driver "$D/driver/version.info"
 [ "$D" = "$A" ] || f driver "$A/driver/version.info"
 f firmware "$W/firmware/version.info"
 [ "$W" = "$A" ] || f firmware "$A/firmware/version.info"
-f install "$I"
+f install "$pf_info"
 [ -d "$D/driver" ] || D=$A
 l driver_dir "$D/driver"
 for p in "$D/driver/lib64" "$D/driver/version.info" "$D/driver/tools" "$A/add-ons" /usr/local/dcmi; do l path "$p"; done
@@ -78,7 +70,7 @@ for i in "${!lp[@]}"; do
   printf '@@L\t%s\t%s\t%s\n' "${lk[$i]}" "${lp[$i]}" "$t"
 done
 printf '@@DONE\n'
-""".replace("@HOME_J@", expand_home("J"))
+""".replace("@HOME_J@", expand_home("J")).replace("@INSTALL_PATHS@", INSTALL_PATHS)
 
 # The interpreter a job would use ("$PF_PYTHON": python3 on the session PATH, or the inventory's
 # `python`).  Installed distributions are read off their metadata folders on sys.path, as

@@ -43,19 +43,33 @@ from .noderunner import C_LOCALE, SUDO_REFUSED_ERE
 
 DEFAULT_CAP = 1 << 20  # bytes of stdout (and of stderr) kept per command
 
-# hccn_tool off PATH: in the driver's tools folder, /usr/local/Ascend's or, for a driver installed
-# with --install-path, the one /etc/ascend_install.info names (as CANN's set_env.sh reads it).
-# Sets PF_HCCN when found; read-only.  Used by the probe and by phase two's pings.
+# The install paths /etc/ascend_install.info records for the driver and the firmware
+# (--install-path; CANN's set_env.sh reads them too), read as the parser (parse_kv) reads them:
+# keys and values trimmed and unquoted, the first of each, a last line without its newline included.  Sets pf_drv and
+# pf_fw (empty when not named) from the file "$pf_info"; read-only.
+INSTALL_PATHS = r"""
+pf_drv= pf_fw=
+while IFS='=' read -r pf_k pf_v || [ -n "$pf_k" ]; do
+  pf_k=${pf_k//[[:space:]]/}; pf_v=${pf_v%$'\r'}; pf_v=${pf_v#"${pf_v%%[![:space:]]*}"}; pf_v=${pf_v%"${pf_v##*[![:space:]]}"}
+  pf_v=${pf_v#\"}; pf_v=${pf_v%\"}; pf_v=${pf_v%/}
+  case ${pf_k,,} in  # the first of each counts, as in parse_kv
+    driver_install_path_param) pf_drv=${pf_drv:-$pf_v};; firmware_install_path_param) pf_fw=${pf_fw:-$pf_v};;
+  esac
+done 2>/dev/null < "$pf_info"
+""".strip()
+
+# hccn_tool off PATH: in the driver's tools folder, /usr/local/Ascend's or the one
+# /etc/ascend_install.info names.  Sets PF_HCCN when found; read-only.  Used by the probe and by
+# phase two's pings.
 FIND_HCCN = r"""
 if [ -z "$PF_HCCN" ]; then
-  for pf_d in /usr/local/Ascend "$(while IFS='=' read -r k v || [ -n "$k" ]; do k=${k//[[:space:]]/}; \
-      case ${k,,} in driver_install_path_param) v=${v%$'\r'}; v=${v#"${v%%[![:space:]]*}"}; \
-        v=${v%"${v##*[![:space:]]}"}; v=${v#\"}; v=${v%\"}; printf %s "${v%/}"; break;; esac; \
-      done 2>/dev/null < /etc/ascend_install.info)"; do
+  pf_info=/etc/ascend_install.info
+  @INSTALL_PATHS@
+  for pf_d in /usr/local/Ascend "$pf_drv"; do
     [ -n "$pf_d" ] && [ -e "$pf_d/driver/tools/hccn_tool" ] && { PF_HCCN=$pf_d/driver/tools/hccn_tool; break; }
   done
 fi
-"""
+""".replace("@INSTALL_PATHS@", INSTALL_PATHS)
 
 # Resolved once per script: the tools may be off PATH in a non-interactive session.
 _PRELUDE = r"""

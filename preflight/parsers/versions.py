@@ -142,8 +142,10 @@ class AscendFiles:
     paths: dict = field(default_factory=dict)  # path -> realpath, for the paths the probe asked about
     roots: dict = field(default_factory=dict)  # every CANN root found -> realpath (symlinks included)
     container: bool = False
-    # Where the probe looked for the driver (Driver_Install_Path_Param's, else /usr/local/Ascend's).
+    # Where the probe looked for the driver and the firmware first (Driver_Install_Path_Param's,
+    # Firmware_Install_Path_Param's, else /usr/local/Ascend's).
     driver_dir: str = "/usr/local/Ascend/driver"
+    firmware_dir: str = "/usr/local/Ascend/firmware"
 
     def version_of_root(self, root: str) -> str | None:
         """The CANN version installed at a root named in the environment (symlinks resolved)."""
@@ -274,17 +276,19 @@ def parse_ascend_files(text: str) -> AscendFiles:
     libatb = tuple(sorted({p for lab, p, _ in links if lab == "libatb"}))
     roots = {p: real for lab, p, real in links if lab == "root"}
     paths = {p: real for lab, p, real in links if lab in ("path", "driver_dir")}
-    driver_dir = next((p for lab, p, _ in links if lab == "driver_dir"), None) or _driver_dir(install_info)
+    # The driver folder found (linked), else where it would be.
+    driver_dir = next((p for lab, p, _ in links if lab == "driver_dir"), None) or _installed_in(install_info, "driver")
     return AscendFiles(driver=driver, driver_error=driver_error, firmware=firmware, firmware_error=firmware_error,
                        install_info=install_info, cann=tuple(cann), atb_version=atb_version,
                        atb_version_files=tuple(atb_files), libatb=libatb, paths=paths, roots=roots, container=container,
-                       driver_dir=driver_dir)
+                       driver_dir=driver_dir, firmware_dir=_installed_in(install_info, "firmware"))
 
 
-def _driver_dir(install_info: dict | None) -> str:
-    """Where the driver would be, when the probe found no driver folder (nothing to link to)."""
-    base = {k.lower(): v for k, v in (install_info or {}).items()}.get("driver_install_path_param", "").rstrip("/")
-    return f"{base or '/usr/local/Ascend'}/driver"
+def _installed_in(install_info: dict | None, part: str) -> str:
+    """``<Driver|Firmware>_Install_Path_Param``/<part> from /etc/ascend_install.info, else under
+    /usr/local/Ascend (parse_kv lower-cases the keys)."""
+    base = (install_info or {}).get(f"{part}_install_path_param", "").strip().rstrip("/")
+    return f"{base or '/usr/local/Ascend'}/{part}"
 
 
 # -- npu-smi info -t board -i N -c C ----------------------------------------------------

@@ -1812,7 +1812,7 @@ def test_hccn_tool_of_a_driver_installed_elsewhere_is_found(tmp_path):
     tools.mkdir(parents=True)
     (tools / "hccn_tool").write_text("#!/bin/sh\n")
     info = tmp_path / "ascend_install.info"
-    snippet = FIND_HCCN.replace("/etc/ascend_install.info", str(info)) + '\nprintf %s "$PF_HCCN"'
+    snippet = FIND_HCCN.replace("pf_info=/etc/ascend_install.info", f"pf_info={info}") + '\nprintf %s "$PF_HCCN"'
     assert snippet.count(str(info)) == 1
 
     def found(text):
@@ -1892,7 +1892,7 @@ def test_a_driver_installed_elsewhere_is_read_where_ascend_install_info_says(tmp
     info.write_text(f"UserName=HwHiAiUser\r\nDriver_Install_Path_Param={opt}/\r\n"
                     f"Firmware_Install_Path_Param={opt}\r\n")
     command = ASCEND_FILES.replace("A=/usr/local/Ascend", f"A={tmp_path / 'no-usr-local'}")
-    command = command.replace("I=/etc/ascend_install.info", f"I={info}")
+    command = command.replace("pf_info=/etc/ascend_install.info", f"pf_info={info}")
     assert command.count(str(info)) == 1
     proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=30,
                           env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
