@@ -884,9 +884,17 @@ def test_versions_agree(cluster, verdict):
         # apart is worth a warning, not a NOT READY.
         minor = {v.rsplit(".", 1)[0] if v.count(".") == 2 else v for v in per_host.values()}
         patch_only = item == "python" and len(minor) == 1 and "not installed" not in minor
-        verdict.failed(item, outliers=sides.outliers, where=item, severity="warning" if patch_only else None,
-                       observed=f"{item} differs: {sides.describe()}{sides.versus()}"
-                                + (" (patch releases of one Python, which run the same wheels)" if patch_only else ""),
+        # torch 2.6.0+cpu next to 2.6.0: one release from two wheel indexes (PyTorch's CPU index
+        # labels its builds, PyPI's aarch64 wheel is the same CPU build unlabelled).  The nodes run
+        # the same code; the label is worth a look, not a NOT READY.
+        public = {v.split("+", 1)[0] for v in per_host.values()}
+        label_only = item not in ("python", "driver", "firmware") and len(public) == 1 and "not installed" not in public
+        note = (" (patch releases of one Python, which run the same wheels)" if patch_only else
+                f" (builds of one release, {public.pop()}, that differ only in the local label after '+')"
+                if label_only else "")
+        verdict.failed(item, outliers=sides.outliers, where=item,
+                       severity="warning" if patch_only or label_only else None,
+                       observed=f"{item} differs: {sides.describe()}{sides.versus()}" + note,
                        expected=f"the same {item} on every node")
     if not values and not unreadable:
         verdict.error(message="no node's versions could be read")

@@ -987,6 +987,20 @@ def test_versions_agree_python_a_patch_release_apart_is_a_warning(odd, outcome):
     assert ("patch releases of one Python" in r.message) == (outcome == "warning")
 
 
+@pytest.mark.parametrize("odd, outcome", [("2.6.0", "warning"), ("2.6.0+cu124", "warning"), ("2.5.1+cpu", "failed")])
+def test_versions_agree_torch_builds_of_one_release_are_a_warning(odd, outcome):
+    """torch 2.6.0+cpu on two nodes and 2.6.0 on one was a NOT READY: one release, two wheel indexes."""
+    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    cpu = node_raw(python_dot_stack=out(stack_output(packages={**PACKAGES, "torch": "2.6.0+cpu"})))
+    raws = {"node-01": cpu, "node-02": node_raw(python_dot_stack=out(stack_output(packages={**PACKAGES, "torch": odd}))),
+            "node-03": cpu}
+    [r] = [r for r in run(versions.test_versions_agree, cluster=cluster_of(*[(h, make_facts(h.name, raw=raws[h.name]))
+                                                                            for h in hosts]))
+           if r.subject == "torch"]
+    assert r.outcome == outcome and r.outliers == ("node-02",), r.message
+    assert ("builds of one release, 2.6.0," in r.message) == (outcome == "warning"), r.message
+
+
 def test_versions_agree_on_two_nodes_that_differ_blames_neither():
     """Two nodes, two torch_npu versions: node-02 was named the outlier because it came second."""
     one, two = make_host("node-01"), make_host("node-02")
