@@ -4,7 +4,7 @@ import ipaddress
 from collections import Counter
 
 from preflight import faq
-from preflight.activeprobe import node_addresses
+from preflight.activeprobe import hccl_endpoint, node_addresses
 from preflight.check import check
 
 
@@ -26,7 +26,7 @@ def test_firewall(host, facts, cluster, verdict):
     allowed = _peers_allowed(state, host, cluster) if found else None
     if allowed:
         verdict.passed(message=f"{'; '.join(found)}, but the nodes' network is accepted ahead of it "
-                               f"(-s {', '.join(allowed)}: every other node has an address there)")
+                               f"(-s {', '.join(allowed)}: the addresses every other node sends from, its own and HCCL's, are there)")
     elif found:
         verdict.failed(observed="; ".join(found), expected="no host firewall between the training nodes")
     elif state.unreadable and _in_container(facts):
@@ -54,23 +54,68 @@ def test_firewall(host, facts, cluster, verdict):
 
 
 def _peers_allowed(state, host, cluster) -> list[str] | None:
-    """The accepted source networks, when they hold an address of every other reachable node and
-    iptables' drops are all there is (firewalld, ufw and nftables are not read rule by rule)."""
+    """The accepted source networks, when they hold every address another reachable node sends
+    from and iptables' drops are all there is (firewalld, ufw and nftables are not read rule by
+    rule)."""
     if (state.firewalld or "").strip().lower() in ("running", "active") or state.ufw == "active" \
             or state.nft_findings or not state.accepted_sources:
         return None
     networks = state.accepted_networks
-    peers = [facts for other, facts in cluster.reachable() if other.name != host.name]
+    peers = [(other, facts) for other, facts in cluster.reachable() if other.name != host.name]
     if not peers or not networks:
         return None
     # An address several nodes share (docker0's 172.17.0.1 everywhere) is no node's own: a subnet
     # holding only those does not let the nodes in.
     counts = Counter(a for _, facts in cluster.reachable() for a in node_addresses(facts))
-    for facts in peers:
-        addresses = [ipaddress.ip_address(a) for a in node_addresses(facts) if counts[a] == 1]
-        if not any(a in n for a in addresses for n in networks if a.version == n.version):
+    mine = [ipaddress.ip_address(a) for a in _own_targets(host, cluster.facts.get(host.name), counts)]
+    for other, facts in peers:
+        sources = _sources(other, facts, mine, counts)
+        if not sources or not all(any(a in n for n in networks if a.version == n.version) for a in sources):
             return None
     return [str(n) for n in networks]
+
+
+def _own_targets(host, facts, counts) -> list[str]:
+    """The addresses the other nodes reach this host by: its inventory address, else its own."""
+    if _ip(host.address):
+        return [host.address]
+    return [a for a in node_addresses(facts) if counts[a] == 1] if facts is not None else []
+
+
+def _sources(peer, facts, targets, counts) -> list:
+    """The addresses a peer's traffic to this host comes from: the one it reaches this host from
+    (its inventory address, or its address on the subnet this host is on) and the one HCCL binds
+    its sockets to.  A pod network's address on the peer (cni0) is its own, but sends nothing
+    here: accepting it lets no traffic in."""
+    found = set()
+    if _ip(peer.address):
+        found.add(ipaddress.ip_address(peer.address))
+    else:
+        for iface in facts.optional("net.interfaces", {}).values():
+            for cidr in iface.addresses:
+                try:
+                    net = ipaddress.ip_interface(cidr)
+                except ValueError:
+                    continue
+                if counts[str(net.ip)] == 1 and any(t in net.network for t in targets if t.version == net.version):
+                    found.add(net.ip)
+        if not found:  # routed, not on one subnet: any of its own addresses may be the source
+            own = [ipaddress.ip_address(a) for a in node_addresses(facts) if counts[a] == 1]
+            if not own:
+                return []
+            found.add(min(own, key=lambda a: (a.version, a)))  # judged below with the rest
+    address = hccl_endpoint(peer, facts)[0]
+    if _ip(address) and counts[address] <= 1:
+        found.add(ipaddress.ip_address(address))
+    return sorted(found, key=lambda a: (a.version, a))
+
+
+def _ip(text) -> bool:
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return False
 
 
 def _in_container(facts) -> bool:

@@ -1597,6 +1597,38 @@ def test_a_firewall_that_accepts_the_nodes_network_first_passes():
     assert r.outcome == "warning"
 
 
+def test_a_firewall_accepting_only_a_pod_network_does_not_let_the_nodes_in():
+    """eth0 on 192.168.1.0/24 carries the nodes' traffic, cni0 has a pod-network address of each node's
+    own: an accept of 10.0.0.0/8 passed ('every other node has an address there') while every packet
+    from the other node, sent from its eth0 address, was dropped."""
+    from tests.factsets import IFACES, healthy_raw
+
+    def node(i, env=None):
+        nics = json.loads(json.dumps(IFACES))
+        nics[1]["addr_info"] = [{"family": "inet", "local": f"192.168.1.{i}", "prefixlen": 24}]
+        nics.append({"ifname": "cni0", "flags": ["UP"], "operstate": "UP",
+                     "addr_info": [{"family": "inet", "local": f"10.244.{i}.1", "prefixlen": 24}]})
+        return make_facts(f"node-0{i}", raw=healthy_raw(interfaces=nics, env=env))
+
+    def verdict(accepted, env=None, address=lambda i: None):
+        hosts = [make_host(f"node-0{i}", address=address(i)) for i in (1, 2)]
+        cl = cluster_of(*[(h, node(i, env)) for h, i in zip(hosts, (1, 2))])
+        rules = f"iptables=-P INPUT DROP\niptables=-A INPUT -s {accepted} -j ACCEPT\n"
+        [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(rules)), cl)
+        return r
+
+    r = verdict("10.0.0.0/8")
+    assert r.outcome == "warning" and "iptables INPUT policy" in r.message, r.message
+    r = verdict("10.0.0.0/8", address=lambda i: f"192.168.1.{i}")  # by inventory address, too
+    assert r.outcome == "warning", r.message
+    assert verdict("192.168.1.0/24").outcome == "passed"
+    assert verdict("192.168.1.0/24", address=lambda i: f"192.168.1.{i}").outcome == "passed"
+    # HCCL left to choose binds cni0 (first by name): its sockets' traffic is not accepted.
+    r = verdict("192.168.1.0/24", env={"HCCL_SOCKET_IFNAME": None})
+    assert r.outcome == "warning", r.message
+    assert verdict("0.0.0.0/0", env={"HCCL_SOCKET_IFNAME": None}).outcome == "passed"
+
+
 def test_firewall_reads_nftables_input_chains():
     """nftables-native rules (nftables.service) are not in iptables -S: an input-hook chain's drop
     policy or a rule dropping everything is a finding; matched drops are not; iptables-nft's own
