@@ -444,10 +444,25 @@ class PreflightRun:
             return False  # an internal error or a usage error: the checks did not all run
         if (self.hosts or self.jobs) and not len(self.store):
             return False  # nothing was judged
+        if self.unchecked_hosts():
+            return False
         for r in self.store.all():
             if r.outcome in ("failed", "error") or (r.outcome == "warning" and self.strict):
                 return False
         return True
+
+    def unchecked_hosts(self) -> list[str]:
+        """Reachable hosts the selection left without any check while others have some
+        (``-k node-07``): the run says nothing about them, so the fleet is not READY.  A selection
+        of cluster-wide checks only (``-k cluster.``) speaks for every host."""
+        results = [r for r in self.store.all() if r.nodeid is not None]  # not the run's own records
+        if any(r.host is None for r in results):
+            return []
+        own = {r.host for r in results}
+        if not own:
+            return []
+        return [h.name for h in self.hosts
+                if h.name not in own and self.facts.get(h.name) is not None and self.facts[h.name].reachable]
 
     def hosts_json(self) -> list[dict]:
         hosts = []
@@ -601,6 +616,12 @@ class PreflightRun:
         verdict = "INTERRUPTED" if self.interrupted else "READY" if self.ready() else "NOT READY"
         if self.ready() and counts.get("skipped") == len(self.store):
             verdict += " (but no selected check applied here: every one was skipped)"
+        unchecked = self.unchecked_hosts()
+        if unchecked:
+            from .hostlist import fold
+
+            verdict += (f" ({len(unchecked)} reachable host(s) had no check selected: {_cut(fold(unchecked))}; "
+                        f"to check some hosts only, give an inventory of those hosts)")
         tr.write_line(f"verdict: {verdict}", bold=True, green=self.ready(), red=not self.ready())
         html = getattr(self.config.option, "htmlpath", None)
         for name in ("preflight.html", "matrix.html", "preflight.json"):

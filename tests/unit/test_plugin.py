@@ -190,6 +190,30 @@ def test_k_selects_a_check_by_the_id_the_reports_show(pytester, inv):
     assert {r["check"] for r in doc["results"]} == {"hccl.link_up", "limits.nofile"}, output(result)
 
 
+def test_k_that_leaves_hosts_without_a_check_is_not_ready(pytester, inv):
+    """-k naming one host's checks was READY (exit 0) for the whole fleet: the other hosts, reached
+    but never checked, counted as ready."""
+    run(pytester, "--inventory", "inv.yaml", "--facts-out", "f.json", "--report-dir", "r1", "-k", "reachable")
+    facts = load(pytester.path / "f.json")
+    twin = json.loads(json.dumps(facts["hosts"][0]))
+    twin["host"] = "nodeb"
+    facts["hosts"].append(twin)
+    entry = json.loads(json.dumps(facts["inventory"]["hosts"][0]))
+    entry["name"] = "nodeb"
+    facts["inventory"]["hosts"].append(entry)
+    (pytester.path / "f.json").write_text(json.dumps(facts), encoding="utf-8")
+    result = run(pytester, "--facts-in", "f.json", "--report-dir", "r2", "-k", "localhost and reachable")
+    text = output(result)
+    assert result.ret == 1, text
+    assert "verdict: NOT READY (1 reachable host(s) had no check selected: nodeb;" in text, text
+    assert load(pytester.path / "r2" / "preflight.json")["ready"] is False
+    # The same check on every host, or a cluster-wide check alone, speaks for all of them.
+    result = run(pytester, "--facts-in", "f.json", "--report-dir", "r3", "-k", "reachable")
+    assert result.ret == 0 and load(pytester.path / "r3" / "preflight.json")["ready"] is True, output(result)
+    result = run(pytester, "--facts-in", "f.json", "--report-dir", "r4", "-k", "hardware_agree")
+    assert "had no check selected" not in output(result), output(result)
+
+
 # ------------------------------------------------------------------------------ 4: a user's own check
 
 
