@@ -118,12 +118,15 @@ def _load(path: str) -> dict:
 
 
 def _shard_ready(doc: dict) -> bool:
-    """A shard's own verdict; a document without ``ready`` (not written by preflight) is judged
-    from what it holds, as the run would: every host reached, nothing failed or in error."""
-    if isinstance(doc.get("ready"), bool):
-        return doc["ready"]
+    """A shard's own verdict where it has one, and what it holds judged as the run would judge
+    it (every host reached, nothing failed or in error): a hand-edited or older file's
+    ``ready: true`` beside a failure or an unreachable host is not READY."""
+    return doc.get("ready") is not False and _judged_ready(doc)
+
+
+def _judged_ready(doc: dict) -> bool:
     strict = doc.get("strict") is True
-    return (not doc.get("interrupted") and all(h.get("reachable") is not False for h in doc["hosts"])
+    return (not doc.get("interrupted") and all(h.get("reachable") is True for h in doc["hosts"])
             and not any(r["outcome"] in ("failed", "error") or (strict and r["outcome"] == "warning")
                         for r in doc["results"]))
 
@@ -142,10 +145,11 @@ def _differences(docs: list[tuple[str, dict]]) -> tuple[list[str], list[str]]:
         return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
 
     # The shard that differs is named: most shards' checks are the fleet's, a check few ran is theirs.
+    has_results = {path: bool(doc["results"]) for path, doc in docs}  # none: said once, by merge()
     for path, ran in checks.items():
         missing = sorted(c for c, n in runs.items() if n >= half and c not in ran)
         extra = sorted(c for c in ran if runs[c] < half)
-        if missing and ran:
+        if missing and has_results[path]:
             holes.append(f"{path} did not run {len(missing)} check(s) the other shards ran: {shown(missing)}")
         if extra:
             holes.append(f"{path} ran {len(extra)} check(s) the other shards did not: {shown(extra)}")
@@ -195,8 +199,10 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
         if doc.get("interrupted"):
             why.append(f"{path}: the run was interrupted")
         elif not ready:
-            why.append(f"{path}: not ready" + ("" if isinstance(doc.get("ready"), bool)
-                                               else " (judged from its results: the file has no 'ready')"))
+            why.append(f"{path}: not ready" + ("" if doc.get("ready") is False else
+                                               " (judged from its results: the file has no 'ready')"
+                                               if not isinstance(doc.get("ready"), bool) else
+                                               " (judged from its hosts and results, though the file says ready)"))
     for d in duplicates:
         why.append(f"{d['host']} is in {d['kept_from']} and {d['dropped_from']} (kept from the first)")
     holes, notes = _differences(docs)

@@ -106,7 +106,11 @@ def cells(document: dict) -> tuple[list[str], list[str], dict]:
             # per-name cluster check (cluster.hostnames) spreads N results over N hosts.
             plain = r.to_json() if hasattr(r, "to_json") else r  # a Result of this run, or a dict from a file
             agreed, lost = {**plain, "outcome": "passed"}, {**plain, "outcome": "error"}
-            spreads = r["outcome"] in ("passed", "failed", "warning")
+            # A finding that names hosts clears the others; one that names none (a loopback
+            # MASTER_ADDR, clocks too imprecise to compare) is every host's: a pass beside it
+            # would read as "this node is fine".
+            spreads = r["outcome"] == "passed" or r["outcome"] in ("failed", "warning") and bool(outliers)
+            everyone = r["outcome"] in ("failed", "warning") and not outliers
             shard = r.get("shard")  # a merged shard's cluster-wide result judged that shard's hosts only
             for name in hosts:
                 if shard is not None and shard_of[name] != shard:
@@ -117,6 +121,8 @@ def cells(document: dict) -> tuple[list[str], list[str], dict]:
                     grid.setdefault((name, r["check"]), []).append(lost)
                 elif spreads:
                     grid.setdefault((name, r["check"]), []).append(agreed)
+                elif everyone:
+                    grid.setdefault((name, r["check"]), []).append(r)
     out = {}
     for (host, check), rs in grid.items():
         outcome = worst(x["outcome"] for x in rs)

@@ -231,6 +231,34 @@ def test_a_shard_without_ready_is_judged_from_its_results():
     assert merge([("c", down)])["ready"] is False
 
 
+def test_a_shard_saying_ready_beside_a_failure_or_an_unreachable_host_is_not_ready():
+    """A file with ready: true (hand-edited, or an older version's) merged READY, exit 0, beside a
+    failed check or an unreachable host it held."""
+    failing = shard("b", ["n2"], failed=("n2",))
+    assert failing["ready"] is True
+    doc = merge([("a", shard("a", ["n1"])), ("b", failing)])
+    assert doc["ready"] is False and doc["merge"]["not_ready"] == [
+        "b: not ready (judged from its hosts and results, though the file says ready)"]
+    for reachable in (False, "absent"):
+        down = shard("c", ["n3"])
+        if reachable == "absent":
+            del down["hosts"][0]["reachable"]  # drawn unreachable on the page: not READY either
+        else:
+            down["hosts"][0]["reachable"] = False
+        assert merge([("c", down)])["ready"] is False, reachable
+
+
+def test_a_shard_that_ran_only_the_reachability_check_is_a_hole():
+    """A shard from `-k reachable` logged into its hosts and checked nothing else: the merge was READY."""
+    a, b = shard("a", ["n1"]), shard("b", ["n2"])
+    b["results"] = [{"check": "cluster.reachable", "host": "n2", "subject": None, "outcome": "passed",
+                     "severity": "error", "message": "reached", "remedy": "", "reference": ""}]
+    doc = merge([("a", a), ("b", b)])
+    assert doc["ready"] is False
+    assert doc["merge"]["not_ready"] == [
+        "b did not run 2 check(s) the other shards ran: cluster.versions_agree, npu.health"]
+
+
 def test_shards_that_ran_other_checks_or_another_version_or_strict_are_named():
     a, b = shard("a", ["n1"]), shard("b", ["n2"])
     b["results"] = [r for r in b["results"] if r["host"] is not None]  # b ran no cluster.versions_agree

@@ -274,6 +274,16 @@ def test_cluster_wide_error_is_not_spread_as_a_pass(doc):
     assert ("node-01", "cluster.tls_agree") not in grid or grid[("node-01", "cluster.tls_agree")][0] != "passed"
 
 
+def test_cluster_wide_failure_naming_no_host_is_not_spread_as_a_pass(doc):
+    """A loopback MASTER_ADDR fails cluster.rendezvous with no outlier: every node's cell showed a pass."""
+    doc["results"] = [result("cluster.rendezvous", None, "failed", "MASTER_ADDR=127.0.0.1 is a loopback address")]
+    _, _, grid = cells(doc)
+    assert grid[("(cluster)", "cluster.rendezvous")][0] == "failed"
+    assert grid[("node-01", "cluster.rendezvous")][0] == "failed"
+    assert grid[("node-02", "cluster.rendezvous")][0] == "failed"
+    assert grid[("node-03", "cluster.rendezvous")][0] == "unreachable"
+
+
 def test_cells_function_directly(doc):
     hosts, checks, grid = cells(doc)
     assert hosts == ["node-01", "node-02", "node-03", "(cluster)"]
