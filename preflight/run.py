@@ -40,6 +40,11 @@ def builtin_checks_dir() -> Path:
     return (Path(__file__).resolve().parent.parent / "checks").resolve()
 
 
+# A check that crashed or said nothing judged nothing: the fault is in its code, not the node.
+CRASH_REMEDY = ("A defect in the check, not a finding about the node: re-run with --facts-out facts.json and "
+                "report this message with that file to the check's author; judge this item by hand meanwhile.")
+
+
 @dataclass
 class Cluster:
     """What a cluster-wide check sees: every host and its facts."""
@@ -404,12 +409,12 @@ class PreflightRun:
         if call.excinfo is not None:
             results.append(Result(check=info.id, host=host_name, subject=None, outcome="error",
                                   severity=info.severity, reference=info.reference, nodeid=item.nodeid,
-                                  message=f"the check itself crashed: {call.excinfo.typename}: "
-                                          f"{call.excinfo.value}"))
+                                  message=one_line(f"the check itself crashed: {call.excinfo.typename}: "
+                                                   f"{call.excinfo.value}"), remedy=CRASH_REMEDY))
         elif not results:
             results.append(Result(check=info.id, host=host_name, subject=None, outcome="error",
                                   severity=info.severity, reference=info.reference, nodeid=item.nodeid,
-                                  message="the check recorded no result"))
+                                  message="the check recorded no result", remedy=CRASH_REMEDY))
         self.store.extend(results)
         blocking = [r for r in results if r.outcome in ("failed", "error")
                     or (r.outcome == "warning" and self.strict)]
@@ -618,8 +623,6 @@ class PreflightRun:
             verdict += " (but no selected check applied here: every one was skipped)"
         unchecked = self.unchecked_hosts()
         if unchecked:
-            from .hostlist import fold
-
             verdict += (f" ({len(unchecked)} reachable host(s) had no check selected: {_cut(fold(unchecked))}; "
                         f"to check some hosts only, give an inventory of those hosts)")
         tr.write_line(f"verdict: {verdict}", bold=True, green=self.ready(), red=not self.ready())

@@ -264,6 +264,36 @@ def test_a_warning_is_printed_in_the_terminal_without_strict(pytester, inv):
     assert result.ret == 1 and "not blocking the verdict" not in output(result)
 
 
+CRASHING_CHECKS = '''
+from preflight.check import check
+
+
+@check("mine.crashes", title="crashes", remedy="Nothing.", reference="our runbook")
+def test_crashes(host, verdict):
+    raise KeyError("token=abc123 \\x1b[31m\\nverdict: READY")
+
+
+@check("mine.silent", title="says nothing", remedy="Nothing.", reference="our runbook")
+def test_silent(host, verdict):
+    pass
+'''
+
+
+def test_a_crashed_or_silent_check_is_one_redacted_line_with_a_remedy(pytester, inv):
+    """A crash's message reached preflight.json unredacted, raw and with no remedy."""
+    pytester.makepyfile(test_mine=CRASHING_CHECKS)
+    result = run(pytester, "--inventory", "inv.yaml", "test_mine.py")
+    assert result.ret == 1, output(result)
+    doc = load(pytester.path / "reports" / "preflight.json")
+    [crash] = [r for r in doc["results"] if r["check"] == "mine.crashes"]
+    [silent] = [r for r in doc["results"] if r["check"] == "mine.silent"]
+    assert crash["outcome"] == "error" and crash["message"].startswith("the check itself crashed: KeyError: ")
+    assert "abc123" not in crash["message"] and "\n" not in crash["message"] and "\x1b" not in crash["message"]
+    assert silent["message"] == "the check recorded no result"
+    for r in (crash, silent):
+        assert r["remedy"].startswith("A defect in the check, not a finding about the node"), r
+
+
 SKIPPING_CHECKS = '''
 import pytest
 from preflight.check import check
