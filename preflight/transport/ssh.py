@@ -19,6 +19,7 @@ import errno
 import logging
 import os
 import re
+import shlex
 import socket
 import threading
 import time
@@ -62,17 +63,21 @@ class HostKeyStore:
         self._files: dict[str, paramiko.HostKeys] = {}
         self._revoked: dict[str, set[tuple[str, str]]] = {}  # path -> {(key type, base64)}
         self._authorities: dict[str, list[str]] = {}  # path -> @cert-authority host patterns
+        # path -> [(host patterns, key)]: lines naming hosts by wildcard (*.cluster, 10.0.0.*) or
+        # negation, which paramiko's lookup (exact names and hashes only) never matches.
+        self._patterns: dict[str, list[tuple[str, paramiko.PKey]]] = {}
 
     def _load(self, path: str) -> paramiko.HostKeys:
         with self._lock:
             if path not in self._files:
-                keys, revoked, authorities = paramiko.HostKeys(), set(), []
+                keys, revoked, authorities, patterns = paramiko.HostKeys(), set(), [], []
                 if os.path.exists(path):
                     try:
-                        _read_known_hosts(path, keys, revoked, authorities)
+                        _read_known_hosts(path, keys, revoked, authorities, patterns)
                     except OSError as exc:
                         raise TransportError("config", f"cannot read known_hosts file {path}: {exc}") from None
                 self._files[path], self._revoked[path], self._authorities[path] = keys, revoked, authorities
+                self._patterns[path] = patterns
             return self._files[path]
 
     def certified_by(self, paths: tuple[str, ...], name: str) -> str | None:
@@ -95,10 +100,13 @@ class HostKeyStore:
         found: dict[str, paramiko.PKey] = {}
         for path in paths:
             entry = self._load(path).lookup(name)
-            if entry:
-                for keytype in entry.keys():
-                    if (keytype, entry[keytype].get_base64()) not in self._revoked[path]:
-                        found.setdefault(keytype, entry[keytype])
+            keys = [entry[keytype] for keytype in entry.keys()] if entry else []
+            # A wildcard line counts as OpenSSH counts it: a key it gives for this host that differs
+            # from the one presented is a changed key, never a new one to accept.
+            keys += [key for patterns, key in self._patterns[path] if _matches_patterns(name, patterns)]
+            for key in keys:
+                if (key.get_name(), key.get_base64()) not in self._revoked[path]:
+                    found.setdefault(key.get_name(), key)
         return found
 
     def accept_new(self, path: str, name: str, key: paramiko.PKey) -> None:
@@ -111,7 +119,7 @@ class HostKeyStore:
                 fh.write(f"{name} {key.get_name()} {key.get_base64()}\n")
 
 
-def _read_known_hosts(path: str, keys: paramiko.HostKeys, revoked: set, authorities: list) -> None:
+def _read_known_hosts(path: str, keys: paramiko.HostKeys, revoked: set, authorities: list, patterns: list) -> None:
     """OpenSSH's known_hosts into ``keys``.  paramiko's own reader stops at the first marker line
     (``@cert-authority`` is common in /etc/ssh/ssh_known_hosts) and every host then failed:
     ``@revoked`` keys are collected and refused, ``@cert-authority`` lines give only their host
@@ -133,18 +141,25 @@ def _read_known_hosts(path: str, keys: paramiko.HostKeys, revoked: set, authorit
                 entry = paramiko.hostkeys.HostKeyEntry.from_line(line, lineno)
             except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, ValueError):
                 continue
-            if entry is not None:
-                for name in entry.hostnames:
-                    keys.add(name, entry.key.get_name(), entry.key)
+            if entry is None:
+                continue
+            if any(c in line.split()[0] for c in "*?!"):
+                patterns.append((line.split()[0], entry.key))
+                continue
+            for name in entry.hostnames:
+                keys.add(name, entry.key.get_name(), entry.key)
 
 
 class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
     """Called by paramiko only for a host absent from the keys we preloaded."""
 
-    def __init__(self, store: HostKeyStore, paths: tuple[str, ...], accept_new: bool, label: str):
+    def __init__(self, store: HostKeyStore, paths: tuple[str, ...], accept_new: bool, label: str,
+                 alias: str | None = None):
         self.store, self.paths, self.accept_new, self.label = store, paths, accept_new, label
+        self.alias = alias
 
     def missing_host_key(self, client, hostname, key):
+        hostname = self.alias or hostname
         revoked_in = self.store.revoked(self.paths, key)
         if revoked_in:
             raise TransportError("hostkey", f"host key of {self.label} ({hostname}, {key.get_name()} "
@@ -211,17 +226,21 @@ def _port_option(hostname: str) -> str:
     return f" -p {hostname.rsplit(':', 1)[1]}" if hostname.startswith("[") and "]:" in hostname else ""
 
 
-def _translate(exc: BaseException, label: str, timeout: float) -> TransportError:
+def _translate(exc: BaseException, label: str, timeout: float, conn=None) -> TransportError:
     if isinstance(exc, TransportError):
         return exc
     if isinstance(exc, paramiko.BadHostKeyException):
+        # The entry as known_hosts files it ([10.0.0.7]:2222, a HostKeyAlias), in the file it is in:
+        # paramiko names the bare host, which `ssh-keygen -R` does not find on another port.
+        name, path = getattr(conn, "hostkey_entry", None) or (exc.hostname, None)
+        default = path is None or path == os.path.expanduser(DEFAULT_KNOWN_HOSTS[0])
         return TransportError(
             "hostkey",
             f"WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED for {label}! The {exc.key.get_name()} key it "
             f"presented ({_fingerprint(exc.key)}) differs from the one in known_hosts "
             f"({_fingerprint(exc.expected_key)}). Someone could be eavesdropping (man-in-the-middle), or the "
             f"host was reinstalled. Refusing to connect; verify the new key and remove the old entry with "
-            f"ssh-keygen -R {exc.hostname}")
+            f"ssh-keygen -R {shlex.quote(name)}" + ("" if default else f" -f {shlex.quote(path)}"))
     if isinstance(exc, paramiko.AuthenticationException):
         return TransportError("auth", f"authentication refused by {label}: {exc} (check user and identity_file, "
                                       f"and the node's authorized_keys)")
@@ -274,6 +293,7 @@ class _Connection(Connection):
     run)."""
 
     inline_ssh_env = None
+    hostkey_entry = None  # (name, known_hosts file) the host's key is filed under; ours, declared alike
 
     def get_gateway(self):
         # SshContext resolves ProxyJump itself (one shared, host-key-checked connection per jump
@@ -377,12 +397,15 @@ class SshContext:
     def _guard_host_keys(self, conn: Connection, host, label: str) -> None:
         paths = self.known_hosts_paths(host, conn.ssh_config)
         name = hostkey_name(conn.host, conn.port)
+        # ssh_config's HostKeyAlias: the name the host's key is filed (and accepted) under, port and all.
+        alias = str(conn.ssh_config.get("hostkeyalias") or "").strip() or None
         # Preloading this host's known keys lets paramiko detect a changed key itself and
         # prefer the known key type in the handshake; a missing key reaches the policy.
-        for keytype, key in self.hostkeys.lookup(paths, name).items():
+        for keytype, key in self.hostkeys.lookup(paths, alias or name).items():
             conn.client.get_host_keys().add(name, keytype, key)
         conn.client.set_missing_host_key_policy(
-            _KnownHostsPolicy(self.hostkeys, paths, self.settings.accept_new_host_keys, label))
+            _KnownHostsPolicy(self.hostkeys, paths, self.settings.accept_new_host_keys, label, alias))
+        conn.hostkey_entry = (alias or name, paths[0] if paths else None)  # for a changed key's remedy
 
     def gateway(self, host, spec: str, jump: tuple[str | None, str, int | None],
                 chain: tuple[str, ...] = (), before: str | None = None) -> tuple[Connection, threading.Semaphore]:
@@ -403,7 +426,7 @@ class SshContext:
                 try:
                     open_connection(conn, self.settings.connect_timeout)
                 except Exception as exc:  # noqa: BLE001 - translated into one precise error
-                    error = _translate(exc, f"jump host {spec}", self.settings.connect_timeout)
+                    error = _translate(exc, f"jump host {spec}", self.settings.connect_timeout, conn)
                     self._gateway_failures[key] = error
                     raise error from None
         return conn, gate
@@ -517,7 +540,7 @@ class SshTransport:
                                                 f"from the jump host, or the jump host forbids forwarding "
                                                 f"(AllowTcpForwarding)") from None
         except Exception as exc:  # noqa: BLE001 - every cause becomes one precise TransportError
-            raise _translate(exc, self.label, ctx.settings.connect_timeout) from None
+            raise _translate(exc, self.label, ctx.settings.connect_timeout, conn) from None
         conn.transport.set_keepalive(KEEPALIVE_S)
         # paramiko's thread for this connection wakes every 0.1 s to see whether it was closed; a
         # thousand idle connections doing so cost the controller a third of a core (measured: 0.10

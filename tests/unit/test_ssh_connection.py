@@ -238,6 +238,50 @@ def test_known_hosts_marker_lines_are_honoured_not_fatal(tmp_path):
     assert exc.value.kind == "hostkey" and "@revoked" in str(exc.value)
 
 
+def test_a_wildcard_known_hosts_line_is_a_known_key_never_a_new_one(tmp_path):
+    """known_hosts naming hosts by pattern ([10.0.0.*]:2222, *.cluster): paramiko matched names
+    exactly, so the host read as unknown, and --accept-new-host-keys recorded whatever key it
+    presented, a changed one included, which OpenSSH refuses."""
+    listed, other = paramiko.RSAKey.generate(1024), paramiko.RSAKey.generate(1024)
+    path = tmp_path / "known_hosts"
+    path.write_text(_key_line("[10.0.0.*]:2222,*.cluster,!bad.cluster", listed))
+    store = HostKeyStore()
+    assert store.lookup((str(path),), "[10.0.0.7]:2222") == {listed.get_name(): listed}
+    assert store.lookup((str(path),), "node-01.cluster") == {listed.get_name(): listed}
+    assert store.lookup((str(path),), "bad.cluster") == {}  # a negated pattern wins
+    assert store.lookup((str(path),), "[10.0.0.7]:22") == {}
+    # Through the connection as it is built: the listed key is preloaded for paramiko to compare.
+    host = Host(name="n1", address="10.0.0.7", port=2222, known_hosts=str(path))
+    ctx = SshContext(SshSettings(accept_new_host_keys=True))
+    conn, _ = ctx.connection(host, "10.0.0.7", "root", 2222, None, "n1")
+    assert conn.client.get_host_keys().lookup("[10.0.0.7]:2222")[listed.get_name()] == listed
+    # A key of another type for a host the pattern lists is refused too, not accepted.
+    with pytest.raises(TransportError) as exc:
+        _KnownHostsPolicy(store, (str(path),), accept_new=True, label="n1").missing_host_key(
+            None, "[10.0.0.7]:2222", paramiko.ECDSAKey.generate())
+    assert exc.value.kind == "hostkey"
+    assert path.read_text().count("\n") == 1  # nothing recorded
+    assert other.get_base64() not in path.read_text()
+
+
+def test_ssh_config_host_key_alias_is_the_name_keys_are_looked_up_and_recorded_under(tmp_path):
+    key = paramiko.RSAKey.generate(1024)
+    kh = tmp_path / "known_hosts"
+    kh.write_text(_key_line("gpu-node-7", key))
+    (tmp_path / "ssh_config").write_text("Host n7\n  HostName 10.0.0.7\n  Port 2222\n  HostKeyAlias gpu-node-7\n")
+    host = Host(name="n7", address="n7", ssh_config=str(tmp_path / "ssh_config"), known_hosts=str(kh))
+    ctx = SshContext(SshSettings(accept_new_host_keys=True))
+    conn, _ = ctx.connection(host, "n7", "root", None, None, "n7")
+    name = "[10.0.0.7]:2222"
+    assert conn.client.get_host_keys().lookup(name)[key.get_name()] == key
+    # An unknown host under an alias is recorded under the alias, as OpenSSH records it.
+    kh.write_text("")
+    ctx = SshContext(SshSettings(accept_new_host_keys=True))
+    conn, _ = ctx.connection(host, "n7", "root", None, None, "n7")
+    conn.client._policy.missing_host_key(conn.client, name, key)
+    assert kh.read_text().startswith("gpu-node-7 ssh-rsa ")
+
+
 def test_an_unknown_host_key_on_another_port_suggests_keyscan_with_that_port(tmp_path):
     store = HostKeyStore()
     policy = _KnownHostsPolicy(store, (str(tmp_path / "kh"),), accept_new=False, label="n1")
