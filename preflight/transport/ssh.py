@@ -29,6 +29,7 @@ import paramiko
 from fabric import Config, Connection
 
 from . import RunResult, TransportError, wait_readable
+from .sshconfig import SshConfigError, expanded_text
 
 logging.getLogger("paramiko").setLevel(logging.CRITICAL)  # its thread tracebacks are ours to report
 
@@ -348,8 +349,12 @@ class SshContext:
                 if path:
                     if not os.path.exists(path):
                         raise TransportError("config", f"ssh_config file {path} does not exist")
-                    cfg = Config(runtime_ssh_path=path)
-                    cfg.load_ssh_config()
+                    # paramiko ignores Include: the text is read with them expanded.
+                    try:
+                        text = expanded_text(path)
+                    except SshConfigError as exc:
+                        raise TransportError("config", str(exc)) from None
+                    cfg = Config(ssh_config=paramiko.SSHConfig.from_text(text))
                 else:
                     cfg = Config(overrides={"load_ssh_configs": False})
                 self._configs[path] = cfg
