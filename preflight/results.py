@@ -46,7 +46,7 @@ def is_secret_name(name: str) -> bool:
     """A variable name that may hold a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, OBS_SK, GITHUB_PAT):
     cautious, for --facts-out, where a value too many redacted costs nothing."""
     upper = name.upper()
-    return any(word in upper for word in _SECRET_WORDS) or upper.endswith(("_PAT", "_SK", "_AK"))
+    return any(word in upper for word in _SECRET_WORDS) or upper.endswith(("_PAT", "_SK", "_AK", "_PW", "_PWD"))
 
 
 # A name whose last word is a secret's (HF_TOKEN, DB_PASSWORD, WANDB_API_KEY, OBS_SK), for text

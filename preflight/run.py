@@ -800,16 +800,21 @@ class _Progress:
 
 
 def _host_to_json(h: Host) -> dict:
-    host_vars = _plain(h.vars)
-    if isinstance(host_vars.get("env"), dict):  # the job's environment, as the node's own is saved
-        host_vars["env"] = {k: "<redacted>" if is_secret_name(k) and v is not None else
-                            redact_secrets(v) if isinstance(v, str) else v
-                            for k, v in host_vars["env"].items()}
-    if isinstance(host_vars.get("tags"), dict):
-        host_vars["tags"] = {k: "<redacted>" if is_secret_name(str(k)) else v for k, v in host_vars["tags"].items()}
+    # Every variable, as the node's own environment is saved: the job's env, tags, and an Ansible
+    # inventory's own (ansible_ssh_pass, ansible_become_password) go to a file meant to be sent.
+    host_vars = _redacted(_plain(h.vars))
     return {"name": h.name, "address": h.address, "connection": h.connection, "user": h.user, "port": h.port,
             "identity_file": h.identity_file, "jump_host": h.jump_host, "known_hosts": h.known_hosts,
             "ssh_config": h.ssh_config, "groups": list(h.groups), "vars": host_vars, "line": h.line}
+
+
+def _redacted(value):
+    if isinstance(value, dict):
+        return {k: "<redacted>" if is_secret_name(str(k)) and v is not None and not isinstance(v, (dict, list))
+                else _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return redact_secrets(value) if isinstance(value, str) else value
 
 
 def _plain(value):
