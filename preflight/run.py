@@ -17,7 +17,7 @@ from .activeprobe import run_phase_two
 from .facts import REACHABLE_POINTER, HostFacts, SharedOutputs, is_secret_name, remedy_for_unevaluated, resolve
 from .gather import Gatherer, GatherSettings, raise_open_files_limit
 from .hostlist import fold
-from .inventory import Host, Inventory, check_host, load_inventory
+from .inventory import Host, Inventory, InventoryError, check_host, load_inventory
 from .probe import packed
 from .reachable import NOT_REPLAYED, unjudged_failures
 from .report.json_report import unwritable, write_atomically
@@ -174,6 +174,8 @@ class PreflightRun:
                 # Read now, as without --inventory: a facts file that cannot be read is a usage error
                 # before any report is started (it wrote an empty one and moved reports/latest to it).
                 _check_replay_hosts(facts_in, hosts)
+            else:
+                _check_controller_files(inventory_path, hosts)
         elif facts_in:
             hosts, inventory_path = _hosts_from_facts_file(facts_in)
         else:
@@ -659,6 +661,23 @@ class PreflightRun:
     def close(self) -> None:
         if self.gatherer is not None:
             self.gatherer.close()
+
+
+def _check_controller_files(inventory_path: str, hosts) -> None:
+    """The inventory's identity_file and ssh_config are read on this machine: one that is not
+    there is a mistake in the inventory (exit 4, its line and key), not every node failing to
+    log in with a remedy about the nodes' sshd."""
+    for key in ("identity_file", "ssh_config"):
+        missing: dict[str, list] = {}
+        for h in hosts:
+            path = getattr(h, key)
+            if path and h.connection == "ssh" and not os.path.isfile(path):
+                missing.setdefault(path, []).append(h)
+        for path, which in missing.items():
+            names = fold(h.name for h in which)
+            why = "is not a file" if os.path.exists(path) else "does not exist on this machine"
+            raise InventoryError(inventory_path, which[0].line, key,
+                                 f"{path} {why} (host{'s' if len(which) > 1 else ''} {names})")
 
 
 def _check_compat_files(paths) -> None:

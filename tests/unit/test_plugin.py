@@ -172,6 +172,19 @@ def test_broken_inventory_is_one_clear_line_and_exit_4(pytester, case):
     assert not (pytester.path / "reports").exists()
 
 
+@pytest.mark.parametrize("key", ["ssh_config", "identity_file"])
+def test_a_controller_file_the_inventory_names_that_is_not_there_is_a_usage_error(pytester, key):
+    """A missing ssh_config was every node failing cluster.reachable, exit 1, with a remedy about
+    the nodes' sshd; the mistake is the inventory's."""
+    (pytester.path / "inv.yaml").write_text(f"defaults: {{{key}: {pytester.path}/nope}}\n"
+                                            "hosts:\n  - name: node-[01-03]\n")
+    result = run(pytester, "--inventory", "inv.yaml")
+    text = output(result)
+    assert result.ret == 4, text
+    assert f"inv.yaml:3: {key}: {pytester.path}/nope does not exist on this machine (hosts node-[01-03])" in text
+    assert not (pytester.path / "reports").exists()
+
+
 # ------------------------------------------------------------------------------ 3: selection
 
 
