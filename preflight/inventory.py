@@ -764,6 +764,12 @@ def _validate(doc: _Doc, spec: KeySpec, key: str, vnode: yaml.Node, path: str) -
         return None
     if spec.check is _env:
         _env_numbers_as_written(doc, vnode, path)
+    elif (isinstance(vnode, yaml.ScalarNode) and vnode.tag == "tag:yaml.org,2002:int" and not vnode.style
+          and not re.fullmatch(r"[-+]?(0|[1-9][0-9]*)", vnode.value.strip())):
+        # YAML 1.1 reads 02222 as octal (port 1170), 0x8AE as hex and 1_000 as 1000: a number not
+        # in plain decimal is almost always a typo for one that is.
+        raise doc.error(vnode, path, f"{vnode.value} reads as the number {value} in YAML (octal, hex or "
+                                     f"with '_'); write it in plain decimal")
     try:
         return spec.check(value)
     except _Invalid as e:

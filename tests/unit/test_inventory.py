@@ -874,6 +874,11 @@ def test_named_injection_cases(tmp_path):
             "hosts[0].user: invalid user name '-l'",
         'hosts:\n  - {name: a, identity_file: "k\\nProxyCommand x"}\n':
             "hosts[0].identity_file: 'k\\nProxyCommand x' contains a NUL or newline",
+        # YAML 1.1 numbers not in plain decimal: port 02222 was read as 1170.
+        'hosts:\n  - {name: a, port: 02222}\n':
+            "hosts[0].port: 02222 reads as the number 1170 in YAML (octal, hex or with '_'); write it in plain decimal",
+        'hosts:\n  - {name: a, ray_port: 0x18EB}\n':
+            "hosts[0].ray_port: 0x18EB reads as the number 6379 in YAML (octal, hex or with '_'); write it in plain decimal",
     }
     for text, expected in cases.items():
         f.write_text(text)
