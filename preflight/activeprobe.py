@@ -453,10 +453,10 @@ class PhaseTwo:
 
         def work(launcher):
             # name=[user@]address:port — the same login the inventory uses, as pdsh would.
-            targets = [f"{h.name}={h.user + '@' if h.user else ''}{h.address}:{h.port or 22}"
-                       for h in launcher_targets(self.cluster, launcher)]
-            if not targets:
+            hosts = launcher_targets(self.cluster, launcher)
+            if all(h.name == launcher.name for h in hosts):  # one node: no pdsh to launch with
                 return None
+            targets = [f"{h.name}={h.user + '@' if h.user else ''}{h.address}:{h.port or 22}" for h in hosts]
             timeout = whole_seconds(self.settings.connect_timeout)
             command = ("bash -c " + shlex.quote(_LAUNCHER_SSH) + f" preflight {timeout} {LAUNCHER_PARALLEL} "
                        + shlex.quote(packed(" ".join(targets))))
@@ -760,10 +760,11 @@ def launcher_hosts(cluster):
 
 
 def launcher_targets(cluster, launcher):
-    """The nodes a launcher must log in to: the other reachable SSH nodes (the controller's own
-    local entry has no SSH login to test; nodes the controller cannot reach are
-    cluster.reachable's finding, not the launcher's)."""
-    return [h for h, _ in cluster.reachable() if h.connection != "local" and h.name != launcher.name]
+    """The nodes a launcher must log in to: every reachable SSH node, itself included, as pdsh
+    (DeepSpeed's and MindSpeed's multi-node runners) is given every host of the hostfile and logs in
+    to the launcher's own too.  The controller's own local entry has no SSH login to test; nodes the
+    controller cannot reach are cluster.reachable's finding, not the launcher's."""
+    return [h for h, _ in cluster.reachable() if h.connection != "local"]
 
 
 def hccl_ring(cluster):

@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+from preflight.activeprobe import launcher_targets
 from preflight.checks import network
 from preflight.facts import HostFacts, SharedOutputs
 from preflight.parsers import ParseError
@@ -612,11 +613,27 @@ def test_hccl_ports_name_the_peer():
 
 
 def test_launcher_ssh_only_on_launchers():
-    hosts, cl = _cluster({"node-01": {"ssh.launcher": "ok node-02 10.0.0.2\nfail node-03 10.0.0.3 rc=255 denied\n"}})
+    hosts, cl = _cluster({"node-01": {"ssh.launcher": "ok node-01 10.0.0.1\nok node-02 10.0.0.2\n"
+                                                      "fail node-03 10.0.0.3 rc=255 denied\n"}})
     results = run_check(network.test_launcher_ssh, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
-    assert {(r.subject, r.outcome) for r in results} == {("node-02", "passed"), ("node-03", "failed")}
+    assert {(r.subject, r.outcome) for r in results} == {("node-01", "passed"), ("node-02", "passed"),
+                                                         ("node-03", "failed")}
     [skip] = run_check(network.test_launcher_ssh, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
     assert skip.outcome == "skipped"
+
+
+def test_launcher_ssh_tests_the_launchers_own_login_and_names_a_target_left_out_of_the_record():
+    """pdsh logs in to the launcher itself too: a launcher whose own key is not in its own
+    authorized_keys passed.  A target with no attempt in the record (facts taken before the node
+    joined) got no result at all, and the run was READY."""
+    hosts, cl = _cluster({"node-01": {"ssh.launcher": "fail node-01 10.0.0.1 rc=255 Permission denied (publickey)\n"
+                                                      "ok node-02 10.0.0.2\n"}})
+    assert [h.name for h in launcher_targets(cl, hosts[0])] == ["node-01", "node-02", "node-03"]
+    results = {r.subject: r for r in run_check(network.test_launcher_ssh, host=hosts[0], facts=cl.facts["node-01"],
+                                               cluster=cl)}
+    assert results["node-01"].outcome == "failed" and "its own login" in results["node-01"].message
+    assert results["node-02"].outcome == "passed"
+    assert results["node-03"].outcome == "error" and "node-01 -> node-03: no probe record" in results["node-03"].message
 
 
 def test_launcher_ssh_with_no_other_node_to_log_in_to_is_skipped():
