@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import re
 import shlex
 import threading
 import time
@@ -475,6 +476,9 @@ class PhaseTwo:
             t1 = time.time()
             if out.rc == 0 and out.stdout.strip():
                 try:
+                    # `date +%s.%N` prints digits and a dot; float() also takes nan, inf and 1_0.
+                    if not re.fullmatch(r"-?[0-9]+(\.[0-9]*)?", out.stdout.strip()):
+                        raise ValueError
                     remote = float(out.stdout.strip())
                     # The node read its clock somewhere between t0 and t1: assume the middle.
                     out = CommandOutput(stdout=f"{remote - (t0 + t1) / 2:.6f} {(t1 - t0) / 2:.6f}\n",

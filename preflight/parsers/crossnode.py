@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -49,9 +50,12 @@ class ClockOffset:
 def parse_clock_offset(text: str) -> ClockOffset:
     parts = text.split()
     try:
-        return ClockOffset(float(parts[0]), float(parts[1]))
+        offset, uncertainty = float(parts[0]), float(parts[1])
     except (IndexError, ValueError):
         raise ParseError(f"unreadable clock record {text.strip()[:60]!r}") from None
+    if not (math.isfinite(offset) and math.isfinite(uncertainty)):  # a NaN offset compared as within bounds
+        raise ParseError(f"unreadable clock record {text.strip()[:60]!r}")
+    return ClockOffset(offset, uncertainty)
 
 
 @dataclass(frozen=True)

@@ -498,6 +498,10 @@ def test_record_parsers():
     assert matrix.mode == "all" and [p.ok for p in matrix.pairs] == [True, False, False]
     assert matrix.pairs[2].skipped
     assert parse_resolve("node-01 10.0.0.1\nnode-02 -\n") == {"node-01": "10.0.0.1", "node-02": None}
+    # A NaN offset compared as within every bound: node-02's clock was ignored and the check passed.
+    for garbage in ("nan 0.01", "0.1 nan", "-inf 0.01", "1e400 0.01"):
+        with pytest.raises(ParseError):
+            parse_clock_offset(garbage)
     for parser, text in ((parse_tcp_probes, "bogus"), (parse_launcher_ssh, ""), (parse_clock_offset, "x"),
                          (parse_storage, "???"), (parse_ping_matrix, "garbage line"),
                          (parse_ping_matrix, "schedule \n"), (parse_ping_matrix, "schedule all ring\n")):
@@ -1253,6 +1257,25 @@ def test_listener_tells_a_listener_from_a_port_held_by_a_connection():
     finally:
         for s in (client, accepted, server):
             s.close()
+
+
+@pytest.mark.parametrize("printed", ["nan", "inf", "1_700_000_000", "Sun Dec  6 06:00:00 UTC 2026"])
+def test_a_clock_reading_that_is_not_a_number_of_seconds_is_unreadable_not_a_pass(printed):
+    """float() took `nan`, `inf` and `1_0` from a `date` shim: a NaN offset passed clock_skew."""
+    from preflight.activeprobe import PhaseTwo
+    from preflight.gather import GatherSettings
+    from preflight.probe import CommandOutput
+
+    hosts, cl = _cluster({})
+    phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=5))
+    phase.run = lambda host, command, timeout: CommandOutput(
+        stdout=(printed if host.name == "node-02" else f"{__import__('time').time():.6f}") + "\n", stderr="", rc=0)
+    phase.clock()
+    raw = cl.facts["node-02"].raw["clock.offset"]
+    assert raw.rc == 1 and "unreadable date output" in raw.stderr, raw
+    results = run_check(network.test_clock_skew, cluster=cl)
+    assert not any(r.outcome == "passed" and "node-02" in (r.subject or "") for r in results)
+    assert any("node-02" in r.message and r.outcome == "error" for r in results), results
 
 
 def test_a_clock_read_over_a_slow_round_trip_is_read_again_and_the_most_precise_kept():
