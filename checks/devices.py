@@ -210,7 +210,7 @@ def test_driver_mounts(host, facts, verdict):
         if "error while loading shared libraries" in str(exc):
             hint = (f" (its libraries are missing: mount or install {driver}/lib64, and add it to "
                     f"LD_LIBRARY_PATH)")
-        elif "not found" in str(exc):
+        elif exc.tool_missing:  # exit 127; "not found" also ends device errors ("the Ascend device was not found")
             hint = (" (not mounted into the container)" if files.container else
                     " (the NPU driver is not installed)" if driver not in files.paths else
                     " (npu-smi is not on this session's PATH, though the driver folder is there)")

@@ -1420,6 +1420,14 @@ def test_count_and_type():
     raw["npu_smi.board"] = out(fixture("npu-smi/board/a3-9392-chip-npu0-c0-head.txt"))
     for chip in ("Ascend910", "ascend910_9392"):
         ok(run(npu.test_count_and_type, make_host(npus_per_node=8, chip=chip), make_facts(raw=raw)))
+    # The board unread (a sudo refusal, a timeout): A3's table names only the family, so the SoC the
+    # inventory names is not known, not wrong (it failed at error severity on a healthy node).
+    raw["npu_smi.board"] = out("", rc=1, stderr="sudo: a password is required")
+    [r] = [r for r in run(npu.test_count_and_type, make_host(npus_per_node=8, chip="Ascend910_9392"),
+                          make_facts(raw=raw)) if r.subject == "type"]
+    assert r.outcome == "error" and r.message.startswith("not evaluated: npu-smi info names the family Ascend910 only")
+    [r] = bad(run(npu.test_count_and_type, make_host(npus_per_node=8, chip="910B3"), make_facts(raw=raw)))
+    assert r.outcome == "failed" and "chip Ascend910" in r.message
 
 
 def test_hardware_agree():
@@ -1510,6 +1518,10 @@ def test_driver_mounts():
     raw = node_raw(npu_smi_dot_info=out("", rc=127), ascend_dot_files=out(
         files_output().replace("@@L\tdriver_dir", "@@X")))
     assert "(the NPU driver is not installed)" in bad(run(devices.test_driver_mounts, H, make_facts(raw=raw)))[-1].message
+    # npu-smi runs and says the device was not found: not a PATH problem.
+    raw = node_raw(npu_smi_dot_info=out("Failed to get device count, the Ascend device was not found.\n", rc=1))
+    [r] = bad(run(devices.test_driver_mounts, H, make_facts(raw=raw)))
+    assert "not on this session's PATH" not in r.message and "device was not found" in r.message, r.message
     raw = node_raw(npu_smi_dot_info=out("", rc=127, stderr="npu-smi: error while loading shared libraries: "
                                                            "libdrvdsmi_host.so: cannot open shared object file\n"),
                    ascend_dot_files=out(files_output(container=True)))
