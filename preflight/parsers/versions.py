@@ -616,7 +616,7 @@ def _parse_firewall(text: str) -> FirewallState:
                     steps[name].append(("jump", jump.group(1)))
                 elif re.search(r"-j (DROP|REJECT)\b", value) and (name == "INPUT") == (key == "iptables") \
                         and not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp|"
-                                          r"-m mark\b", value):
+                                          r"-m mark\b|-m set\b|-m recent\b|-m limit\b|-m hashlimit\b", value):
                     rules.append(value if name == "INPUT" else f"{value} (INPUT jumps to {name})")
                     steps[name].append(("drop",))
         elif key == "nft_unreadable":
@@ -664,6 +664,13 @@ _NFT_DECORATION = re.compile(r'\bcounter(?: packets \d+ bytes \d+)?|\blog(?: (?:
                              r'flags [\w,]+|group \d+))*|\bcomment "[^"]*"')
 
 
+# A rule that drops every new connection (or every TCP one), as iptables' `-m conntrack --ctstate
+# NEW -j DROP` and `-p tcp -j DROP` do: matches on the connection state or the protocol alone.  A
+# port, address, interface or set match makes it selective, as on the iptables side.
+_NFT_BLANKET = re.compile(r"(?:(?:ct state (?:new|\{ ?new ?\})|meta l4proto (?:tcp|\{ ?tcp, udp ?\})|"
+                          r"ip protocol (?:tcp|\{ ?tcp, udp ?\})|meta nfproto ipv4) )*(?:drop|reject(?: with .*)?)")
+
+
 def _nft_findings(entries, iptables_read: bool, firewalld_running: bool) -> tuple[str, ...]:
     found = []
     for entry in entries:
@@ -679,7 +686,7 @@ def _nft_findings(entries, iptables_read: bool, firewalld_running: bool) -> tupl
         where = f"nftables chain {family} {table} {chain}"
         if kind == "policy" and rest in ("drop", "reject"):
             found.append(f"{where} policy is {rest}")
-        elif kind == "rule" and re.fullmatch(r"drop|reject(?: with .*)?", _NFT_DECORATION.sub("", rest).strip()):
+        elif kind == "rule" and _NFT_BLANKET.fullmatch(" ".join(_NFT_DECORATION.sub("", rest).split())):
             found.append(f"{where} rule `{rest}`")
     return tuple(found)
 

@@ -1641,6 +1641,19 @@ def test_a_firewall_accepting_only_a_pod_network_does_not_let_the_nodes_in():
     assert verdict("0.0.0.0/0", env={"HCCL_SOCKET_IFNAME": None}).outcome == "passed"
 
 
+def test_firewall_judges_nftables_and_iptables_rules_alike():
+    """`ct state new drop` stops every new connection as iptables' `--ctstate NEW -j DROP` does, and
+    was not a finding; an ipset blacklist (`-m set`) drops chosen sources only, and was one."""
+    for rule in ("ct state new drop", "meta l4proto tcp drop", "ct state { new } counter drop"):
+        assert pv.parse_firewall(f"nft_read=\nnft=inet filter input rule {rule}\n").active == [
+            f"nftables chain inet filter input rule `{rule}`"]
+    for rule in ("ct state invalid drop", "ip saddr @blacklist drop", 'iifname "eth9" drop', "tcp dport 6379 drop"):
+        assert pv.parse_firewall(f"nft_read=\nnft=inet filter input rule {rule}\n").active == [], rule
+    for rule in ("-A INPUT -m set --match-set blacklist src -j DROP", "-A INPUT -m recent --rcheck -j DROP"):
+        assert pv.parse_firewall(f"iptables=-P INPUT ACCEPT\niptables={rule}\n").active == [], rule
+    assert pv.parse_firewall("iptables=-P INPUT ACCEPT\niptables=-A INPUT -m conntrack --ctstate NEW -j DROP\n").active
+
+
 def test_firewall_reads_nftables_input_chains():
     """nftables-native rules (nftables.service) are not in iptables -S: an input-hook chain's drop
     policy or a rule dropping everything is a finding; matched drops are not; iptables-nft's own
