@@ -115,8 +115,11 @@ def _probes(verdict, facts, name, where):
 
 # -- Ray ----------------------------------------------------------------------------------
 
-RAY_SEVERITY = {"GCS": None, "dashboard": "warning", "client": "warning", "worker range (first)": "warning",
-                "worker range (last)": "warning"}
+# The dashboard and the client port serve people and `ray job submit`: a worker joins and the job
+# runs without them.  GCS and the worker range carry the job itself (a blocked worker port hangs
+# every call to an actor on that node): errors, as the catalog has them.
+RAY_SEVERITY = {"GCS": None, "dashboard": "warning", "client": "warning", "worker range (first)": None,
+                "worker range (last)": None}
 
 
 @check("cluster.ray_ports", title="Ray ports reachable: the head's GCS, dashboard, client and worker range from every "

@@ -222,11 +222,13 @@ def test_ray_port_closed_by_a_firewall(sim, inventory, tmp_path, require_iptable
 
 def test_a_workers_ray_worker_range_dropped(sim, inventory, tmp_path, require_iptables):
     """A worker whose firewall drops its own worker ports (the head's are open): found by the node
-    probing that worker's range, named as the worker's port, a warning."""
+    probing that worker's range, named as the worker's port, an error (the job's calls to actors on
+    that node would hang)."""
     with sim.node("node-03").firewall(19999, "DROP"):
         proc, doc = run_preflight(inventory, tmp_path)
-    assert problems(doc) == {("cluster.ray_ports", "node-02", "node-03:19999", "warning")}
-    [bad] = [r for r in by_check(doc, "cluster.ray_ports") if r["outcome"] == "warning"]
+    assert problems(doc) == {("cluster.ray_ports", "node-02", "node-03:19999", "failed")}
+    assert proc.returncode == 1
+    [bad] = [r for r in by_check(doc, "cluster.ray_ports") if r["outcome"] == "failed"]
     assert "node-02 -> node-03 Ray worker range (last) port" in bad["message"] and "no answer" in bad["message"]
     assert_explained(bad)
     assert {r["subject"] for r in by_check(doc, "cluster.ray_ports") if r["host"] == "node-01"} == {

@@ -809,7 +809,7 @@ def test_ray_head_probes_the_first_workers_range_and_a_lone_head_is_skipped():
     head, _, _, cl = _ray_cluster("open node-01 6379 existing")
     cl.facts["node-01"].raw["tcp.ray"] = out("open node-02 10002 temporary\ntimeout node-02 19999 temporary x\n")
     results = run_check(network.test_ray_ports, host=head, facts=cl.facts["node-01"], cluster=cl)
-    assert [(r.subject, r.outcome) for r in results] == [("node-02:10002", "passed"), ("node-02:19999", "warning")]
+    assert [(r.subject, r.outcome) for r in results] == [("node-02:10002", "passed"), ("node-02:19999", "failed")]
     assert "node-01 -> node-02 Ray worker range (last) port (node-02:19999): no answer" in results[1].message
     alone = cluster_of((head, make_facts("node-01")))
     [result] = run_check(network.test_ray_ports, host=head, facts=alone.facts["node-01"], cluster=alone)
