@@ -9,7 +9,8 @@ from collections import Counter, defaultdict
 
 from preflight import faq
 from preflight.activeprobe import (device_ips, hccl_endpoint, hccl_ports_of, is_loopback, launcher_hosts,
-                                  launcher_targets, node_addresses, ray_plan, rendezvous_plan, shared_paths)
+                                  launcher_targets, node_addresses, ray_plan, rendezvous_plan, shared_participants,
+                                  shared_paths)
 from preflight.check import check
 from preflight.checks.hccl import not_applicable
 from preflight.facts import FactUnavailable, remedy_for_unevaluated
@@ -937,14 +938,16 @@ def test_shared_storage(cluster, verdict):
     if not paths:
         verdict.skipped(message="no shared_paths or checkpoint_dir in the inventory")
         return
-    reachable = cluster.reachable()
-    if not reachable:
+    if not cluster.reachable():
         verdict.error(message="not evaluated: no node was reached")
         return
+    sharing = {h.name for h in shared_participants(cluster)}
+    reachable = [(h, f) for h, f in cluster.reachable() if h.name in sharing]
     if len(reachable) < 2:
         # Phase two writes no marker then (activeprobe.shared_storage): there is no other node to look.
         verdict.skipped(message=f"only {reachable[0][0].name} was reached: no other node to share "
-                                f"{', '.join(paths)} with")
+                                f"{', '.join(paths)} with" if reachable else
+                                f"no reached node names {', '.join(paths)} in the inventory")
         return
     views = {}
     for host, facts in reachable:

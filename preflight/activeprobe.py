@@ -507,7 +507,7 @@ class PhaseTwo:
 
     def shared_storage(self) -> None:
         paths = shared_paths(self.cluster)
-        reachable = [h for h, _ in self.cluster.reachable()]
+        reachable = shared_participants(self.cluster)
         if not paths or len(reachable) < 2:
             return
         writer = reachable[0]
@@ -947,11 +947,21 @@ def rendezvous_plan(cluster) -> RendezvousPlan | None:
     return RendezvousPlan(values, address, port, master, sources, source)
 
 
+def _declared(host) -> list[str]:
+    return [str(p) for p in list(host.vars.get("shared_paths") or []) + [host.vars.get("checkpoint_dir")] if p]
+
+
 def shared_paths(cluster) -> list[str]:
     """Paths every node must see as one filesystem: inventory ``shared_paths`` and ``checkpoint_dir``."""
     seen: dict[str, None] = {}
     for host in cluster.hosts:
-        for path in list(host.vars.get("shared_paths") or []) + [host.vars.get("checkpoint_dir")]:
-            if path:
-                seen.setdefault(str(path), None)
+        for path in _declared(host):
+            seen.setdefault(path, None)
     return list(seen)
+
+
+def shared_participants(cluster) -> list:
+    """The reachable hosts that share the paths: those whose inventory entry names one.  The
+    controller's own local entry, listed first and naming none, is not the writer every node is
+    compared with."""
+    return [h for h, _ in cluster.reachable() if _declared(h)]

@@ -931,6 +931,21 @@ def test_the_filesystem_line_of_the_marker_scripts(tmp_path):
     assert path == "/with space" and kind not in ("", "-") and source not in ("", "-"), out
 
 
+def test_shared_storage_is_between_the_nodes_that_name_the_path():
+    """DESIGN's inventory lists the controller's own local entry first: it became the writer, naming
+    no checkpoint_dir, and every node was compared with it ("/ckpt does not exist on localhost")."""
+    from preflight.activeprobe import shared_participants
+
+    local = dataclasses.replace(make_host("localhost"), connection="local")
+    nodes = [make_host(f"node-0{i}", checkpoint_dir="/ckpt") for i in (1, 2)]
+    cl = cluster_of((local, make_facts("localhost")), *[(h, make_facts(h.name)) for h in nodes])
+    assert [h.name for h in shared_participants(cl)] == ["node-01", "node-02"]
+    cl.facts["node-01"].raw["storage.shared"] = out("writer written /ckpt\n")
+    cl.facts["node-02"].raw["storage.shared"] = out("from node-01\nseen /ckpt\n")
+    results = run_check(network.test_shared_storage, cluster=cl)
+    assert [(r.subject, r.outcome) for r in results] == [("/ckpt", "passed")], results
+
+
 def test_shared_storage_with_fewer_than_two_reached_nodes_says_so():
     """Phase two writes no marker with one node reached; the check read that as "not gathered" and
     "no node could write the marker files", both untrue, and the run was NOT READY (found by review)."""
