@@ -265,14 +265,41 @@ class PhaseTwo:
         self.options = options or {}
 
     # -- building blocks ----------------------------------------------------------------
-    def _each(self, hosts, work, deadline=None, key=lambda h: h.name, on_timeout=None):
-        def abandon(host, elapsed):
-            return CommandOutput(stdout="", stderr="", rc=None,
-                                 skipped=f"no answer from {host.name} within {elapsed:.0f}s")
+    def _each(self, hosts, work, deadline=None, key=lambda h: h.name, on_timeout=None, record=None,
+              source=lambda h: h):
+        """``work`` on every item, ``fanout`` at once, each within ``deadline``.  With ``record``,
+        each item's output is kept as that fact of its ``source`` host: the first of its own result
+        and the deadline's "no answer" wins, so a step abandoned at its deadline says so (not "not
+        gathered"), and a late result cannot overwrite it after the listeners it probed are gone."""
+        settled: set[str] = set()
+        lock = threading.Lock()
+
+        def keep(item, out):
+            if record is not None and out is not None:
+                with lock:
+                    if key(item) in settled:
+                        return
+                    settled.add(key(item))
+                    self.cluster.facts[source(item).name].raw[record] = out
+
+        def attempt(item):
+            try:
+                out = work(item)
+            except Exception as exc:  # noqa: BLE001 - one step's bug is that host's error, not a hung pool
+                out = CommandOutput(stdout="", stderr="", rc=None,
+                                    skipped=f"the probe step failed on the controller: {type(exc).__name__}: {exc}")
+            keep(item, out)
+            return out
+
+        def abandon(item, elapsed):
+            out = (on_timeout(item, elapsed) if on_timeout else
+                   CommandOutput(stdout="", stderr="", rc=None,
+                                 skipped=f"no answer from {source(item).name} within {elapsed:.0f}s"))
+            keep(item, out)
+            return out
 
         limit = deadline or (self.settings.command_timeout + self.settings.connect_timeout + 10)
-        return run_bounded(hosts, work, workers=self.settings.fanout, deadline=limit,
-                           on_timeout=on_timeout or abandon, key=key)
+        return run_bounded(hosts, attempt, workers=self.settings.fanout, deadline=limit, on_timeout=abandon, key=key)
 
     def run(self, host, command: str, timeout: float) -> CommandOutput:
         """Run one command; what a login banner printed before it is cut off at a nonce line."""
@@ -374,24 +401,37 @@ class PhaseTwo:
         up until ``clients`` probes have run; all closed on leaving, also when the run is stopped
         meanwhile (each is recorded as soon as it is up)."""
         listenings = {}
+        lock = threading.Lock()
+        closing = []  # set once the listeners are being closed
 
         def start(entry):
             host, ports = entry
             # No port (HCCL_HOST_SOCKET_PORT_RANGE=auto): nothing to listen on or probe.
-            listenings[host.name] = (self.listen(host, ports, clients=clients, seconds_each=seconds_each)
-                                     if ports else Listening())
-            return listenings[host.name]
+            listening = (self.listen(host, ports, clients=clients, seconds_each=seconds_each)
+                         if ports else Listening())
+            with lock:
+                late = bool(closing) or host.name in listenings  # abandoned at its deadline meanwhile
+                if not late:
+                    listenings[host.name] = listening
+            if late:
+                listening.close()  # its probes were judged without it: it does not stay up
+                return None
+            return listening
 
         def no_listener(entry, _elapsed):
             host, ports = entry
-            return listenings.setdefault(host.name, Listening(dict.fromkeys(ports, "none")))
+            with lock:
+                return listenings.setdefault(host.name, Listening(dict.fromkeys(ports, "none")))
 
         try:
             self._each(wanted, start, key=lambda entry: entry[0].name, on_timeout=no_listener)
             yield listenings
         finally:
+            with lock:
+                closing.append(True)
+                started = list(listenings.items())
             # Together too: closing one waits for its listener to exit (a round trip or more).
-            self._each(list(listenings.items()), lambda entry: entry[1].close(), key=lambda entry: entry[0],
+            self._each(started, lambda entry: entry[1].close(), key=lambda entry: entry[0],
                        on_timeout=lambda entry, _: None)
 
     # -- the probes ---------------------------------------------------------------------
@@ -410,12 +450,10 @@ class PhaseTwo:
         # The head's ports and every worker's range; each listener stays up until the last probe.
         with self.listening_on(list(wanted.values()), clients=len(sources), seconds_each=each) as listenings:
             def work(source):
-                out = self.connect_from(source, [(node.address, port, listenings[node.name].states[port])
-                                                 for node, _, port in plan[source.name]])
-                self.cluster.facts[source.name].raw["tcp.ray"] = out
-                return out
+                return self.connect_from(source, [(node.address, port, listenings[node.name].states[port])
+                                                  for node, _, port in plan[source.name]])
 
-            self._each(sources, work, deadline=each + 10)
+            self._each(sources, work, deadline=each + 10, record="tcp.ray")
 
     def rendezvous(self) -> None:
         plan = rendezvous_plan(self.cluster)
@@ -424,10 +462,8 @@ class PhaseTwo:
         with self.listening_on([(plan.master, [plan.port])], clients=len(plan.sources)) as listenings:
             def work(host):
                 state = listenings[plan.master.name].states[plan.port]
-                out = self.connect_from(host, [(plan.address, plan.port, state)])
-                self.cluster.facts[host.name].raw["tcp.rendezvous"] = out
-                return out
-            self._each([h for h in plan.sources], work)
+                return self.connect_from(host, [(plan.address, plan.port, state)])
+            self._each([h for h in plan.sources], work, record="tcp.rendezvous")
 
     def hccl_ports(self) -> None:
         ring = hccl_ring(self.cluster)
@@ -440,14 +476,11 @@ class PhaseTwo:
                 if not ports:
                     return None
                 address = hccl_address(dst, self.cluster.facts[dst.name])
-                out = self.connect_from(src, [(address, p, listenings[dst.name].states[p]) for p in ports])
-                self.cluster.facts[src.name].raw["tcp.hccl"] = out
-                return out
+                return self.connect_from(src, [(address, p, listenings[dst.name].states[p]) for p in ports])
 
             pairs = [(ring[i], ring[(i + 1) % len(ring)]) for i in range(len(ring))]
-            run_bounded(pairs, work, workers=self.settings.fanout, key=lambda p: p[0][0].name,
-                        deadline=CONNECT_TIMEOUT * 4 + self.settings.command_timeout + 10,
-                        on_timeout=lambda p, e: None)
+            self._each(pairs, work, key=lambda p: p[0][0].name, source=lambda p: p[0][0], record="tcp.hccl",
+                       deadline=CONNECT_TIMEOUT * 4 + self.settings.command_timeout + 10)
 
     def launcher_ssh(self) -> None:
         launchers = [h for h in launcher_hosts(self.cluster) if _reachable(self.cluster, h)]
@@ -462,12 +495,10 @@ class PhaseTwo:
             command = ("bash -c " + shlex.quote(_LAUNCHER_SSH) + f" preflight {timeout} {LAUNCHER_PARALLEL} "
                        + shlex.quote(packed(" ".join(targets))))
             rounds = -(-len(targets) // LAUNCHER_PARALLEL)
-            out = self.run(launcher, command, (timeout + 3) * rounds + 5)
-            self.cluster.facts[launcher.name].raw["ssh.launcher"] = out
-            return out
+            return self.run(launcher, command, (timeout + 3) * rounds + 5)
 
         rounds = -(-len(self.cluster.reachable()) // LAUNCHER_PARALLEL)
-        self._each(launchers, work, deadline=(self.settings.connect_timeout + 3) * rounds + 15)
+        self._each(launchers, work, deadline=(self.settings.connect_timeout + 3) * rounds + 15, record="ssh.launcher")
 
     def clock(self) -> None:
         def read(host):
@@ -498,11 +529,10 @@ class PhaseTwo:
                 again = read(host)
                 if again.rc == 0 and again.stdout.strip() and again.elapsed_s < best.elapsed_s:
                     best = again
-            self.cluster.facts[host.name].raw["clock.offset"] = best
             return best
 
         # Each host may read CLOCK_READS times: its deadline allows for them all.
-        self._each([h for h, _ in self.cluster.reachable()], work,
+        self._each([h for h, _ in self.cluster.reachable()], work, record="clock.offset",
                    deadline=CLOCK_READS * self.settings.command_timeout + self.settings.connect_timeout + 10)
 
     def shared_storage(self) -> None:
@@ -540,10 +570,9 @@ class PhaseTwo:
                                + shlex.quote(_MARKER_READER) + f" preflight {marker} {quoted}",
                                self.settings.command_timeout)
                 out.stdout = f"from {writer.name}\n" + out.stdout
-                self.cluster.facts[host.name].raw["storage.shared"] = out
                 return out
 
-            self._each(reachable[1:], work)
+            self._each(reachable[1:], work, record="storage.shared")
         finally:
             if process is not None:
                 process.close()

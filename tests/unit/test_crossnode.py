@@ -2071,3 +2071,41 @@ def test_resolve_command_on_a_node_with_no_ipv4_address(tmp_path):
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert spec.parse(done.stdout) == {"node-a": "2001:db8::5", "node-b": "2001:db8::7", "node-x": None}, done.stdout
+
+
+def test_a_phase_two_step_abandoned_at_its_deadline_says_so_and_a_late_result_does_not_replace_it():
+    """A stalled probe's "no answer from node-03 within Ns" went nowhere: the check said only "not
+    gathered".  The stalled thread's late result then overwrote the record after the listeners it
+    had probed were closed (a 'refused' that read as a firewall REJECT).  A step that raised killed
+    its pool thread silently, and was reported only at the deadline, as a timeout."""
+    import threading
+    import time
+
+    from preflight.activeprobe import PhaseTwo
+    from preflight.gather import GatherSettings
+    from preflight.probe import CommandOutput
+
+    hosts, cl = _cluster({})
+    phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=5))
+    release = threading.Event()
+
+    def work(host):
+        if host.name == "node-03":
+            release.wait(10)
+            return CommandOutput(stdout="refused 10.0.0.1 6379 temporary late\n", stderr="", rc=0)
+        if host.name == "node-02":
+            raise RuntimeError("a bug in the step")
+        return CommandOutput(stdout="open 10.0.0.2 6379 temporary\n", stderr="", rc=0)
+
+    t0 = time.monotonic()
+    phase._each(hosts, work, deadline=0.5, record="tcp.ray")
+    assert time.monotonic() - t0 < 5  # the raising step did not wait for the deadline of the others
+    release.set()
+    time.sleep(0.3)  # the stalled thread comes back now: too late to count
+    assert cl.facts["node-01"].raw["tcp.ray"].stdout.startswith("open")
+    late = cl.facts["node-03"].raw["tcp.ray"]
+    assert late.skipped and late.skipped.startswith("no answer from node-03 within"), late
+    assert "a bug in the step" in cl.facts["node-02"].raw["tcp.ray"].skipped
+    with pytest.raises(Exception) as exc:
+        cl.facts["node-03"].get("tcp.ray")
+    assert "no answer from node-03 within" in str(exc.value)
