@@ -191,7 +191,7 @@ class _WorkerResults:
         self.share: str | None = None  # private folder where the first worker leaves the facts
 
     def pytest_runtest_logreport(self, report):
-        if any(key in ("preflight_results", "preflight_hosts") for key, _ in report.user_properties):
+        if any(key in ("preflight_results", "preflight_hosts", "preflight_timings") for key, _ in report.user_properties):
             self.run.receive(report)
 
     @pytest.hookimpl(optionalhook=True)

@@ -355,6 +355,8 @@ class PreflightRun:
             if not self._hosts_sent:
                 self._hosts_sent = True
                 report.user_properties.append(("preflight_hosts", json.dumps(self.hosts_json())))
+                report.user_properties.append(("preflight_timings", json.dumps(
+                    {"timings": self.timings, "gather_s": self.gather_s})))
 
     def receive(self, report) -> None:
         """xdist controller: take the results and host states a worker put on a report."""
@@ -362,6 +364,9 @@ class PreflightRun:
         for data in json.loads(props.get("preflight_results", "[]")):
             data["outliers"] = tuple(data.get("outliers") or ())
             self.store.add(Result(**data))
+        if "preflight_timings" in props and not self.timings:  # the worker that gathered, or one that read its facts
+            sent = json.loads(props["preflight_timings"])
+            self.timings, self.gather_s = dict(sent["timings"]), float(sent["gather_s"])
         for h in json.loads(props.get("preflight_hosts", "[]")):
             if h["name"] not in self.facts and h.get("error") != "not gathered":
                 self.facts[h["name"]] = HostFacts(host=h["name"], address=h["address"], reachable=h["reachable"],

@@ -33,6 +33,9 @@ def test_xdist_run_matches_serial_run(sim, tmp_path):
     assert parallel["ready"] is serial["ready"] is False
     assert [h["reachable"] for h in parallel["hosts"]] == [True, True, True]
     assert xdist_proc.returncode == serial_proc.returncode == 1
+    # The gathering's timings reach preflight.json from the worker that gathered ({} and 0.0 before).
+    assert set(parallel["timings"]) == set(serial["timings"]) and "phase_one" in parallel["timings"], parallel["timings"]
+    assert parallel["gather_s"] > 0
     # One set of reports, written by the controller.
     assert len(list((tmp_path / "xdist" / "reports" / "runs").iterdir())) == 1
     # The facts the first worker left for the others (secrets included) are gone with the run.
