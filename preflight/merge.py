@@ -224,7 +224,7 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
         "duration_s": max(durations) if durations else None,  # shards run side by side
         "gather_s": max(gathers) if gathers else None,
         "ready": ready,
-        "strict": any(bool(d.get("strict")) for _, d in docs),
+        "strict": all(d.get("strict") is True for _, d in docs),  # every warning judged as a failure
         "exit_code": 0 if ready else 1,
         "summary": summary,
         "hosts": hosts,

@@ -270,6 +270,9 @@ def test_shards_that_ran_other_checks_or_another_version_or_strict_are_named():
     notes = doc["merge"]["notes"]
     assert "the shards were run by different preflight versions: 0 (a); 9.9 (b)" in notes
     assert "only b ran with --strict: warnings did not fail the other shards" in notes
+    assert doc["strict"] is False  # it was true: a tool reading strict and ready took a's warnings as judged
+    a["strict"] = True
+    assert merge([("a", a), ("b", b)])["strict"] is True
     same = merge([("a", shard("a", ["n1"])), ("b", shard("b", ["n2"]))])
     assert same["ready"] is True and same["merge"]["notes"] == [] and same["merge"]["not_ready"] == []
 
