@@ -266,7 +266,9 @@ def _user(value: Any) -> str:
 
 def _jump(value: Any) -> str:
     try:
-        parse_jump_host(value)
+        # ssh://[user@]host[:port], as ProxyJump also takes it: the transport strips the scheme.
+        parse_jump_host(value[len("ssh://"):] if isinstance(value, str) and value.lower().startswith("ssh://")
+                        else value)
     except ValueError as e:
         raise _Invalid(f"invalid jump host {value!r}: {e}") from None
     return value

@@ -117,6 +117,11 @@ def test_jump_hosts_in_every_written_form(tmp_path, no_network, jump, host, port
     conn = _jumped(tmp_path, "", jump_host=jump)
     assert (conn.gateway.host, conn.gateway.user) == (host, user)
     assert conn.gateway.port == (port or 22)
+    # The inventory takes each form too (ssh:// was refused as "invalid user 'ssh://admin'").
+    from preflight.inventory import load_inventory
+
+    (tmp_path / "inv.yaml").write_text(f'hosts:\n  - {{name: n1, jump_host: "{jump}"}}\n')
+    assert load_inventory(str(tmp_path / "inv.yaml")).hosts[0].jump_host == jump
 
 
 # -- a jump host that fails, and known_hosts files as OpenSSH writes them ----------------------
