@@ -150,9 +150,12 @@ def check_host(value: str) -> str:
 
 
 def parse_jump_host(value: str) -> tuple[str | None, str, int | None]:
-    """Split ``[user@]host[:port]`` (IPv6 as ``[addr]:port``) into (user, host, port); ValueError if unsafe."""
+    """Split ``[user@]host[:port]`` (IPv6 as ``[addr]:port``), or the ``ssh://`` URI of it that
+    ProxyJump also takes, into (user, host, port); ValueError if unsafe."""
     if not isinstance(value, str):
         raise ValueError(f"jump host must be a string, not {_type_name(value)}")
+    if value.lower().startswith("ssh://"):
+        value = value[len("ssh://"):]
     if "," in value:
         raise ValueError("only one jump host is supported (no comma-separated chain)")
     rest = value
@@ -266,9 +269,7 @@ def _user(value: Any) -> str:
 
 def _jump(value: Any) -> str:
     try:
-        # ssh://[user@]host[:port], as ProxyJump also takes it: the transport strips the scheme.
-        parse_jump_host(value[len("ssh://"):] if isinstance(value, str) and value.lower().startswith("ssh://")
-                        else value)
+        parse_jump_host(value)
     except ValueError as e:
         raise _Invalid(f"invalid jump host {value!r}: {e}") from None
     return value

@@ -314,7 +314,7 @@ def _jump_target(spec: str, label: str) -> tuple[str | None, str, int | None]:
     from ..inventory import parse_jump_host
 
     try:
-        return parse_jump_host(spec[len("ssh://"):] if spec.lower().startswith("ssh://") else spec)
+        return parse_jump_host(spec)
     except ValueError as exc:
         raise TransportError("config", f"{label}: jump host {spec!r}: {exc}") from None
 
