@@ -9,7 +9,8 @@ from preflight.check import check
 
 
 @check("net.firewall", title="No firewall (firewalld, ufw, a blanket iptables or nftables drop) on multi-node hosts",
-       severity="warning", reference=faq.R_FIREWALL, needs=("net.firewall", "ascend.files?", "net.interfaces?"),
+       severity="warning", reference=faq.R_FIREWALL,
+       needs=("net.firewall", "ascend.files?", "net.interfaces?", "session.env?"),
        remedy=("Stop the firewall on training nodes (systemctl stop firewalld && systemctl disable firewalld; "
                "ufw disable; for nftables rules of your own: systemctl disable --now nftables, or remove the drop "
                "from the input chain named), or allow all TCP between the training nodes (e.g. firewall-cmd "
