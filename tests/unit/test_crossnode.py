@@ -2004,8 +2004,6 @@ def test_resolve_command_with_more_names_than_one_argument_holds(tmp_path):
 
 def _getent_shim(tmp_path, body):
     """A getent of our own in front of the real one (and bash, awk, ... from this machine)."""
-    import subprocess  # noqa: F401 - used by the callers
-
     bindir = tmp_path / "bin"
     bindir.mkdir()
     real = shutil.which("getent")
