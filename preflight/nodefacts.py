@@ -249,7 +249,14 @@ read_ipt() { local t=$1 k=$2 c
     done
   else any=1; rules=; printf '%s_unreadable=%s\n' "$k" "$(printf '%s\n' "$r" | head -n1)"; fi; }
 if command -v iptables >/dev/null 2>&1; then
-  read_ipt iptables iptables
+  # Legacy iptables (CentOS 7, EulerOS, alternatives set to legacy) run as root makes the kernel
+  # load ip_tables and create an empty filter table just to list INPUT: where none is loaded there
+  # is nothing to list, and nothing is made.  (Without root the listing is refused, and said so.)
+  case $(iptables -V 2>/dev/null) in
+    *nf_tables*) read_ipt iptables iptables ;;
+    *) if [ "$(id -u)" != 0 ] || grep -qx filter /proc/net/ip_tables_names 2>/dev/null; then read_ipt iptables iptables
+       else any=1; rules=; echo "iptables=-P INPUT ACCEPT"; fi ;;
+  esac
   # iptables-nft lists its own tables only, and warns when legacy ones are loaded too (kube-proxy
   # or docker in legacy mode): a drop there drops as well.
   # Only its filter table holds INPUT: listing INPUT where only a legacy nat table exists (a CNI's

@@ -2071,6 +2071,7 @@ def test_the_firewall_probe_waits_for_the_xtables_lock(tmp_path, held):
     waited = 'sleep 6; exit 4' if held == "for good" else 'true'
     fake = tmp_path / "iptables"
     fake.write_text(f"""#!/bin/bash
+[ "$1" = -V ] && {{ echo "iptables v1.8.9 (nf_tables)"; exit 0; }}  # listed as is (a legacy one: see below)
 case " $* " in *" -w "*) {waited} ;; *) echo "{lock}" >&2; exit 4 ;; esac
 case "$*" in *INPUT*) printf -- '-P INPUT DROP\\n-A INPUT -j HARDEN\\n' ;; *HARDEN*) printf -- '-N HARDEN\\n-A HARDEN -s 10.0.0.0/24 -j ACCEPT\\n' ;; esac
 """)
@@ -2083,6 +2084,28 @@ case "$*" in *INPUT*) printf -- '-P INPUT DROP\\n-A INPUT -j HARDEN\\n' ;; *HARD
         assert not state.unreadable
     else:
         assert state.unreadable == ("iptables -S INPUT: the xtables lock stayed held by another program for 5 s",)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not os.path.exists("/usr/sbin/iptables-legacy"),
+                    reason="needs root, unshare and iptables-legacy")
+def test_the_firewall_probe_does_not_make_the_kernel_create_a_legacy_filter_table(tmp_path):
+    """Where `iptables` is the legacy one (CentOS 7, EulerOS), listing INPUT as root loaded ip_tables
+    and created an empty filter table: a change to the node.  Where no legacy filter table exists the
+    probe lists nothing and says no rules; where one exists it reads it."""
+    import shlex
+    import subprocess
+
+    from preflight.nodefacts import FIREWALL
+
+    (tmp_path / "iptables").symlink_to("/usr/sbin/iptables-legacy")
+    probe = f"PATH={tmp_path}:/usr/bin:/bin bash -c {shlex.quote(FIREWALL)}; echo @@TABLES; cat /proc/net/ip_tables_names"
+    for before, rules in (("", "iptables=-P INPUT ACCEPT\n"),
+                          ("/usr/sbin/iptables-legacy -P INPUT DROP; ", "iptables=-P INPUT DROP\n")):
+        text = subprocess.run(["unshare", "-n", "bash", "-c", before + probe], capture_output=True, text=True,
+                              timeout=60).stdout
+        probed, tables = text.split("@@TABLES\n")
+        assert tables == ("filter\n" if before else ""), text  # none made by the probe
+        assert rules in probed, text
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not os.path.exists("/usr/sbin/iptables-legacy"),
