@@ -8,6 +8,8 @@ per host, never per NPU, each under its own inner ``timeout``.
 
 from __future__ import annotations
 
+import shlex
+
 from .facts import FactSpec, register
 from .probe import INSTALL_PATHS, expand_home
 from .parsers import hccn_tool as hccn
@@ -83,10 +85,12 @@ printf '@@DONE\n'
 # and the packages' folders below it (find_spec("a.b") would import a, running its __init__):
 # nothing is imported but importlib itself, so no NPU is touched.
 PYTHON_TIMEOUT = 8  # seconds the job's interpreter has to list its packages (its own `timeout`)
-PYTHON_STACK = r"""
-timeout -k 1 @PYTHON_TIMEOUT@ "$PF_PYTHON" -B - <<'PF_PY'
+# On the command line, not a here-document: bash before 5.1 (CentOS 7, RHEL 8, Ubuntu 20.04) writes
+# every here-document to a temporary file in /tmp, which the probe must not, and cannot where /tmp is
+# full or read-only.
+PYTHON_STACK_SOURCE = r"""
 import json, os, re, sys
-# The script comes on stdin, so the working directory (the login's home) heads sys.path: a torch/ or
+# With -c the working directory (the login's home) heads sys.path: a torch/ or
 # megatron/ folder, or a *.dist-info, sitting in ~ was read as installed; the job starts elsewhere.
 sys.path[:] = [p for p in sys.path if p not in ("", ".")]
 out = {"executable": sys.executable, "version": "%d.%d.%d" % sys.version_info[:3], "packages": {},
@@ -200,13 +204,19 @@ try:
 except Exception:
     pass
 print("@@PY " + json.dumps(out))
-PF_PY
-""".replace("@PYTHON_TIMEOUT@", str(PYTHON_TIMEOUT))
+"""
+PYTHON_STACK = (f"timeout -k 1 {PYTHON_TIMEOUT} \"$PF_PYTHON\" -B -c "
+                + shlex.quote(PYTHON_STACK_SOURCE))
 
 LOGIN_TIMEOUT = 8
 # HISTFILE empty: an interactive bash whose .bashrc sets HISTFILESIZE (Ubuntu's sets 2000) cuts
-# ~/.bash_history to that many lines as it reads the assignment, and saves its history on exit.
-LOGIN_ENV = (f"HISTFILE= timeout -k 2 {LOGIN_TIMEOUT} bash -lic 'printf \"\\n%s\\n\" \"" + v.LOGIN_MARKER + "\"; env -0' 2>/dev/null")
+# ~/.bash_history to that many lines as it reads the assignment; it saves its history on exit (and
+# before an exec) to the HISTFILE a .bashrc may set again: unset before the end.  What the startup
+# files themselves do (HISTFILESIZE with their own HISTFILE, `pyenv init`'s rehash) is what every
+# login of the user does: it is how the environment a job starts in is made, and the reason this
+# fact exists (README: read-only).  HISTFILE is the one variable not reported.
+LOGIN_ENV = (f"HISTFILE= timeout -k 2 {LOGIN_TIMEOUT} bash -lic 'printf \"\\n%s\\n\" \"" + v.LOGIN_MARKER
+             + "\"; unset HISTFILE; exec env -0' 2>/dev/null")
 
 # The SoC name needs the board info of one chip: the first NPU id npu-smi lists (ids are labels,
 # not 0..n-1), chip 0.  The card level of the same NPU adds the driver and firmware versions and

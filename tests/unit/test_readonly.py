@@ -31,6 +31,8 @@ FORBIDDEN_PATTERNS = [
      "nft changing rules"),
     (re.compile(r"firewall-cmd\s+[^\n]*--(add|remove|reload|set|permanent)"), "firewall-cmd changing rules"),
     (re.compile(_CMD + r"rm\b", re.M), "rm"),
+    # bash before 5.1 (CentOS 7, RHEL 8, Ubuntu 20.04) writes each one to a temporary file in /tmp.
+    (re.compile(r"<<<|<<-?\s*['\"]?[A-Za-z_]\w*['\"]?[ \t]*$", re.M), "a here-document or here-string"),
 ]
 # Where a command is allowed (script, what, the command), and why.
 EXCEPTIONS = {
@@ -144,3 +146,8 @@ def test_the_login_shell_leaves_the_history_file_alone(tmp_path):
     assert b"HOME=" in done.stdout  # the login shell ran and printed its environment
     assert history.read_text() == "".join(f"command {i}\n" for i in range(10))
     assert sorted(p.name for p in tmp_path.iterdir()) == [".bash_history", ".bash_profile", ".bashrc"]
+    # A .bashrc that names the history file itself: nothing is saved to it on the way out.
+    (tmp_path / ".bashrc").write_text("HISTFILE=~/.bash_history\nhistory -s 'from the probe'\n")
+    subprocess.run(["bash", "-c", LOGIN_ENV], env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+                   capture_output=True, timeout=30)
+    assert "from the probe" not in history.read_text()
