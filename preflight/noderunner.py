@@ -14,6 +14,7 @@ import base64
 import json
 import os
 import re
+import select
 import selectors
 import signal
 import subprocess
@@ -226,10 +227,14 @@ def run_command(bash, command, env, timeout, read):
 
 
 class Group:
-    """Commands that run one after another; ``out`` (a stream, or a list that buffers) gets their records."""
+    """Commands that run one after another; ``out`` (a stream, or a list that buffers) gets their records.
+    Groups run side by side, all streaming: each command's records are written whole as it ends
+    (an ``I`` line says it started), so records of groups never interleave within a command, and
+    what a group finished survives a hang in another or the host's deadline."""
 
-    def __init__(self, commands, out):
+    def __init__(self, commands, out, lock=None):
         self.commands, self.out = commands, out
+        self.lock = lock or threading.Lock()  # one per stream: every group writing to it shares it
 
     def run(self, ctx):
         try:
@@ -254,13 +259,12 @@ class Group:
         # once it has answered, a call that hangs stops only the lane of its own NPU.
         lanes = [Group(self.commands, []) for _ in ctx.devs]
         streaming = not isinstance(self.out, list)
-        lock = threading.Lock()
 
         def flush(i):
             # A group that streams passes each command's records on whole as it ends (they survive
             # a later hang or the host deadline), never two commands' records interleaved.
             if streaming:
-                with lock:
+                with self.lock:
                     data, lanes[i].out[:] = b"".join(lanes[i].out), []
                     _write(self.out, data)
 
@@ -269,8 +273,7 @@ class Group:
             # it does not open a record), so that a call the host deadline cuts off reads "did not
             # finish before the host's deadline", not "was not gathered".
             if streaming:
-                with lock:
-                    _write(self.out, b"%s I %s/%s\n" % (ctx.nonce, name.encode(), str(ctx.devs[i]).encode()))
+                self.write(b"%s I %s/%s\n" % (ctx.nonce, name.encode(), str(ctx.devs[i]).encode()))
 
         name, tool, command, _ = self.commands[0]
         started(0, name)
@@ -311,7 +314,8 @@ class Group:
         if why:
             self.write(b"%s S %s %s\n" % (nonce, name.encode(), why.encode()))
             return
-        self.write(b"%s B %s\n" % (nonce, name.encode()))
+        if not isinstance(self.out, list):  # in flight: its records come whole when it ends
+            self.write(b"%s I %s\n" % (nonce, name.encode()))
         if command.startswith(C_LOCALE):
             # The same locale through the environment: the command stays a simple one that
             # starts without a shell (simple_argv).
@@ -322,8 +326,8 @@ class Group:
         # A long output (every inventory name resolved, a big npu-smi table) goes deflated: at 1000
         # hosts that is a fifth of the bytes to send, and of what the controller holds while reading.
         kind, body = (b"Z", zlib.compress(out, 1)) if len(out) > COMPRESS_FROM else (b"O", out)
-        self.write(b"%s %s %s\n%s R %d %d\n%s E %s\n" % (nonce, kind, base64.b64encode(body), nonce, rc, ms,
-                                                        nonce, base64.b64encode(err)))
+        self.write(b"%s B %s\n%s %s %s\n%s R %d %d\n%s E %s\n" % (
+            nonce, name.encode(), nonce, kind, base64.b64encode(body), nonce, rc, ms, nonce, base64.b64encode(err)))
         # One hung tool costs one timeout, not one per NPU: later calls of it are skipped.
         if rc in (124, 137) and ms >= ctx.timeout * 1000 - 500:
             ctx.hung[breaker] = "%s timed out earlier on this host (%s)" % (tool, name)
@@ -347,7 +351,8 @@ class Group:
         if isinstance(self.out, list):
             self.out.append(data)
             return
-        _write(self.out, data)
+        with self.lock:
+            _write(self.out, data)
 
 
 class Context:
@@ -359,6 +364,22 @@ class Context:
         self.failed = []
 
 
+def _watch_channel(fd):
+    """Stop when the SSH channel is gone, not at the next write: sshd sends a session without a
+    terminal no SIGHUP, and a group whose command hangs writes nothing for a long while (on a wedged
+    driver, dozens more hccn_tool calls after the controller gave up).  A pipe whose reader closed
+    polls as POLLERR, a socket as POLLHUP."""
+    try:
+        poller = select.poll()
+        poller.register(fd, 0)  # errors and hang-ups are reported whatever the mask
+    except (AttributeError, OSError, ValueError):
+        return
+    while True:
+        for _, events in poller.poll(1000):
+            if events & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
+                _stop(signal.SIGPIPE, None)
+
+
 def main(argv):
     if sys.version_info < (3, 6):
         return 3  # the script falls back to the bash runner
@@ -366,19 +387,20 @@ def main(argv):
     for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _stop)
     ctx = Context(nonce.encode(), int(read), int(timeout), devs.split(), bash)
+    threading.Thread(target=_watch_channel, args=(sys.stdout.fileno(),), daemon=True).start()
     groups = json.loads(plan)
     out = sys.stdout.buffer
-    # The first group streams its records as they come (they survive a later hang or the host
-    # deadline); the others run beside it and are printed whole after it, in order.
-    later = [Group(g, []) for g in groups[1:]]
-    threads = [threading.Thread(target=g.run, args=(ctx,), daemon=True) for g in later]
+    # Every group streams its records as its commands end, side by side (see Group): npu-smi's
+    # answer is not held back behind a slow login shell in another group.
+    lock = threading.Lock()
+    runs = [Group(g, out, lock) for g in groups]
+    threads = [threading.Thread(target=g.run, args=(ctx,), daemon=True) for g in runs[1:]]
     for t in threads:
         t.start()
-    if groups:
-        Group(groups[0], out).run(ctx)
-    for t, g in zip(threads, later):
+    if runs:
+        runs[0].run(ctx)
+    for t in threads:
         t.join()
-        _write(out, b"".join(g.out))
     if ctx.failed:
         sys.stderr.write("preflight runner failed (%s); running the bash runner\n" % "; ".join(ctx.failed))
         return 1

@@ -272,7 +272,7 @@ def test_stopping_the_runner_leaves_no_command_behind():
     p = subprocess.Popen([sys.executable, "-I", "-S", "-c", src, nonce, "101", "30", plan, "", BASH],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     line = p.stdout.readline()
-    assert line.startswith(nonce.encode() + b" B slow")
+    assert line.startswith(nonce.encode() + b" I slow")  # running; its records come whole when it ends
     deadline = time.monotonic() + 10
     while not processes_with(m) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -316,12 +316,27 @@ def test_losing_the_channel_stops_every_running_command():
     src = open(noderunner.__file__).read()
     p = subprocess.Popen([sys.executable, "-I", "-S", "-c", src, nonce, "101", "30", plan, "", BASH],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert p.stdout.readline().startswith(nonce.encode() + b" B first")
+    assert p.stdout.readline().startswith(nonce.encode() + b" I ")  # a command is running
     deadline = time.monotonic() + 10
     while not processes_with(m) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert processes_with(m)
     p.stdout.close()  # the channel goes away; "first" ends after 1 s and its record cannot be written
+    assert p.wait(10) == 128 + signal.SIGPIPE
+    assert _gone(m)
+
+
+def test_losing_the_channel_stops_the_runner_while_nothing_is_written():
+    """The runner noticed a closed channel only at its next write: a command hanging for minutes
+    kept it, and every later command of its group, running after the controller had left."""
+    nonce = new_nonce()
+    m = marker()
+    plan = json.dumps([[["slow", "", f"sleep {m}", False], ["later", "", "echo never", False]]])
+    src = open(noderunner.__file__).read()
+    p = subprocess.Popen([sys.executable, "-I", "-S", "-c", src, nonce, "101", "60", plan, "", BASH],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline().startswith(nonce.encode() + b" I slow")
+    p.stdout.close()  # nothing more is written until the sleep ends, a minute from now
     assert p.wait(10) == 128 + signal.SIGPIPE
     assert _gone(m)
 
@@ -500,3 +515,21 @@ def test_a_tool_off_sudos_secure_path_stops_its_later_calls():
     out = _run_plan([[("link", "hccn", refused, True), ("tls", "hccn", "echo tls", True)]], devs="0 1 2 3")
     assert all("sudo -n refused hccn earlier on this host" in out[f"tls/{d}"].skipped for d in range(4))
     assert SUDO_REFUSAL == noderunner.SUDO_REFUSED_ERE
+
+
+def test_a_group_that_finished_is_recorded_while_another_still_runs():
+    """Only the first group streamed: npu-smi's answer, done in milliseconds, waited behind a slow
+    login shell in the first group, and the host deadline lost it ("was not gathered", blaming npu-smi)."""
+    nonce = new_nonce()
+    m = marker()
+    plan = json.dumps([[["slow", "", f"sleep {m}", False]], [["fast", "t", "echo quick answer", False]]])
+    src = open(noderunner.__file__).read()
+    done = subprocess.run(["timeout", "2", sys.executable, "-I", "-S", "-c", src, nonce, "101", "30", plan, "", BASH],
+                          capture_output=True, timeout=30)
+    assert done.returncode == 124  # cut off, as the host deadline cuts a probe off
+    from preflight.probe import parse_probe_output
+
+    outputs = parse_probe_output(done.stdout.decode(), nonce).outputs
+    assert outputs["fast"].rc == 0 and outputs["fast"].stdout == "quick answer\n", outputs
+    assert outputs["slow"].rc is None  # started, not finished
+    assert _gone(m)
