@@ -111,10 +111,12 @@ pf_run() {  # fact-name tool timeout-seconds command
   # stdout: capped, base64'd straight to the channel (fd 3); stderr: capped, base64'd into $e,
   # together with the exit status written as ":<rc>:" (fd 5; ':' is not in base64's alphabet,
   # so wherever that small write lands it can be cut out again). The readers are bounded too,
-  # so a background child that keeps a pipe open cannot hold the probe past the timeout.
+  # so a background child that keeps a pipe open cannot hold the probe past the timeout; by 3 s
+  # more than the command: killed with it, head would lose what it had read but not yet written.
+  local rt=$(( $3 + 3 ))
   e=$( { { timeout -k 2 "$3" bash -c "$PF_REAP$4" </dev/null 2>&4 3>&- 4>&- 5>&- \
-             | timeout -k 1 "$3" head -c "$PF_READ" | base64 -w 0 >&3
-           echo ":${PIPESTATUS[0]}:" >&5; } 4>&1 | timeout -k 1 "$3" head -c "$PF_READ" | base64 -w 0; } 5>&1 )
+             | timeout -k 1 "$rt" head -c "$PF_READ" | base64 -w 0 >&3
+           echo ":${PIPESTATUS[0]}:" >&5; } 4>&1 | timeout -k 1 "$rt" head -c "$PF_READ" | base64 -w 0; } 5>&1 )
   rc=${e#*:}; rc=${rc%%:*}
   e=${e/:$rc:/}; e=${e//$'\n'/}
   ms=${EPOCHREALTIME//[!0-9]/}; ms=$(( t0 ? (${ms:-0} - t0) / 1000 : (SECONDS - s0) * 1000 ))

@@ -533,3 +533,14 @@ def test_a_group_that_finished_is_recorded_while_another_still_runs():
     assert outputs["fast"].rc == 0 and outputs["fast"].stdout == "quick answer\n", outputs
     assert outputs["slow"].rc is None  # started, not finished
     assert _gone(m)
+
+
+@pytest.mark.parametrize("runner", ["auto", "bash"])
+def test_what_a_timed_out_command_printed_is_kept_by_both_runners(runner):
+    """The bash runner's readers were killed at the same moment as the command: head's unwritten
+    buffer went with them, so a hung command's partial output read as empty there (not in python's)."""
+    nonce = new_nonce()
+    script = build_script([ProbeCommand("hang", "echo before; echo said >&2; sleep 100")], nonce, 2, runner=runner)
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, timeout=60)
+    out = parse_probe_output(proc.stdout, nonce).outputs["hang"]
+    assert (out.rc, out.stdout, out.stderr) == (124, "before\n", "said\n"), out
