@@ -109,6 +109,10 @@ class Gatherer:
             facts.error_kind = "lost"
             facts.error = ("the SSH connection was lost in the middle of the probe (sshd died or the node went "
                            "away); facts gathered before that are kept")
+        elif result.truncated and not probe.complete:
+            facts.error = (f"the probe's output passed its {budget >> 20} MiB bound (commands printing megabytes each: "
+                           f"every command's output is cut at {self.settings.output_cap >> 20} MiB, the whole "
+                           f"stream at this bound); the rest was dropped; facts read before it are kept")
         elif result.exit_code is None and not probe.complete:
             facts.error_kind = "deadline"
             facts.error = (f"the probe did not finish within --host-timeout {self.settings.host_timeout:g}s; "

@@ -169,3 +169,19 @@ def test_ctrl_c_keeps_what_the_shards_finished(gatherer):
                         progress=progress, params_for=lambda h: {"PF_WHO": h.name})
     assert set(gatherer.partial) == {"h0", "h1"}
     assert all(f.raw["t.out"].stdout == "quick\n" for f in gatherer.partial.values())
+
+
+def test_a_probe_whose_output_passes_the_stream_bound_says_so():
+    """Five commands printing ~0.9 MB each passed the stream's 5 MiB bound: the host read "the probe
+    script stopped early (exit code 0)" and the last command "did not finish before the deadline"."""
+    from preflight.facts import FactSpec
+    from preflight.gather import Gatherer
+
+    specs = [FactSpec(f"big{i}", "head -c 900000 /dev/urandom", lambda text: text) for i in range(5)]
+    g = Gatherer(GatherSettings(fanout=1, host_timeout=60, command_timeout=20))
+    try:
+        facts = g.gather([Host(name="here", address="localhost", connection="local")], specs)["here"]
+    finally:
+        g.close()
+    assert facts.error.startswith("the probe's output passed its 5 MiB bound"), facts.error
+    assert facts.raw["big0"].rc == 0 and len(facts.raw["big0"].stdout) > 800000  # what came before is kept
