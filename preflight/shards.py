@@ -90,6 +90,8 @@ class _Shard:
                     self.facts[facts.host] = facts
                 elif kind == "tick":
                     self.progress = (message[1], message[2])
+                elif kind == "phase_one_failed":  # its hosts get this as their error (_collect)
+                    self.dead = f"the gathering process {self.index + 1} ({self.pid}) failed: {message[1]}"
                 elif kind == "phase_one_done":
                     self.phase_one_done.set()
         except (EOFError, OSError):
@@ -366,6 +368,12 @@ class _ShardServer:
             self.send(("phase_one_done",))
         except (EOFError, OSError):
             pass
+        except Exception as exc:  # noqa: BLE001 - a bug here must not leave the controller waiting forever
+            try:
+                self.send(("phase_one_failed", f"{type(exc).__name__}: {exc}"))
+                self.send(("phase_one_done",))
+            except (EOFError, OSError):
+                pass
 
     def answer(self, message) -> None:
         op, call, *args = message

@@ -185,3 +185,18 @@ def test_a_probe_whose_output_passes_the_stream_bound_says_so():
         g.close()
     assert facts.error.startswith("the probe's output passed its 5 MiB bound"), facts.error
     assert facts.raw["big0"].rc == 0 and len(facts.raw["big0"].stdout) > 800000  # what came before is kept
+
+
+def test_a_shard_whose_gathering_raises_names_the_error_for_its_hosts_and_does_not_hang(gatherer):
+    """An exception other than a lost link in a shard's phase one ended its thread without a word:
+    the controller waited for that shard for ever."""
+    class Broken(FactSpec):
+        def probe_command(self):
+            raise RuntimeError("a bug in building the probe")
+
+    hosts = [_local(f"n{i}") for i in range(4)]
+    t0 = time.monotonic()
+    facts = gatherer.gather(hosts, [Broken(name="t.out", command="true", parse=str)])
+    assert time.monotonic() - t0 < 20
+    for one in facts.values():
+        assert not one.reachable and "failed: RuntimeError: a bug in building the probe" in one.error, one.error
