@@ -483,8 +483,9 @@ class _Reader:
                 cmd_line = self.line
                 continue
             if c in "<>":
-                # A redirection: drop it and its target (and a bare fd number before it).
-                if words and re.fullmatch(r"\d+", words[-1].text):
+                # A redirection: drop it and its target (and the fd number written against it,
+                # 2>log; `--num-attention-heads 32 >log` keeps its 32, an argument).
+                if words and re.fullmatch(r"\d+", words[-1].text) and self.i and self.s[self.i - 1].isdigit():
                     words.pop()
                 heredoc = c == "<" and self.peek(1) == "<" and self.peek(2) != "<"
                 while self.peek() and self.peek() in "<>&-":

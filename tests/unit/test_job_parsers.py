@@ -35,6 +35,23 @@ def test_shell_expands_variables_arithmetic_defaults_and_keeps_lines():
     assert [w.line for w in cmd.words] == [8, 5, 3, 6, 6, 8, 8]
 
 
+@pytest.mark.parametrize("ending, words", [
+    ("--seq-length 4096 > logs/train.log 2>&1 &", ["--seq-length", "4096"]),
+    ("--seq-length 4096 >> logs/train.log 2>&1 &", ["--seq-length", "4096"]),
+    ("--seq-length 4096 >logs/train.log", ["--seq-length", "4096"]),
+    ('--seq-length 4096 > "$LOG" 2>&1', ["--seq-length", "4096"]),
+    ("--seq-length 4096 2>err.log", ["--seq-length", "4096"]),  # 2 against > is an fd: 4096 stays
+    ("--seq-length 4096 2>&1 | tee log", ["--seq-length", "4096"]),
+    ("--num-layers 2>err.log", ["--num-layers"]),  # an fd written against the redirection
+])
+def test_a_number_before_a_redirection_is_an_argument_unless_written_against_it(ending, words):
+    """`... --seq-length 4096 > logs/train.log 2>&1 &` lost its 4096 (read as an fd): "--seq-length
+    has no value", and the whole run stopped with exit 4."""
+    s = read_script(f"torchrun pretrain_gpt.py {ending}\n")
+    [launch] = [c for c in s.commands if c.words[0].text == "torchrun"]
+    assert [w.text for w in launch.words][2:] == words
+
+
 def test_shell_never_runs_command_substitutions_and_skips_heredocs():
     s = read_script("X=$(rm -rf /)\ncat <<EOF\n--tensor-model-parallel-size 99\nEOF\necho `date` $X\n")
     assert s.variables["X"].text == "$(rm -rf /)"
