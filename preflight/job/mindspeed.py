@@ -54,6 +54,8 @@ FLAGS = {
     "--master_port": ("master_port", True),
     "--master-port": ("master_port", True),
 }
+# Flags that take every word up to the next flag (Megatron's nargs='*'): blended data prefixes.
+MULTI_VALUE = frozenset({"--data-path", "--train-data-path", "--valid-data-path", "--test-data-path"})
 LAUNCHERS = ("torchrun", "msrun")
 
 
@@ -123,7 +125,13 @@ def parse_mindspeed(path: str, text: str) -> Job:
                                       and not _UNSET_WORD.fullmatch(nxt.text))):
                 value, vline = nxt.text, nxt.line
                 i += 1
-                if flag in FLAGS and is_placeholder(value):
+                if flag in MULTI_VALUE:
+                    # Megatron's --data-path takes every word up to the next flag (nargs='*'):
+                    # DATA_PATH="0.3 /a 0.7 /b" passed unquoted is four words, two prefixes.
+                    while i + 1 < len(words) and not words[i + 1].text.startswith("--"):
+                        i += 1
+                        value += " " + words[i].text
+                elif flag in FLAGS and is_placeholder(value):
                     # --load $CKPT_LOAD_DIR of "your model ckpt path": the words it splits into, whole,
                     # so the placeholder is named as the example wrote it (not "your").
                     while i + 1 < len(words) and not words[i + 1].text.startswith("--") \

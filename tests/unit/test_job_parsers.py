@@ -128,6 +128,20 @@ def test_mindspeed_llm_script_and_flat_pp_layer_keys(tmp_path):
     assert job.pp_layers["llm"].stages == (0, 8, 10, 10) and job.pp_layers["llm"].arg.name == "llm_pp_layers"
 
 
+@pytest.mark.parametrize("quoted", [True, False])
+def test_a_blended_data_path_keeps_every_prefix_quoted_or_not(tmp_path, quoted):
+    """DATA_PATH="0.3 /a 0.7 /b" passed as --data-path $DATA_PATH (unquoted, as MindSpeed-LLM's
+    examples do) kept 0.3 alone: both prefixes went unchecked and data_paths passed."""
+    from preflight.job import split_paths
+
+    ref = '"$DATA_PATH"' if quoted else "$DATA_PATH"
+    p = write(tmp_path, "blend.sh", 'DATA_PATH="0.3 /data/a_text_document 0.7 /data/b_text_document"\n'
+                                    f"torchrun pretrain_gpt.py --data-path {ref} --tensor-model-parallel-size 2\n")
+    job = load_job(str(p))
+    assert split_paths(job.args["data_path"].value) == ["/data/a_text_document", "/data/b_text_document"]
+    assert job.args["tp"].value == "2"
+
+
 def test_msrun_launch(tmp_path):
     p = write(tmp_path, "ms.sh", "msrun --worker_num 16 --local_worker_num 8 --master_port 8110 pretrain_gpt.py "
                                  "--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2\n")
