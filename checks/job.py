@@ -721,7 +721,7 @@ def test_data_paths(job, job_facts, verdict):
                 else:
                     notes.append(f"{a.shown()} (relative path, not looked up on the nodes)")
                 continue
-            if st.status == "missing":
+            if st.status in ("missing", "suffix", "noidx"):
                 # ROLL and verl download a model named by its Hub id (Qwen/Qwen2.5-7B-Instruct).
                 if job.kind in ("roll", "verl") and a.name in model_keys and _hub_id(a.value) and job_facts.local:
                     notes.append(f"{a.shown()} (a Hub model id)")
@@ -730,8 +730,22 @@ def test_data_paths(job, job_facts, verdict):
             else:
                 ok += 1
         for a in missing:
-            verdict.failed(job.name, host=host, where=f"{place}",
-                           observed=f"{job.cite(a)} does not exist", expected="the path present")
+            st = stats[a.value]
+            if st.status == "suffix":
+                verdict.failed(job.name, host=host, where=f"{place}",
+                               observed=f"{job.cite(a)} does not exist as a data prefix ({a.value}.bin), but "
+                                        f"{a.value}_text_document.bin does",
+                               expected="PREFIX.bin and PREFIX.idx: Megatron opens exactly those",
+                               remedy=f"Pass the prefix preprocess_data wrote: {a.name} {a.value}_text_document.")
+            elif st.status == "noidx":
+                verdict.failed(job.name, host=host, where=f"{place}",
+                               observed=f"{job.cite(a)}: {a.value}.bin is there but {a.value}.idx is not",
+                               expected="PREFIX.bin and PREFIX.idx: Megatron opens both",
+                               remedy="Copy the .idx file beside the .bin (preprocess_data writes both), or run "
+                                      "preprocess_data again.")
+            else:
+                verdict.failed(job.name, host=host, where=f"{place}",
+                               observed=f"{job.cite(a)} does not exist", expected="the path present")
         if not missing and not ok:
             verdict.skipped(job.name, host=host, message=f"{place}: no path to look up"
                                                          + (f" ({', '.join(notes)})" if notes else ""))

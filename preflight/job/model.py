@@ -64,9 +64,12 @@ printf '%s\n' "$PF_JOB_PATHS" | while IFS= read -r p; do
   b=$(printf %s "$p" | base64 -w 0)
   if [ -d "$p" ]; then printf 'P dir - %s\n' "$b"
   elif [ -e "$p" ]; then printf 'P file %s %s\n' "$(stat -Lc %s -- "$p" 2>/dev/null)" "$b"
-  elif [ -e "$p.bin" ] || [ -e "${p}_text_document.bin" ]; then
-    q="$p.bin"; [ -e "$q" ] || q="${p}_text_document.bin"
-    printf 'P prefix %s %s\n' "$(stat -Lc %s -- "$q" 2>/dev/null)" "$b"
+  elif [ -e "$p.bin" ]; then
+    k=prefix; [ -e "$p.idx" ] || k=noidx
+    printf 'P %s %s %s\n' "$k" "$(stat -Lc %s -- "$p.bin" 2>/dev/null)" "$b"
+  elif [ -e "${p}_text_document.bin" ]; then
+    # Megatron opens PREFIX.bin and PREFIX.idx exactly; preprocess_data named them PREFIX_text_document.
+    printf 'P suffix %s %s\n' "$(stat -Lc %s -- "${p}_text_document.bin" 2>/dev/null)" "$b"
   elif pk=( "${p}"_packed_*_document.bin ) && [ -e "${pk[0]}" ]; then
     # An instruction / DPO dataset (MindSpeed-LLM --is-instruction-dataset): one file per field.
     printf 'P prefix %s %s\n' "$(stat -Lc %s -- "${pk[@]}" 2>/dev/null | awk '{s += $1} END {print s + 0}')" "$b"
@@ -359,7 +362,10 @@ def parse_model_bundle(stdout: str) -> dict[str, ModelDir]:
 @dataclass(frozen=True)
 class PathStat:
     path: str
-    status: str  # file, dir, prefix (Megatron data prefix: PATH.bin exists), missing
+    # file, dir, prefix (a Megatron data prefix: PATH.bin and PATH.idx exist), noidx (PATH.bin
+    # without PATH.idx), suffix (only PATH_text_document.bin: the prefix lacks preprocess_data's
+    # suffix), missing
+    status: str
     size: int | None
 
 
@@ -440,9 +446,11 @@ def read_paths_local(paths) -> str:
             out.append(f"P dir - {b}")
         elif os.path.exists(p):
             out.append(f"P file {os.path.getsize(p)} {b}")
-        elif os.path.exists(p + ".bin") or os.path.exists(p + "_text_document.bin"):
-            q = p + ".bin" if os.path.exists(p + ".bin") else p + "_text_document.bin"
-            out.append(f"P prefix {os.path.getsize(q)} {b}")
+        elif os.path.exists(p + ".bin"):
+            kind = "prefix" if os.path.exists(p + ".idx") else "noidx"
+            out.append(f"P {kind} {os.path.getsize(p + '.bin')} {b}")
+        elif os.path.exists(p + "_text_document.bin"):
+            out.append(f"P suffix {os.path.getsize(p + '_text_document.bin')} {b}")
         elif packed := glob.glob(glob.escape(p) + "_packed_*_document.bin"):
             out.append(f"P prefix {sum(os.path.getsize(f) for f in packed)} {b}")
         else:

@@ -443,13 +443,44 @@ def test_roll_megatron_strategy(tmp_path):
 def test_missing_data_path_is_named(tmp_path):
     hf = hf_model(tmp_path / "tok")
     (tmp_path / "alpaca_text_document.bin").write_bytes(b"x")
+    (tmp_path / "alpaca_text_document.idx").write_bytes(b"i")
     job = load_job(write(tmp_path, "p.sh", llm_script(tokenizer=str(hf), load=str(tmp_path / "nockpt"),
                                                       data=str(tmp_path / "alpaca_text_document"))))
     [r] = run(jc.test_data_paths, job)
     assert r.outcome == "failed"
     explained(r, f"--load {tmp_path / 'nockpt'} (", "p.sh:41, value set at line 9) does not exist")
     megatron_ckpt(tmp_path / "nockpt")
-    assert outcomes(run(jc.test_data_paths, job)) == ["passed"]  # the data prefix's .bin exists
+    assert outcomes(run(jc.test_data_paths, job)) == ["passed"]  # the data prefix's .bin and .idx exist
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["job-local", "node-probe"])
+def test_a_data_prefix_needs_its_own_bin_and_idx(tmp_path, local):
+    """--data-path /data/alpaca beside alpaca_text_document.bin passed (Megatron opens alpaca.bin and
+    crashes at start-up), and a prefix with its .bin but no .idx passed too."""
+    import subprocess
+
+    from preflight.job.model import PATHS_COMMAND, parse_paths, read_paths_local
+
+    (tmp_path / "alpaca_text_document.bin").write_bytes(b"x")
+    (tmp_path / "alpaca_text_document.idx").write_bytes(b"i")
+    (tmp_path / "noidx.bin").write_bytes(b"x")
+    paths = [str(tmp_path / n) for n in ("alpaca", "noidx", "alpaca_text_document")]
+    if local:
+        stats = parse_paths(read_paths_local(paths))
+    else:
+        env = {"PATH": "/usr/bin:/bin", "PF_JOB_PATHS": "\n".join(paths)}
+        stats = parse_paths(subprocess.run(["bash", "-c", PATHS_COMMAND], env=env, capture_output=True,
+                                           text=True, timeout=30).stdout)
+    assert [stats[p].status for p in paths] == ["suffix", "noidx", "prefix"]
+    hf = hf_model(tmp_path / "tok")
+    megatron_ckpt(tmp_path / "ckpt")
+    for prefix, words, remedy in (("alpaca", "but " + str(tmp_path / "alpaca_text_document.bin") + " does",
+                                   f"--data-path {tmp_path / 'alpaca'}_text_document"),
+                                  ("noidx", f"{tmp_path / 'noidx'}.idx is not", "Copy the .idx file")):
+        job = load_job(write(tmp_path, "p.sh", llm_script(tokenizer=str(hf), load=str(tmp_path / "ckpt"),
+                                                          data=str(tmp_path / prefix))))
+        [r] = [x for x in run(jc.test_data_paths, job) if x.outcome != "passed"]
+        assert r.outcome == "failed" and words in r.message and remedy in r.remedy, (r.message, r.remedy)
 
 
 def test_a_path_left_as_the_examples_placeholder_is_named_whole(tmp_path):
@@ -457,6 +488,7 @@ def test_a_path_left_as_the_examples_placeholder_is_named_whole(tmp_path):
     the job read --load "your" (looked up on the nodes as a relative path)."""
     hf = hf_model(tmp_path / "tok")
     (tmp_path / "alpaca_text_document.bin").write_bytes(b"x")
+    (tmp_path / "alpaca_text_document.idx").write_bytes(b"i")
     job = load_job(write(tmp_path, "p.sh", llm_script(tokenizer=str(hf), load="your model ckpt path",
                                                       data=str(tmp_path / "alpaca_text_document"))))
     assert job.arg("load").value == "your model ckpt path"
