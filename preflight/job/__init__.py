@@ -144,7 +144,10 @@ class Job:
             a = self.args.get(key)
             if a is None:
                 continue
-            for p in split_paths(a.value):
+            # Data arguments may list several (Megatron's weighted prefixes, verl's and ROLL's file
+            # lists) and are split; a model or tokenizer path is one, spaces and all
+            # (--load "/data/my ckpt/llama").
+            for p in (split_paths(a.value) if key in self.data_args else [a.value.strip().strip("'\"")]):
                 if (a.name, p) not in seen and usable_path(p):
                     seen.add((a.name, p))
                     out.append(Arg(a.name, p, a.line, a.value_line, a.sep, a.file))
@@ -247,7 +250,7 @@ def is_placeholder(value: str) -> bool:
 def usable_path(value: str) -> bool:
     """A path we can look up: resolved (no ``$VAR`` left) and not a placeholder."""
     v = value.strip()
-    return bool(v) and "$" not in v and "`" not in v and not is_placeholder(v) and " " not in v.strip()
+    return bool(v) and "$" not in v and "`" not in v and not is_placeholder(v)
 
 
 def split_paths(value: str) -> list[str]:

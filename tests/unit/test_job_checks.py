@@ -453,6 +453,20 @@ def test_missing_data_path_is_named(tmp_path):
     assert outcomes(run(jc.test_data_paths, job)) == ["passed"]  # the data prefix's .bin and .idx exist
 
 
+def test_a_model_path_with_a_space_is_one_path(tmp_path):
+    """--tokenizer-name-or-path "/x/sp dir/tok" was split into "/x/sp" and "dir/tok", both failed as
+    missing, and the model folder (there, config.json and all) was reported absent."""
+    hf = hf_model(tmp_path / "sp dir" / "tok")
+    megatron_ckpt(tmp_path / "my ckpt")
+    for suffix in ("bin", "idx"):
+        (tmp_path / f"alpaca_text_document.{suffix}").write_bytes(b"x")
+    job = load_job(write(tmp_path, "p.sh", (
+        f'torchrun pretrain_gpt.py --tensor-model-parallel-size 1 --tokenizer-name-or-path "{hf}" \\\n'
+        f'    --load "{tmp_path / "my ckpt"}" --data-path {tmp_path / "alpaca_text_document"}\n')))
+    assert job.arg("tokenizer").value == str(hf) and job.arg("load").value == str(tmp_path / "my ckpt")
+    assert outcomes(run(jc.test_data_paths, job)) == ["passed"]
+
+
 @pytest.mark.parametrize("local", [True, False], ids=["job-local", "node-probe"])
 def test_a_data_prefix_needs_its_own_bin_and_idx(tmp_path, local):
     """--data-path /data/alpaca beside alpaca_text_document.bin passed (Megatron opens alpaca.bin and
