@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field, replace
 
 KINDS = ("mindspeed", "verl", "roll")
@@ -281,6 +282,10 @@ def detect_kind(path: str, text: str) -> str | None:
 
 def load_job(path: str, kind: str | None = None) -> Job:
     try:
+        # A FIFO (or a device) would block open() or read for ever: only a regular file is read.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise JobError(path, None, "not a regular file (a directory, FIFO or device): give the launch "
+                                       "script or config file itself")
         with open(path, "rb") as fh:
             data = fh.read(8 << 20)
     except OSError as exc:

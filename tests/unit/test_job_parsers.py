@@ -637,3 +637,12 @@ def test_an_array_a_branch_that_never_runs_set_keeps_its_value():
 def test_expansions_nested_past_the_stack_are_a_shell_error():
     with pytest.raises(ShellError, match="nested too deeply"):
         read_script("X=" + "${X:-" * 3000 + "}" * 3000 + "\n")
+
+
+def test_a_job_file_that_is_a_fifo_or_a_directory_is_refused_at_once(tmp_path):
+    """--job fifo.sh (a FIFO nothing writes to) blocked the run for ever in open()."""
+    fifo = tmp_path / "fifo.sh"
+    os.mkfifo(fifo)
+    for path in (fifo, tmp_path):
+        with pytest.raises(JobError, match="not a regular file"):
+            load_job(str(path))
