@@ -646,3 +646,18 @@ def test_a_job_file_that_is_a_fifo_or_a_directory_is_refused_at_once(tmp_path):
     for path in (fifo, tmp_path):
         with pytest.raises(JobError, match="not a regular file"):
             load_job(str(path))
+
+
+def test_a_value_appended_to_thousands_of_times_is_refused_not_read_for_minutes(tmp_path):
+    """ARGS="$ARGS --flagN N" 20 000 times (a generated script) ran past two minutes and 9.7 GB."""
+    import time
+
+    many = 'ARGS=""\n' + "".join(f'ARGS="$ARGS --flag{i} {i}"\n' for i in range(20000)) + "torchrun pretrain_gpt.py $ARGS\n"
+    t0 = time.monotonic()
+    with pytest.raises(JobError, match="too large to read"):
+        load_job(str(write(tmp_path, "gen.sh", many)))
+    assert time.monotonic() - t0 < 30
+    # A few hundred appends, already more than any launch script has, are read as before.
+    few = 'ARGS=""\n' + "".join(f'ARGS="$ARGS --flag{i} {i}"\n' for i in range(300)) + \
+        "torchrun pretrain_gpt.py $ARGS --tensor-model-parallel-size 2\n"
+    assert load_job(str(write(tmp_path, "few.sh", few))).args["tp"].value == "2"
