@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 KINDS = ("mindspeed", "verl", "roll")
@@ -82,10 +83,11 @@ class Job:
     strategies: dict[str, Arg] = field(default_factory=dict)  # ROLL: actor -> strategy_name
     data_args: tuple[str, ...] = ()  # canonical names of args that are paths to data
     notes: list[str] = field(default_factory=list)
+    label: str | None = None  # the name when another --job file has the same file name (load_jobs)
 
     @property
     def name(self) -> str:
-        return os.path.basename(self.path)
+        return self.label or os.path.basename(self.path)
 
     def arg(self, key: str) -> Arg | None:
         """The argument as given, resolved or not (see :attr:`Arg.unresolved`); None when not given.
@@ -316,4 +318,12 @@ def load_job(path: str, kind: str | None = None) -> Job:
 
 
 def load_jobs(paths, kind: str | None = None) -> list[Job]:
-    return [load_job(str(p), kind) for p in paths]
+    """The --job files; two with one file name (a/run.sh, b/run.sh) are named by their paths as
+    given, so that every result names the job it is about."""
+    jobs = [load_job(str(p), kind) for p in paths]
+    names = Counter(os.path.basename(j.path) for j in jobs)
+    paths_seen = Counter(j.path for j in jobs)
+    for i, job in enumerate(jobs):
+        if names[os.path.basename(job.path)] > 1:
+            job.label = job.path if paths_seen[job.path] == 1 else f"{job.path}#{i + 1}"
+    return jobs

@@ -661,3 +661,16 @@ def test_a_value_appended_to_thousands_of_times_is_refused_not_read_for_minutes(
     few = 'ARGS=""\n' + "".join(f'ARGS="$ARGS --flag{i} {i}"\n' for i in range(300)) + \
         "torchrun pretrain_gpt.py $ARGS --tensor-model-parallel-size 2\n"
     assert load_job(str(write(tmp_path, "few.sh", few))).args["tp"].value == "2"
+
+
+def test_two_job_files_of_one_name_are_told_apart_by_their_paths(tmp_path):
+    """--job a/run.sh --job b/run.sh: every result's subject was "run.sh", one matrix row mixed both."""
+    from preflight.job import load_jobs
+
+    text = "torchrun pretrain_gpt.py --tensor-model-parallel-size 2\n"
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    one, two = write(a, "run.sh", text), write(b, "run.sh", text)
+    other = write(tmp_path, "other.sh", text)
+    assert [j.name for j in load_jobs([str(one), str(two), str(other)])] == [str(one), str(two), "other.sh"]
+    assert [j.name for j in load_jobs([str(one), str(one)])] == [f"{one}#1", f"{one}#2"]
