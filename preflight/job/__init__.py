@@ -84,6 +84,9 @@ class Job:
     data_args: tuple[str, ...] = ()  # canonical names of args that are paths to data
     notes: list[str] = field(default_factory=list)
     label: str | None = None  # the name when another --job file has the same file name (load_jobs)
+    # Where the job's relative paths are read from with --job-local: the folder its config files
+    # (--mm-model, --mm-data) were found under when that is not the current directory.
+    launch_dir: str | None = None
 
     @property
     def name(self) -> str:

@@ -194,7 +194,7 @@ def _trainer_config(job: Job, word, conditional: dict) -> None:
     if (reason := unresolved_reason(word.text, job.path, conditional)) is not None:
         job.notes.append(f"{shown} {reason}: the trainer config is not read")
         return
-    found = _beside(job.path, word.text)
+    found = _beside(job.path, word.text, job)
     if found is None:
         job.notes.append(f"{shown}: the trainer config was not found next to the job (run the preflight from "
                          f"the launch directory); its model, data and parallel sizes are not checked")
@@ -216,10 +216,18 @@ def _trainer_config(job: Job, word, conditional: dict) -> None:
         job.set_arg(canon, arg)
 
 
-def _beside(path: str, value: str) -> str | None:
+def _beside(path: str, value: str, job: Job | None = None) -> str | None:
     """The file a launch script names (--mm-model, a trainer YAML), looked for where the script
-    would find it: the current directory, or the script's folder and up to four above it."""
-    return next((c for c in _candidates(path, value) if os.path.isfile(c)), None)
+    would find it: the current directory, or the script's folder and up to four above it.  Found
+    above the script, that folder is where the job is launched from: its relative paths are read
+    from there (``job.launch_dir``), not from wherever the preflight was started."""
+    found = next((c for c in _candidates(path, value) if os.path.isfile(c)), None)
+    if found is not None and job is not None and not os.path.isabs(value) and found != os.path.abspath(value) \
+            and job.launch_dir is None:
+        job.launch_dir = found[:-(len(value) + 1)]
+        job.notes.append(f"{value} was found under {job.launch_dir}, not under the current directory: the job's "
+                         f"relative paths are read from {job.launch_dir}, taken as the directory it is launched from")
+    return found
 
 
 def _candidates(path: str, value: str):
@@ -300,7 +308,7 @@ def _data_json(job: Job) -> None:
     mm = job.args.get("mm_data")
     if mm is None:
         return
-    found = _beside(job.path, mm.value)
+    found = _beside(job.path, mm.value, job)
     if found is None:
         job.notes.append(f"--mm-data {mm.value} ({job.where(mm)}) was not found next to the job (run the preflight "
                          f"from the launch directory): the model and dataset paths in it are not checked")
@@ -327,7 +335,7 @@ def _layer_lists(job: Job) -> None:
     mm = job.args.get("mm_model")
     if mm is None:
         return
-    found = _beside(job.path, mm.value)
+    found = _beside(job.path, mm.value, job)
     if found is None:
         job.model_json_problem = (f"--mm-model {mm.value} ({job.where(mm)}) was not found next to the job "
                                   f"(run the preflight from the launch directory)")

@@ -388,11 +388,17 @@ def _enc(text: str | bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def read_model_dirs_local(paths) -> str:
-    """The bundle :data:`MODEL_COMMAND` would print, read here (plain, not compressed)."""
+def _at(base: str | None, path: str) -> str:
+    return os.path.join(base, path) if base and not os.path.isabs(path) else path
+
+
+def read_model_dirs_local(paths, base: str | None = None) -> str:
+    """The bundle :data:`MODEL_COMMAND` would print, read here (plain, not compressed); relative
+    paths from ``base`` (the current directory when None), named as given."""
     out = []
-    for d in paths:
-        out.append(f"D {_enc(d)}")
+    for given in paths:
+        out.append(f"D {_enc(given)}")
+        d = _at(base, given)
         if not os.path.lexists(d):
             out.append("X missing")
             continue
@@ -438,10 +444,11 @@ def read_model_dirs_local(paths) -> str:
     return "\n".join(out) + "\n"
 
 
-def read_paths_local(paths) -> str:
+def read_paths_local(paths, base: str | None = None) -> str:
     out = []
-    for p in paths:
-        b = _enc(p)
+    for given in paths:
+        b = _enc(given)
+        p = _at(base, given)
         if os.path.isdir(p):
             out.append(f"P dir - {b}")
         elif os.path.exists(p):

@@ -453,6 +453,29 @@ def test_missing_data_path_is_named(tmp_path):
     assert outcomes(run(jc.test_data_paths, job)) == ["passed"]  # the data prefix's .bin and .idx exist
 
 
+def test_a_job_run_from_another_directory_reads_its_relative_paths_from_its_launch_directory(tmp_path,
+                                                                                             monkeypatch):
+    """From above the launch directory, --mm-data ./examples/... was found (beside the script) and read,
+    yet the same path, and every relative path in it, was reported missing: looked up from here."""
+    mm = tmp_path / "mm"
+    (mm / "examples" / "qwen2vl").mkdir(parents=True)
+    (mm / "data").mkdir()
+    (mm / "data" / "train.jsonl").write_text("{}\n")
+    hf_model(mm / "ckpt" / "hf")
+    (mm / "examples" / "qwen2vl" / "data.json").write_text(json.dumps({"dataset_param": {
+        "basic_parameters": {"dataset": "./data/train.jsonl", "dataset_dir": "./data"},
+        "preprocess_parameters": {"model_name_or_path": "./ckpt/hf"}}}))
+    script = write(mm / "examples" / "qwen2vl", "finetune.sh",
+                   "torchrun pretrain_vlm.py --mm-data ./examples/qwen2vl/data.json --tensor-model-parallel-size 1\n")
+    monkeypatch.chdir(tmp_path)  # not the launch directory
+    job = load_job(str(script))
+    assert job.launch_dir == str(mm) and any("taken as the directory it is launched from" in n for n in job.notes)
+    assert outcomes(run(jc.test_data_paths, job)) == ["passed"], [r.message for r in run(jc.test_data_paths, job)]
+    monkeypatch.chdir(mm)  # from the launch directory itself: the same, with no note
+    job = load_job(str(script))
+    assert job.launch_dir is None and outcomes(run(jc.test_data_paths, job)) == ["passed"]
+
+
 def test_a_model_path_with_a_space_is_one_path(tmp_path):
     """--tokenizer-name-or-path "/x/sp dir/tok" was split into "/x/sp" and "dir/tok", both failed as
     missing, and the model folder (there, config.json and all) was reported absent."""
