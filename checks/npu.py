@@ -69,6 +69,18 @@ def test_count_and_type(host, facts, verdict):
                            expected=f"{want_n} NPUs (inventory npus_per_node)")
         else:
             verdict.passed("count", message=f"{len(ids)} NPUs")
+    # A3 lists 2 chips (dies) per NPU id, a 310P Duo card 2: a die the driver lost leaves its NPU
+    # id standing with one chip, which the NPU count does not see.
+    per_npu = Counter(c.npu_id for c in info.chips)
+    usual = Counter(per_npu.values()).most_common(1)[0][0] if per_npu else 0
+    short = sorted(i for i, n in per_npu.items() if n < usual)
+    if short:
+        verdict.failed("chips", observed=f"{fold(f'npu{i}' for i in short)} list{'s' if len(short) == 1 else ''} "
+                                         f"{min(per_npu[i] for i in short)} chip(s) in npu-smi info, the other NPUs "
+                                         f"{usual}",
+                       expected=f"{usual} chips on every NPU",
+                       remedy="A chip (die) of that NPU is missing: a hardware or driver fault. Check npu-smi info "
+                              "-t health -i <id> and dmesg on the node, reset or replace the card, then re-run.")
     if len(kinds) > 1:
         verdict.failed("type", observed=f"mixed chips on one node: {', '.join(kinds)}", expected="one chip type")
     elif want_chip is not None:

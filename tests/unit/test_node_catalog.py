@@ -1430,6 +1430,30 @@ def test_count_and_type():
     assert r.outcome == "failed" and "chip Ascend910" in r.message
 
 
+def _without_chip(text, npu, phy):
+    """npu-smi info's table with the chip of Phy-ID ``phy`` (its two rows and the rule after them) gone."""
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines[:-1]):
+        nxt = lines[i + 1].strip("|").split()
+        if line.strip("|").split()[:1] == [str(npu)] and nxt[:2] == ["1", str(phy)]:
+            return "".join(lines[:i] + lines[i + 3:])
+    raise AssertionError(f"no chip {phy} of npu{npu} in the table")
+
+
+def test_count_and_type_fails_an_a3_npu_that_lost_a_die():
+    """An A3 node with one die gone from npu-smi info (NPU 6 listing one chip of two) passed every
+    check: 8 NPU ids still, and 16 /dev/davinci nodes against the 2 chips per NPU the others show."""
+    text = fixture("npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt")
+    raw = node_raw(npus=16)
+    raw["npu_smi.info"] = out(_without_chip(text, npu=6, phy=13))
+    results = run(npu.test_count_and_type, make_host(npus_per_node=8), make_facts(raw=raw))
+    [r] = [r for r in results if r.subject == "chips"]
+    assert r.outcome == "failed" and "npu6 lists 1 chip(s) in npu-smi info, the other NPUs 2" in r.message, r.message
+    raw["npu_smi.info"] = out(text)
+    assert not [r for r in run(npu.test_count_and_type, make_host(npus_per_node=8), make_facts(raw=raw))
+                if r.subject == "chips"]
+
+
 def test_hardware_agree():
     hosts = [make_host(f"node-0{i}", groups=["worker"]) for i in (1, 2, 3)]
     ok(run(npu.test_hardware_agree, cluster=cluster_of(*[(h, make_facts(h.name, raw=node_raw())) for h in hosts])))
