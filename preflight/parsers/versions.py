@@ -101,12 +101,22 @@ def parse_firmware_version_info(text: str) -> FirmwareInfo:
 
 
 def driver_matches_prefix(driver: str, prefix: str) -> bool:
-    """Firmware ``compatible_version_drv`` entries are written ``[24.1,24.1.]`` or ``[23.0.0,23.0.0.]``;
-    a firmware shipped with driver 23.0.7 lists ``[23.0.0,23.0.0.]``, so an entry stands for its
-    release line: the driver matches when major.minor agree (case-insensitive)."""
-    d = driver.lower().split(".")[:2]
-    p = prefix.lower().rstrip(".").split(".")[:2]
-    return len(p) == 2 and d == p
+    """Firmware ``compatible_version_drv`` entries (case-insensitive):
+
+    * ``[24.1,24.1.]``: the release line, every 24.1 driver;
+    * ``[23.0.0,23.0.0.]``: the line's releases (a firmware shipped with driver 23.0.7 lists it),
+      23.0.<n>, not its release candidates;
+    * ``[23.0.rc3,23.0.rc3.]``: that release candidate and its patches (23.0.rc3, 23.0.rc3.1), which
+      a firmware lists beside the line when it takes that candidate and not the earlier ones."""
+    d = driver.lower().split(".")
+    p = prefix.lower().rstrip(".").split(".")
+    if len(p) < 2 or d[:2] != p[:2]:
+        return False
+    if len(p) == 2:
+        return True
+    if p[2] == "0":
+        return len(d) > 2 and d[2].isdigit()
+    return d[:len(p)] == p
 
 
 # -- CANN -------------------------------------------------------------------------------

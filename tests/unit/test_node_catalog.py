@@ -161,6 +161,16 @@ def test_firmware_version_info_fixtures(rel):
                for p in info.driver_prefixes)
 
 
+@pytest.mark.parametrize("driver, matched", [
+    ("23.0.7", ["23.0.0"]), ("23.0.rc3", ["23.0.rc3"]), ("23.0.rc3.1", ["23.0.rc3"]),
+    ("23.0.rc2", []), ("23.0.RC1", []), ("24.1.rc2", ["24.1"]), ("25.0.rc1.1", ["25.0"])])
+def test_a_firmware_entry_naming_a_release_candidate_takes_that_candidate_only(driver, matched):
+    """[23.0.rc3,23.0.rc3.] beside [23.0.0,23.0.0.] (firmware 7.1.0.11): read by major.minor alone, both
+    took 23.0.rc1 and rc2, which that firmware does not list."""
+    entries = ("23.0.rc3", "23.0.0", "24.0", "24.1", "25.0")
+    assert [p for p in entries if pv.driver_matches_prefix(driver, p)] == matched
+
+
 @pytest.mark.parametrize("rel, version, arch", [
     ("8.2.RC1-aarch64.txt", "8.2.RC1", "aarch64"), ("8.5.0-aarch64-cann-root.txt", "8.5.0", "aarch64"),
     ("8.5.0-x86_64-cann-root.txt", "8.5.0", "x86_64"), ("7.0.T10-aarch64-internal.txt", "7.0.T10", "aarch64")])
