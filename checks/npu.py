@@ -109,7 +109,7 @@ ALL_NODES = "(all nodes)"
 
 
 @check("cluster.hardware_agree", title="Same NPU count and chip type within each group", scope="cluster",
-       reference=faq.X_HARDWARE, needs=("npu_smi.info",),
+       reference=faq.X_HARDWARE, needs=("npu_smi.info", "npu_smi.board?"),
        remedy=("Put only identical nodes in one group (a job's ranks assume the same NPUs everywhere), or fix the "
                "node whose NPU count dropped (driver or hardware fault)."))
 def test_hardware_agree(cluster, verdict):
@@ -126,6 +126,10 @@ def test_hardware_agree(cluster, verdict):
         for role in h.groups:
             if h.vars.get("npus_per_node") is not None:
                 by_role[role][h.vars["npus_per_node"]] += 1
+    # A3's table names every SoC Ascend910: the board's SoC (910_9391, 910_9392) tells them apart,
+    # compared only where every node's board was read (one unread would differ by that alone).
+    boards = {host.name: facts.optional("npu_smi.board") for host, facts in cluster.reachable()}
+    with_soc = all(b is not None and b.soc for b in boards.values())
     for host, facts in cluster.reachable():
         try:
             info = facts.get("npu_smi.info")
@@ -133,6 +137,8 @@ def test_hardware_agree(cluster, verdict):
             unreadable.append(host.name)
             continue
         shape = f"{len(npu_ids(info))} x {'/'.join(sorted({c.name for c in info.chips})) or 'no NPU'}"
+        if with_soc and boards[host.name].soc.lower().removeprefix("ascend") not in shape.lower():
+            shape += f" ({boards[host.name].soc})"
         # The roles (head, worker) are not hardware groups: a head and its workers run one job, so
         # they are compared together (split by role, a 1 head + 1 worker cluster could never fail).
         own = host.vars.get("npus_per_node")

@@ -1464,6 +1464,26 @@ def test_count_and_type_fails_an_a3_npu_that_lost_a_die():
                 if r.subject == "chips"]
 
 
+def test_hardware_agree_tells_a3_socs_apart_by_the_board():
+    """Every A3 die is named Ascend910 in the table: 9391 and 9392 nodes in one group agreed."""
+    a3 = fixture("npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt")
+    board = fixture("npu-smi/board/a3-9392-chip-npu0-c0-head.txt")
+    hosts = [make_host(f"node-0{i}", groups=["worker"]) for i in (1, 2, 3)]
+
+    def node(name, soc):
+        raw = node_raw(npus=16)
+        raw["npu_smi.info"] = out(a3)
+        raw["npu_smi.board"] = out(board.replace("9392", soc)) if soc else out("", rc=1, stderr="timed out")
+        return make_facts(name, raw=raw)
+
+    [r] = bad(run(npu.test_hardware_agree, cluster=cluster_of(
+        *[(h, node(h.name, "9391" if h.name == "node-02" else "9392")) for h in hosts])))
+    assert r.outliers == ("node-02",) and "ascend910_9391" in r.message, r.message
+    # One board unread: the SoC is not compared (the unread node would differ by that alone).
+    ok(run(npu.test_hardware_agree, cluster=cluster_of(
+        *[(h, node(h.name, None if h.name == "node-02" else "9392")) for h in hosts])))
+
+
 def test_hardware_agree():
     hosts = [make_host(f"node-0{i}", groups=["worker"]) for i in (1, 2, 3)]
     ok(run(npu.test_hardware_agree, cluster=cluster_of(*[(h, make_facts(h.name, raw=node_raw())) for h in hosts])))
