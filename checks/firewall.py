@@ -68,28 +68,41 @@ def _peers_allowed(state, host, cluster) -> list[str] | None:
     # An address several nodes share (docker0's 172.17.0.1 everywhere) is no node's own: a subnet
     # holding only those does not let the nodes in.
     counts = Counter(a for _, facts in cluster.reachable() for a in node_addresses(facts))
+    families = {n.version for n in networks}  # iptables' rules are IPv4: an IPv6 source is not theirs to judge
     mine = [ipaddress.ip_address(a) for a in _own_targets(host, cluster.facts.get(host.name), counts)]
     for other, facts in peers:
-        sources = _sources(other, facts, mine, counts)
-        if not sources or not all(any(a in n for n in networks if a.version == n.version) for a in sources):
+        required, any_of = _sources(other, facts, mine, counts)
+        required = [a for a in required if a.version in families]
+        any_of = [a for a in any_of if a.version in families]
+        if not required and not any_of:
+            return None
+
+        def accepted(a):
+            return any(a in n for n in networks if a.version == n.version)
+
+        if not all(accepted(a) for a in required) or (any_of and not any(accepted(a) for a in any_of)):
             return None
     return [str(n) for n in networks]
 
 
 def _own_targets(host, facts, counts) -> list[str]:
-    """The addresses the other nodes reach this host by: its inventory address, else its own."""
-    if _ip(host.address):
+    """The addresses the other nodes reach this host by: its inventory address when it is on the
+    host (not a NAT or elastic address in front of it), else its own addresses."""
+    own = node_addresses(facts) if facts is not None else set()
+    if _ip(host.address) and host.address in own:
         return [host.address]
-    return [a for a in node_addresses(facts) if counts[a] == 1] if facts is not None else []
+    return [a for a in own if counts[a] == 1]
 
 
-def _sources(peer, facts, targets, counts) -> list:
-    """The addresses a peer's traffic to this host comes from: the one it reaches this host from
-    (its inventory address, or its address on the subnet this host is on) and the one HCCL binds
-    its sockets to.  A pod network's address on the peer (cni0) is its own, but sends nothing
-    here: accepting it lets no traffic in."""
+def _sources(peer, facts, targets, counts) -> tuple[list, list]:
+    """(every address the peer's traffic to this host comes from, or else any one of these): the
+    address it reaches this host from (its inventory address when it is on the peer, or its address
+    on the subnet this host is on) and the one HCCL binds its sockets to.  Where no address is on
+    this host's subnet (routed), any one of its own may be the source.  A pod network's address on
+    the peer (cni0) is its own, but sends nothing here: accepting it lets no traffic in."""
+    own = node_addresses(facts)
     found = set()
-    if _ip(peer.address):
+    if _ip(peer.address) and peer.address in own:
         found.add(ipaddress.ip_address(peer.address))
     else:
         for iface in facts.optional("net.interfaces", {}).values():
@@ -100,15 +113,12 @@ def _sources(peer, facts, targets, counts) -> list:
                     continue
                 if counts[str(net.ip)] == 1 and any(t in net.network for t in targets if t.version == net.version):
                     found.add(net.ip)
-        if not found:  # routed, not on one subnet: any of its own addresses may be the source
-            own = [ipaddress.ip_address(a) for a in node_addresses(facts) if counts[a] == 1]
-            if not own:
-                return []
-            found.add(min(own, key=lambda a: (a.version, a)))  # judged below with the rest
+    any_of = [] if found else sorted((ipaddress.ip_address(a) for a in own if counts[a] == 1),
+                                     key=lambda a: (a.version, a))
     address = hccl_endpoint(peer, facts)[0]
     if _ip(address) and counts[address] <= 1:
         found.add(ipaddress.ip_address(address))
-    return sorted(found, key=lambda a: (a.version, a))
+    return sorted(found, key=lambda a: (a.version, a)), any_of
 
 
 def _ip(text) -> bool:

@@ -1695,6 +1695,29 @@ def test_a_firewall_accepting_only_a_pod_network_does_not_let_the_nodes_in():
     assert verdict("0.0.0.0/0", env={"HCCL_SOCKET_IFNAME": None}).outcome == "passed"
 
 
+@pytest.mark.parametrize("address", [None, "192.168.1.{i}", "203.0.113.{i}", "fd00::{i}"],
+                         ids=["by-name", "own-ipv4", "nat-address", "ipv6-address"])
+def test_a_firewall_accepting_the_nodes_subnet_passes_however_the_inventory_names_them(address):
+    """An inventory address not on the node (a NAT or elastic IP) or IPv6 (iptables' networks are
+    IPv4) was taken as a source the accept must hold: a hardened fleet warned."""
+    from tests.factsets import IFACES, healthy_raw
+
+    def node(i):
+        nics = json.loads(json.dumps(IFACES))
+        nics[1]["addr_info"] = [{"family": "inet", "local": f"192.168.1.{i}", "prefixlen": 24},
+                                {"family": "inet6", "local": f"fd00::{i}", "prefixlen": 64}]
+        return make_facts(f"node-0{i}", raw=healthy_raw(interfaces=nics))
+
+    hosts = [make_host(f"node-0{i}", address=address.format(i=i) if address else None) for i in (1, 2)]
+    cl = cluster_of(*[(h, node(i)) for h, i in zip(hosts, (1, 2))])
+    rules = "iptables=-P INPUT DROP\niptables=-A INPUT -s 192.168.1.0/24 -j ACCEPT\n"
+    [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(rules)), cl)
+    assert r.outcome == "passed", r.message
+    # ... and a subnet that is not the nodes' still warns, however they are named.
+    [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(rules.replace("192.168.1.0", "10.9.9.0"))), cl)
+    assert r.outcome == "warning", r.message
+
+
 def test_firewall_judges_nftables_and_iptables_rules_alike():
     """`ct state new drop` stops every new connection as iptables' `--ctstate NEW -j DROP` does, and
     was not a finding; an ipset blacklist (`-m set`) drops chosen sources only, and was one."""
