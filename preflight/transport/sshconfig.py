@@ -6,7 +6,9 @@ does resolve was reached with the wrong port, user or jump host.  OpenSSH's rule
 paths may hold globs and ``~``, a relative path is under ``~/.ssh`` (the files preflight reads
 are user configuration files), files matching no path are skipped silently, and nesting stops
 at 16 levels.  After an included file, the block the ``Include`` stood in (``Host *`` at the
-top) applies again, as OpenSSH returns to it.
+top) applies again, as OpenSSH returns to it.  An ``Include`` inside another ``Host`` or ``Match``
+block is read when its file sets options only (they join that block); one whose file has blocks
+of its own is refused with the line, as inlining it would apply them to every host.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ MAX_DEPTH = 16  # OpenSSH's READCONF_MAX_DEPTH
 
 _INCLUDE = re.compile(r"^\s*include(?:\s*=\s*|\s+)(.+?)\s*$", re.IGNORECASE)
 _BLOCK = re.compile(r"^\s*(host|match)(\s*=\s*|\s+)\S", re.IGNORECASE)
+_GLOBAL = re.compile(r"\s*(host(\s*=\s*|\s+)\*|match(\s*=\s*|\s+)all)\s*", re.IGNORECASE)
 
 
 class SshConfigError(Exception):
@@ -50,8 +53,16 @@ def _expand(path: str, depth: int) -> str:
         for name in _words(m.group(1)):
             for included in _paths(name):
                 text = _expand(included, depth + 1)
+                blocks = any(_BLOCK.match(ln) for ln in text.splitlines())
+                if blocks and not _GLOBAL.fullmatch(block):
+                    # OpenSSH reads such a file only when the enclosing block applies; inlined, its
+                    # Host blocks would apply to every host.  Said, not read wrongly.
+                    raise SshConfigError(f"ssh_config {path}: `{line.strip()}` inside `{block}` includes "
+                                         f"{included}, which has Host or Match blocks of its own: preflight "
+                                         f"reads Include with blocks only at the top of the file or under "
+                                         f"`Host *`; move it there")
                 out.append(text)
-                if any(_BLOCK.match(ln) for ln in text.splitlines()):
+                if blocks:
                     out.append(block)  # back to the Include's own block
     return "\n".join(out) + "\n"
 

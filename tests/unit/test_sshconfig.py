@@ -64,3 +64,19 @@ def test_the_transport_connects_an_included_alias_to_its_real_address(tmp_path):
     host = Host(name="incalias", address="incalias", ssh_config=str(tmp_path / "config"))
     conn, _ = SshContext(SshSettings()).connection(host, "incalias", None, None, None, "incalias")
     assert (conn.host, conn.port) == ("10.0.0.9", 2209)
+
+
+def test_an_include_inside_a_host_block(tmp_path):
+    """Inlined, an included file's own `Host *` under `Host bastion` applied to every host (node-01
+    got the bastion's user and port). Options alone join the block; blocks of its own are refused."""
+    (tmp_path / "options.conf").write_text("User admin\nPort 2222\n")
+    (tmp_path / "blocks.conf").write_text("Host *\n  User admin\n  Port 2222\n")
+    cfg = tmp_path / "config"
+    cfg.write_text(f"Host bastion\n  Include {tmp_path}/options.conf\nHost node-*\n  User trainer\n")
+    assert (_lookup(cfg, "bastion")["user"], _lookup(cfg, "bastion")["port"]) == ("admin", "2222")
+    assert _lookup(cfg, "node-01")["user"] == "trainer" and "port" not in _lookup(cfg, "node-01")
+    cfg.write_text(f"Host bastion\n  Include {tmp_path}/blocks.conf\nHost node-*\n  User trainer\n")
+    with pytest.raises(SshConfigError, match="has Host or Match blocks of its own"):
+        expanded_text(str(cfg))
+    cfg.write_text(f"Host *\n  Include {tmp_path}/blocks.conf\n")  # under Host *: read as at the top
+    assert _lookup(cfg, "node-01")["user"] == "admin"
