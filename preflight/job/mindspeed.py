@@ -128,7 +128,9 @@ def parse_mindspeed(path: str, text: str) -> Job:
                 if flag in MULTI_VALUE:
                     # Megatron's --data-path takes every word up to the next flag (nargs='*'):
                     # DATA_PATH="0.3 /a 0.7 /b" passed unquoted is four words, two prefixes.
-                    while i + 1 < len(words) and not words[i + 1].text.startswith("--"):
+                    # An unresolved $MODEL_ARGS after it is a string of flags, not a prefix.
+                    while i + 1 < len(words) and not words[i + 1].text.startswith("--") \
+                            and "$" not in words[i + 1].text and "`" not in words[i + 1].text:
                         i += 1
                         value += " " + words[i].text
                 elif flag in FLAGS and is_placeholder(value):

@@ -140,6 +140,10 @@ def test_a_blended_data_path_keeps_every_prefix_quoted_or_not(tmp_path, quoted):
     job = load_job(str(p))
     assert split_paths(job.args["data_path"].value) == ["/data/a_text_document", "/data/b_text_document"]
     assert job.args["tp"].value == "2"
+    # An unresolved $MODEL_ARGS (set in a sourced file) after it is flags, not a prefix.
+    p = write(tmp_path, "after.sh", f"DATA_PATH=/data/a_text_document\n"
+                                    f"torchrun pretrain_gpt.py --data-path {ref} $MODEL_ARGS --tensor-model-parallel-size 2\n")
+    assert load_job(str(p)).args["data_path"].value == "/data/a_text_document"
 
 
 def test_msrun_launch(tmp_path):
