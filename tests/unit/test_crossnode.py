@@ -638,6 +638,13 @@ def test_launcher_ssh_tests_the_launchers_own_login_and_names_a_target_left_out_
     assert results["node-01"].outcome == "failed" and "its own login" in results["node-01"].message
     assert results["node-02"].outcome == "passed"
     assert results["node-03"].outcome == "error" and "node-01 -> node-03: no probe record" in results["node-03"].message
+    # A record from before the launcher's own login was tested (--facts-in of an older capture): not
+    # an error that would make every replayed launcher NOT READY.
+    hosts, cl = _cluster({"node-01": {"ssh.launcher": "ok node-02 10.0.0.2\nok node-03 10.0.0.3\n"}})
+    results = {r.subject: r for r in run_check(network.test_launcher_ssh, host=hosts[0], facts=cl.facts["node-01"],
+                                               cluster=cl)}
+    assert results["node-01"].outcome == "skipped" and "earlier preflight" in results["node-01"].message
+    assert results["node-02"].outcome == results["node-03"].outcome == "passed"
 
 
 def test_launcher_ssh_with_no_other_node_to_log_in_to_is_skipped():
