@@ -676,7 +676,11 @@ def _check_controller_files(inventory_path: str, hosts) -> None:
         missing: dict[str, list] = {}
         for h in hosts:
             path = getattr(h, key)
-            if path and h.connection == "ssh" and not os.path.isfile(path):
+            # ssh_config may be /dev/null (ssh -F /dev/null: no configuration at all).
+            if not path or h.connection != "ssh":
+                continue
+            there = os.path.exists(path) and not os.path.isdir(path) if key == "ssh_config" else os.path.isfile(path)
+            if not there:
                 missing.setdefault(path, []).append(h)
         for path, which in missing.items():
             names = fold(h.name for h in which)

@@ -183,6 +183,9 @@ def test_a_controller_file_the_inventory_names_that_is_not_there_is_a_usage_erro
     assert result.ret == 4, text
     assert f"inv.yaml:3: {key}: {pytester.path}/nope does not exist on this machine (hosts node-[01-03])" in text
     assert not (pytester.path / "reports").exists()
+    if key == "ssh_config":  # ssh -F /dev/null: no configuration, a usual choice, not a mistake
+        (pytester.path / "inv.yaml").write_text("defaults: {ssh_config: /dev/null}\nhosts:\n  - name: node-[01-03]\n")
+        assert "does not exist" not in output(run(pytester, "--inventory", "inv.yaml", "--collect-only"))
 
 
 # ------------------------------------------------------------------------------ 3: selection
