@@ -838,8 +838,8 @@ def _host_to_json(h: Host) -> dict:
 
 def _redacted(value):
     if isinstance(value, dict):
-        return {k: "<redacted>" if is_secret_name(str(k)) and v is not None and not isinstance(v, (dict, list))
-                else _redacted(v) for k, v in value.items()}
+        return {k: "<redacted>" if is_secret_name(str(k)) and v is not None else _redacted(v)
+                for k, v in value.items()}
     if isinstance(value, list):
         return [_redacted(v) for v in value]
     return redact_secrets(value) if isinstance(value, str) else value

@@ -873,12 +873,13 @@ def test_facts_out_redacts_an_ansible_inventorys_own_secrets(pytester):
     inv.write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
                    "      ansible_ssh_pass: hunter2\n      ansible_become_password: s3cr3tBecome\n"
                    "      db_pw: s3cretdb\n      mirror: 'https://u:urlpass@mirror.example/'\n"
+                   "      secrets: {hf: hf_nestedsecret}\n      api_keys: [sk-listsecret]\n"
                    "      checkpoint_dir: /tmp\n")
     facts = pytester.path / "facts.json"
     result = run(pytester, "--inventory", str(inv), "--facts-out", str(facts), "-k", "reachable")
     assert result.ret == 0, output(result)
     text = facts.read_text()
-    for secret in ("hunter2", "s3cr3tBecome", "s3cretdb", "urlpass"):
+    for secret in ("hunter2", "s3cr3tBecome", "s3cretdb", "urlpass", "hf_nestedsecret", "sk-listsecret"):
         assert secret not in text, secret
     host_vars = load(facts)["inventory"]["hosts"][0]["vars"]
     assert host_vars["ansible_ssh_pass"] == "<redacted>" and host_vars["checkpoint_dir"] == "/tmp", host_vars
