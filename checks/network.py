@@ -952,7 +952,7 @@ def test_shared_storage(cluster, verdict):
         # Phase two writes no marker then (activeprobe.shared_storage): there is no other node to look.
         verdict.skipped(message=f"only {reachable[0][0].name} was reached: no other node to share "
                                 f"{', '.join(paths)} with" if reachable else
-                                f"no reached node names {', '.join(paths)} in the inventory")
+                                f"no node was reached to share {', '.join(paths)}")
         return
     views = {}
     for host, facts in reachable:

@@ -990,7 +990,6 @@ def shared_paths(cluster) -> list[str]:
 
 
 def shared_participants(cluster) -> list:
-    """The reachable hosts that share the paths: those whose inventory entry names one.  The
-    controller's own local entry, listed first and naming none, is not the writer every node is
-    compared with."""
-    return [h for h, _ in cluster.reachable() if _declared(h)]
+    """The reachable hosts that share the paths: every node, but not the controller's own local
+    entry unless it names one (listed first, it was the writer every node was compared with)."""
+    return [h for h, _ in cluster.reachable() if h.connection != "local" or _declared(h)]
