@@ -407,8 +407,11 @@ class PhaseTwo:
         def start(entry):
             host, ports = entry
             # No port (HCCL_HOST_SOCKET_PORT_RANGE=auto): nothing to listen on or probe.
-            listening = (self.listen(host, ports, clients=clients, seconds_each=seconds_each)
-                         if ports else Listening())
+            try:
+                listening = (self.listen(host, ports, clients=clients, seconds_each=seconds_each)
+                             if ports else Listening())
+            except Exception:  # noqa: BLE001 - probed without a listener, as at the deadline
+                listening = Listening(dict.fromkeys(ports, "none"))
             with lock:
                 late = bool(closing) or host.name in listenings  # abandoned at its deadline meanwhile
                 if not late:

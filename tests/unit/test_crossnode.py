@@ -2114,3 +2114,23 @@ def test_a_phase_two_step_abandoned_at_its_deadline_says_so_and_a_late_result_do
     with pytest.raises(Exception) as exc:
         cl.facts["node-03"].get("tcp.ray")
     assert "no answer from node-03 within" in str(exc.value)
+
+
+def test_a_listener_that_fails_to_start_leaves_its_ports_probed_without_one():
+    """listen() raising (a controller-side failure) left no entry for the host: every probe towards it
+    failed on the source's record with "KeyError: 'node-01'", blaming the wrong node."""
+    from preflight.activeprobe import Listening, PhaseTwo
+    from preflight.gather import GatherSettings
+
+    hosts, cl = _cluster({})
+    phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=2, connect_timeout=1))
+
+    def listen(host, ports, clients=1, seconds_each=None):
+        if host.name == "node-01":
+            raise ValueError("the listener said something unexpected")
+        return Listening(dict.fromkeys(ports, "existing"))
+
+    phase.listen = listen
+    with phase.listening_on([(hosts[0], [29500]), (hosts[1], [29500])], clients=2) as listenings:
+        assert listenings["node-01"].states == {29500: "none"}
+        assert listenings["node-02"].states == {29500: "existing"}
