@@ -234,8 +234,11 @@ def build_script(commands, nonce: str, timeout: float, cap: int = DEFAULT_CAP,
         lines.append(f"PF_PLAN={shlex.quote(json.dumps(plan))}")
         lines.append('PF_PY3=; for p in /usr/bin/python3 "$(command -v python3 2>/dev/null)"; do '
                      '[ -z "$PF_PY3" ] && [ -x "$p" ] && PF_PY3=$p; done')
-        lines.append(f'if [ -z "$PF_PY3" ] || ! "$PF_PY3" -I -S -B -c "$PF_PYRUN" "$PF" "$PF_READ" {t} "$PF_PLAN" '
-                     '"$PF_DEVS" "${BASH:-bash}" 3>&- </dev/null; then pf_bash_runner; fi')
+        # A runner stopped by a signal (the SSH channel gone: 141, or the run stopped) is not one
+        # that failed: the bash runner would run every command again with no one reading.
+        lines.append(f'if [ -z "$PF_PY3" ]; then pf_bash_runner; else "$PF_PY3" -I -S -B -c "$PF_PYRUN" "$PF" '
+                     f'"$PF_READ" {t} "$PF_PLAN" "$PF_DEVS" "${{BASH:-bash}}" 3>&- </dev/null; pf_rc=$?; '
+                     'if [ "$pf_rc" -ge 128 ]; then exit "$pf_rc"; elif [ "$pf_rc" -ne 0 ]; then pf_bash_runner; fi; fi')
     lines.append('printf \'%s END\\n\' "$PF"')
     return "\n".join(lines) + "\n"
 
@@ -251,9 +254,9 @@ def command_groups(commands) -> list[list[ProbeCommand]]:
     """Commands that may run at the same time on the node, as groups run one after another.
 
     A tool called more than once (per device, or by several facts: npu-smi, hccn_tool) gets a
-    group of its own; all other commands share the first group, which streams its records as
-    they come (so they survive a later hang and the host deadline).  Order within a group is
-    the order given."""
+    group of its own; all other commands share the first group.  The python runner streams every
+    group's records as its commands end (so they survive a later hang and the host deadline); the
+    bash runner the first group's.  Order within a group is the order given."""
     commands = list(commands)
     uses: dict[str, int] = {}
     for c in commands:

@@ -544,3 +544,23 @@ def test_what_a_timed_out_command_printed_is_kept_by_both_runners(runner):
     proc = subprocess.run(["bash", "-c", script], capture_output=True, timeout=60)
     out = parse_probe_output(proc.stdout, nonce).outputs["hang"]
     assert (out.rc, out.stdout, out.stderr) == (124, "before\n", "said\n"), out
+
+
+def test_a_runner_stopped_with_its_channel_is_not_followed_by_the_bash_runner():
+    """The script took any failure of the python runner, 141 from a lost channel included, for a
+    runner that could not work here, and ran every command again in bash with no one reading."""
+    nonce = new_nonce()
+    m, m2 = marker(), marker()
+    # A group of its own (tool t, two calls): the bash runner starts it before it writes anything.
+    script = build_script([ProbeCommand("slow", f"sleep {m}"), ProbeCommand("t1", f"sleep {m2}", tool="t"),
+                           ProbeCommand("t2", "true", tool="t")], nonce, 60)
+    p = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while not processes_with(m) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_with(m)
+    p.stdout.close()
+    assert p.wait(15) in (128 + signal.SIGPIPE, -signal.SIGPIPE)  # the script ends (its own exit, or a write)
+    assert _gone(m) and _gone(m2)
+    time.sleep(1.5)
+    assert not processes_with(m) and not processes_with(m2)  # not started again by the bash runner
