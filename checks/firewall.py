@@ -71,16 +71,8 @@ def _peers_allowed(state, host, cluster) -> list[str] | None:
     families = {n.version for n in networks}  # iptables' rules are IPv4: an IPv6 source is not theirs to judge
     mine = [ipaddress.ip_address(a) for a in _own_targets(host, cluster.facts.get(host.name), counts)]
     for other, facts in peers:
-        required, any_of = _sources(other, facts, mine, counts)
-        required = [a for a in required if a.version in families]
-        any_of = [a for a in any_of if a.version in families]
-        if not required and not any_of:
-            return None
-
-        def accepted(a):
-            return any(a in n for n in networks if a.version == n.version)
-
-        if not all(accepted(a) for a in required) or (any_of and not any(accepted(a) for a in any_of)):
+        required = [a for a in _sources(other, facts, mine, counts) if a.version in families]
+        if not required or not all(any(a in n for n in networks if a.version == n.version) for a in required):
             return None
     return [str(n) for n in networks]
 
@@ -94,12 +86,12 @@ def _own_targets(host, facts, counts) -> list[str]:
     return [a for a in own if counts[a] == 1]
 
 
-def _sources(peer, facts, targets, counts) -> tuple[list, list]:
-    """(every address the peer's traffic to this host comes from, or else any one of these): the
-    address it reaches this host from (its inventory address when it is on the peer, or its address
-    on the subnet this host is on) and the one HCCL binds its sockets to.  Where no address is on
-    this host's subnet (routed), any one of its own may be the source.  A pod network's address on
-    the peer (cni0) is its own, but sends nothing here: accepting it lets no traffic in."""
+def _sources(peer, facts, targets, counts) -> list:
+    """Every address the peer's traffic to this host may come from: the one it reaches this host
+    from (its inventory address when it is on the peer, or its address on the subnet this host is
+    on) and the one HCCL binds its sockets to.  Where none is on this host's subnet (routed), the
+    source is not known: every address of its own then.  A pod network's address on the peer
+    (cni0) is its own, but sends nothing here: accepting it lets no traffic in."""
     own = node_addresses(facts)
     found = set()
     if _ip(peer.address) and peer.address in own:
@@ -113,12 +105,13 @@ def _sources(peer, facts, targets, counts) -> tuple[list, list]:
                     continue
                 if counts[str(net.ip)] == 1 and any(t in net.network for t in targets if t.version == net.version):
                     found.add(net.ip)
-    any_of = [] if found else sorted((ipaddress.ip_address(a) for a in own if counts[a] == 1),
-                                     key=lambda a: (a.version, a))
+    if not found:
+        found.update(ipaddress.ip_address(a) for a in own if counts[a] == 1)
     address = hccl_endpoint(peer, facts)[0]
-    if _ip(address) and counts[address] <= 1:
+    # HCCL's address falls back to the inventory address, which may be a NAT one in front of the node.
+    if _ip(address) and counts[address] <= 1 and (address in own or address != peer.address):
         found.add(ipaddress.ip_address(address))
-    return sorted(found, key=lambda a: (a.version, a)), any_of
+    return sorted(found, key=lambda a: (a.version, a))
 
 
 def _ip(text) -> bool:

@@ -472,7 +472,7 @@ def test_launcher_ssh(host, facts, cluster, verdict):
         # Every other node tried, the launcher's own login not: a record from a preflight before it
         # was tested (--facts-in of an older capture).
         verdict.skipped(host.name, message=f"{host.name}'s login to itself is not in the record (facts gathered "
-                                           f"by an earlier preflight): not tested")
+                                           f"by an earlier preflight, or the record cut short): not tested")
     else:
         for name in untried:
             verdict.error(name, message=f"{host.name} -> {name}: no probe record", remedy=NO_RECORD_REMEDY)

@@ -72,7 +72,8 @@ def jobs(request):
 @pytest.fixture
 def job_facts(request):
     """Where job checks read the model directory and paths (:class:`preflight.job.facts.JobFacts`)."""
-    return _require_run(request).job_facts()
+    job = request.getfixturevalue("job") if "job" in request.fixturenames else None
+    return _require_run(request).job_facts(job)
 
 
 @pytest.fixture

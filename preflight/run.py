@@ -141,7 +141,7 @@ class PreflightRun:
         self.item_outcomes: dict[str, str] = {}
         self.jobs: list = []  # --job files (preflight.job.Job)
         self.job_local = False  # --job-local: read the job's model and paths on this machine
-        self.local_job_facts: HostFacts | None = None
+        self.local_job_facts: dict[str | None, HostFacts] = {}  # --job-local: by the jobs' launch directory
         self.final_document: dict | None = None  # what finish() wrote, for preflight.html's summary
         self.final_fragment: str | None = None  # its matrix and "What to fix", rendered once for both pages
         self.fleet = False  # above plugin.FLEET_HOSTS: "What to fix" in the terminal, not a section per item
@@ -230,7 +230,9 @@ class PreflightRun:
         try:
             if self.jobs and self.job_local:
                 from .job.facts import local_hostfacts
-                self.local_job_facts = local_hostfacts(self.jobs)
+                # One reading per launch directory: a relative path is each job's own.
+                bases = dict.fromkeys(j.launch_dir for j in self.jobs)
+                self.local_job_facts = {b: local_hostfacts([j for j in self.jobs if j.launch_dir == b]) for b in bases}
             if not self.hosts:
                 pass  # --job --job-local without an inventory: nothing to gather from nodes
             elif self.facts_in:
@@ -331,13 +333,15 @@ class PreflightRun:
             self._cluster = Cluster(self.hosts, self.facts, tuple(self.jobs))
         return self._cluster
 
-    def job_facts(self):
-        """What job checks read: this machine (--job-local), or every reachable node."""
+    def job_facts(self, job=None):
+        """What job checks read: this machine (--job-local; what ``job``'s launch directory holds),
+        or every reachable node."""
         from .job.facts import LOCAL, JobFacts
 
         if self.job_local:
-            return JobFacts([(LOCAL, self.local_job_facts)] if self.local_job_facts else [], self.hosts,
-                            local=True, gathered=self.facts)
+            local = self.local_job_facts.get(job.launch_dir if job is not None else None) \
+                or next(iter(self.local_job_facts.values()), None)
+            return JobFacts([(LOCAL, local)] if local else [], self.hosts, local=True, gathered=self.facts)
         return JobFacts([(h.name, f) for h, f in self.cluster().reachable()], self.hosts, gathered=self.facts)
 
     # -- outcomes ---------------------------------------------------------------------

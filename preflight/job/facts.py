@@ -44,7 +44,8 @@ def local_hostfacts(jobs) -> HostFacts:
     raw = {}
     for name, reader, args_of in (("job.model", read_model_dirs_local, lambda j: [a for _, a in j.model_dirs()]),
                                   ("job.paths", read_paths_local, lambda j: j.path_args())):
-        # Each job's relative paths from its own launch directory (Job.launch_dir), else from here.
+        # Relative paths from the jobs' launch directory (Job.launch_dir), else from here; the run
+        # reads jobs of different launch directories apart (PreflightRun.job_facts).
         by_base: dict = {}
         for j in jobs:
             by_base.setdefault(j.launch_dir, set()).update(a.value for a in args_of(j))

@@ -128,9 +128,11 @@ def parse_mindspeed(path: str, text: str) -> Job:
                 if flag in MULTI_VALUE:
                     # Megatron's --data-path takes every word up to the next flag (nargs='*'):
                     # DATA_PATH="0.3 /a 0.7 /b" passed unquoted is four words, two prefixes.
-                    # An unresolved $MODEL_ARGS after it is a string of flags, not a prefix.
+                    # An unresolved $MODEL_ARGS after it (the whole word) is a string of flags, not
+                    # a prefix; ${DATA_ROOT}/b_text_document is a prefix, unresolved.
                     while i + 1 < len(words) and not words[i + 1].text.startswith("--") \
-                            and "$" not in words[i + 1].text and "`" not in words[i + 1].text:
+                            and not _UNSET_WORD.fullmatch(words[i + 1].text) \
+                            and hidden_word(words[i + 1].text, words[i + 1].line, path, script.conditional) is None:
                         i += 1
                         value += " " + words[i].text
                 elif flag in FLAGS and is_placeholder(value):

@@ -144,6 +144,11 @@ def test_a_blended_data_path_keeps_every_prefix_quoted_or_not(tmp_path, quoted):
     p = write(tmp_path, "after.sh", f"DATA_PATH=/data/a_text_document\n"
                                     f"torchrun pretrain_gpt.py --data-path {ref} $MODEL_ARGS --tensor-model-parallel-size 2\n")
     assert load_job(str(p)).args["data_path"].value == "/data/a_text_document"
+    # A prefix under a variable from outside is kept, the whole blend then unresolved (not half of it).
+    p = write(tmp_path, "root.sh", 'DATA_PATH="0.3 /data/a_text_document 0.7 ${DATA_ROOT}/b_text_document"\n'
+                                   f"torchrun pretrain_gpt.py --data-path {ref} --tensor-model-parallel-size 2\n")
+    job = load_job(str(p))
+    assert "data_path" not in job.args and "${DATA_ROOT}/b_text_document" in job.unresolved["data_path"].value
 
 
 def test_msrun_launch(tmp_path):

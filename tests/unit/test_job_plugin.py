@@ -143,3 +143,22 @@ def test_job_with_inventory_reads_the_model_on_the_node(pytester):
     paths = [r for r in doc["results"] if r["check"] == "job.data_paths"]
     assert {r["host"] for r in paths} == {"localhost"}
     assert any(r["outcome"] == "failed" and "/data/gsm8k/train.parquet" in r["message"] for r in paths)
+
+
+def test_two_jobs_with_their_own_launch_directories_read_their_own_relative_paths(pytester):
+    """Both jobs name ./data relative to their launch directory; one has it, one not: read together,
+    the last directory's answer stood for both."""
+    for name, has_data in (("p1", True), ("p2", False)):
+        root = pytester.path / name
+        (root / "examples").mkdir(parents=True)
+        if has_data:
+            (root / "data").mkdir()
+            (root / "data" / "train.jsonl").write_text("{}\n")
+        (root / "examples" / "data.json").write_text(json.dumps(
+            {"dataset_param": {"basic_parameters": {"dataset": "./data/train.jsonl"}}}))
+        (root / "examples" / "run.sh").write_text(
+            "torchrun pretrain_vlm.py --mm-data ./examples/data.json --tensor-model-parallel-size 1\n")
+    result = run(pytester, "--job", "p1/examples/run.sh", "--job", "p2/examples/run.sh", "--job-local")
+    doc = json.loads((pytester.path / "reports" / "preflight.json").read_text())
+    paths = {r["subject"]: r["outcome"] for r in doc["results"] if r["check"] == "job.data_paths"}
+    assert paths == {"p1/examples/run.sh": "passed", "p2/examples/run.sh": "failed"}, text(result)

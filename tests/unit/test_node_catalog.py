@@ -1462,6 +1462,11 @@ def test_count_and_type_fails_an_a3_npu_that_lost_a_die():
     raw["npu_smi.info"] = out(text)
     assert not [r for r in run(npu.test_count_and_type, make_host(npus_per_node=8), make_facts(raw=raw))
                 if r.subject == "chips"]
+    # A 310P Duo node of two cards whose first card lost a chip: a tie, read by the order of the NPUs.
+    duo = fixture("npu-smi/info/310p3-24.1.rc2-host-npu1-2.txt")
+    raw["npu_smi.info"] = out(_without_chip(duo, npu=1, phy=1))
+    [r] = [r for r in run(npu.test_count_and_type, make_host(), make_facts(raw=raw)) if r.subject == "chips"]
+    assert r.outcome == "failed" and "npu1 lists 1 chip(s)" in r.message, r.message
 
 
 def test_hardware_agree_tells_a3_socs_apart_by_the_board():
@@ -1716,6 +1721,47 @@ def test_a_firewall_accepting_the_nodes_subnet_passes_however_the_inventory_name
     # ... and a subnet that is not the nodes' still warns, however they are named.
     [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(rules.replace("192.168.1.0", "10.9.9.0"))), cl)
     assert r.outcome == "warning", r.message
+
+
+def test_a_firewall_between_routed_nodes_passes_only_when_every_address_of_theirs_is_accepted():
+    """Nodes on subnets of their own (routed), named by host name, the session env unreadable: the
+    source is not known, and an accept holding one of a node's two networks passed."""
+    from tests.factsets import IFACES, healthy_raw
+
+    def node(i):
+        nics = json.loads(json.dumps(IFACES))
+        nics[1]["addr_info"] = [{"family": "inet", "local": f"10.1.{i}.5", "prefixlen": 24}]
+        nics.append({"ifname": "eth1", "flags": ["UP"], "operstate": "UP",
+                     "addr_info": [{"family": "inet", "local": f"172.16.{i}.5", "prefixlen": 24}]})
+        raw = healthy_raw(interfaces=nics)
+        raw["session.env"] = out("", rc=1, stderr="env: cannot run")
+        return make_facts(f"node-0{i}", raw=raw)
+
+    hosts = [make_host(f"node-0{i}") for i in (1, 2)]
+    cl = cluster_of(*[(h, node(i)) for h, i in zip(hosts, (1, 2))])
+    for accepted, outcome in (("172.16.0.0/16", "warning"), ("10.0.0.0/8,172.16.0.0/16", "passed")):
+        rules = "iptables=-P INPUT DROP\n" + "".join(f"iptables=-A INPUT -s {n} -j ACCEPT\n" for n in accepted.split(","))
+        [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(rules)), cl)
+        assert r.outcome == outcome, (accepted, r.message)
+
+
+def test_a_nat_inventory_address_is_not_taken_as_hccls_either():
+    """HCCL's address falls back to the inventory address when the env cannot be read: a NAT address
+    in front of the node was then required in the accept."""
+    from tests.factsets import IFACES, healthy_raw
+
+    def node(i):
+        nics = json.loads(json.dumps(IFACES))
+        nics[1]["addr_info"] = [{"family": "inet", "local": f"192.168.1.{i}", "prefixlen": 24}]
+        raw = healthy_raw(interfaces=nics)
+        raw["session.env"] = out("", rc=1, stderr="env: cannot run")
+        return make_facts(f"node-0{i}", raw=raw)
+
+    hosts = [make_host(f"node-0{i}", address=f"203.0.113.{i}") for i in (1, 2)]
+    cl = cluster_of(*[(h, node(i)) for h, i in zip(hosts, (1, 2))])
+    rules = "iptables=-P INPUT DROP\niptables=-A INPUT -s 192.168.1.0/24 -j ACCEPT\n"
+    [r] = run(firewall.test_firewall, hosts[0], facts_of(net_dot_firewall=out(rules)), cl)
+    assert r.outcome == "passed", r.message
 
 
 def test_firewall_judges_nftables_and_iptables_rules_alike():
