@@ -7,7 +7,6 @@ dynamically: every vendor-tool call the simulated nodes logged is a read-only fo
 """
 
 import re
-import shlex
 
 import pytest
 
