@@ -2,7 +2,7 @@
 overlaid with the ``env`` the inventory declares for the job."""
 
 import ipaddress
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from preflight import faq
 from preflight.activeprobe import is_loopback
@@ -173,6 +173,8 @@ BY_DEFAULT, NO_ROUTE = "the default route", "no route"
        remedy=IFNAME_REMEDY)
 def test_ifname_agree(cluster, verdict):
     values: dict[str, dict[str, str | None]] = defaultdict(dict)  # variable -> host -> chosen interface
+    addresses: dict[str, dict[str, set]] = defaultdict(dict)  # variable -> host -> the chosen NIC's addresses
+    if_ips: dict[str, list[str]] = defaultdict(list)  # HCCL_IF_IP value -> hosts
     unreadable = []
     unresolved: dict[str, list[str]] = defaultdict(list)
     for host, facts in cluster.reachable():
@@ -182,23 +184,28 @@ def test_ifname_agree(cluster, verdict):
         except FactUnavailable:
             unreadable.append(host.name)
             continue
+        if (env.get("HCCL_IF_IP") or "").strip():
+            if_ips[env["HCCL_IF_IP"].strip()].append(host.name)
         for variable in VARIABLES:
             if variable == "HCCL_SOCKET_IFNAME" and (env.get("HCCL_IF_IP") or "").strip():
-                values[variable][host.name] = None  # HCCL_IF_IP takes precedence: the name is not used
+                continue  # HCCL_IF_IP takes precedence: the name is not used there, set or not
             elif env.get(variable):
                 sel = select(variable, env[variable], interfaces)
                 if sel.chosen:
                     values[variable][host.name] = sel.chosen
+                    addresses[variable][host.name] = set(interfaces[sel.chosen].ips())
                 else:  # selects nothing on this node: env.socket_ifname reports it there
                     unresolved[variable].append(host.name)
             else:
                 values[variable][host.name] = None
-    evaluated = False
+    evaluated = _shared_if_ip(if_ips, verdict)
     for variable in VARIABLES:
         per_host = values.get(variable, {})
         if not any(per_host.values()):
             continue
         evaluated = True
+        if _host_local_nic(variable, per_host, addresses[variable], verdict):
+            continue
         sides = split({name: chosen or "unset" for name, chosen in per_host.items()}, missing="unset")
         skipped = (f" (selects no interface on {fold(unresolved[variable])}: see env.socket_ifname)"
                    if unresolved[variable] else "")
@@ -220,6 +227,37 @@ def test_ifname_agree(cluster, verdict):
     if unreadable:
         verdict.error(message=f"environment or interfaces unreadable on {fold(unreadable)}",
                       outliers=tuple(unreadable))
+
+
+def _host_local_nic(variable, per_host, addresses, verdict) -> bool:
+    """Fail a NIC whose addresses every node also has (docker0's 172.17.0.1, a bridge copied to
+    each node): it is each host's own, not a network between them, whatever its name."""
+    seen = Counter(a for ips in addresses.values() for a in ips)
+    # lo's 127.0.0.1 is every node's too: env.socket_ifname fails lo on its own terms.
+    shared = sorted(h for h, ips in addresses.items()
+                    if ips and per_host[h] != "lo" and all(seen[a] > 1 for a in ips))
+    if len(addresses) < 2 or not shared:
+        return False
+    nics = sorted({per_host[h] for h in shared})
+    ips = sorted({a for h in shared for a in addresses[h]})
+    verdict.failed(variable, outliers=tuple(shared), where=variable,
+                   observed=f"{variable} selects {', '.join(nics)} on {fold(shared)}, whose address "
+                            f"{', '.join(ips[:3])} is on several nodes at once: a host-local bridge (docker0, "
+                            f"br-..., virbr0), not a network between the nodes",
+                   expected="the NIC of the network the nodes reach each other on (each node its own address)")
+    return True
+
+
+def _shared_if_ip(if_ips, verdict) -> bool:
+    """HCCL_IF_IP copied to several nodes: every rank would bind one address."""
+    copied = {ip: hosts for ip, hosts in if_ips.items() if len(hosts) > 1}
+    for ip, hosts in sorted(copied.items()):
+        verdict.failed("HCCL_IF_IP", outliers=tuple(hosts), where="HCCL_IF_IP",
+                       observed=f"HCCL_IF_IP={ip} on {fold(hosts)}: one address on several nodes",
+                       expected="each node's own address in HCCL_IF_IP",
+                       remedy="Set HCCL_IF_IP per node to that node's own address on the cluster network (e.g. in "
+                              "its own ~/.bashrc or launch environment), or unset it and use HCCL_SOCKET_IFNAME.")
+    return bool(copied)
 
 
 def device_route_nics(facts) -> str | None:

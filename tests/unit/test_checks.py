@@ -525,16 +525,46 @@ def test_socket_ifname_unset_is_skipped_and_inventory_env_counts():
 
 
 def test_ifname_agree():
-    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    hosts = [make_host(f"node-0{i}", address=f"10.0.0.{i}") for i in (1, 2, 3)]  # each its own eth0 address
     same = cluster_of(*[(h, make_facts(h.name)) for h in hosts])
     assert outcomes(run_check(env.test_ifname_agree, cluster=same)) == {("HCCL_SOCKET_IFNAME", "passed")}
     ifaces = json.loads(json.dumps(IFACES))
     ifaces[1]["ifname"] = "ens3"
+    ifaces[1]["addr_info"][0]["local"] = "10.0.0.3"
     odd = make_facts("node-03", raw=healthy_raw(env={"HCCL_SOCKET_IFNAME": "ens3"}, interfaces=ifaces))
     differ = cluster_of((hosts[0], make_facts("node-01")), (hosts[1], make_facts("node-02")), (hosts[2], odd))
     [bad] = run_check(env.test_ifname_agree, cluster=differ)
     assert bad.outcome == "failed" and bad.outliers == ("node-03",)
     assert_explained(bad, "node-03: ens3", "node-[01-02] use eth0")
+
+
+def test_ifname_agree_fails_a_bridge_every_node_has_and_a_copied_hccl_if_ip():
+    """HCCL_SOCKET_IFNAME=^eth picked docker0 (172.17.0.1 on every node) and passed, as did one
+    HCCL_IF_IP copied to every node; a node with HCCL_IF_IP was called "unset" for HCCL_SOCKET_IFNAME."""
+    def node(name, i, env):
+        nics = json.loads(json.dumps(IFACES))
+        nics[1]["ifname"] = "enp189s0f0"
+        nics[1]["addr_info"][0]["local"] = f"10.0.0.{i}"
+        nics.append({"ifname": "docker0", "flags": ["UP"], "operstate": "UP",
+                     "addr_info": [{"family": "inet", "local": "172.17.0.1", "prefixlen": 16}]})
+        return make_facts(name, raw=healthy_raw(env=env, interfaces=nics))
+
+    hosts = [make_host(f"node-0{i}", address=f"10.0.0.{i}") for i in (1, 2)]
+    for env_ in ({"HCCL_SOCKET_IFNAME": "^eth"}, {"HCCL_SOCKET_IFNAME": "docker0"}):
+        cl = cluster_of(*[(h, node(h.name, i, env_)) for h, i in zip(hosts, (1, 2))])
+        [r] = [r for r in run_check(env.test_ifname_agree, cluster=cl) if r.subject == "HCCL_SOCKET_IFNAME"]
+        assert r.outcome == "failed" and r.outliers == ("node-01", "node-02"), r.message
+        assert_explained(r, "selects docker0 on node-[01-02], whose address 172.17.0.1 is on several nodes")
+    cl = cluster_of(*[(h, node(h.name, i, {"HCCL_SOCKET_IFNAME": "enp189s0f0"})) for h, i in zip(hosts, (1, 2))])
+    assert outcomes(run_check(env.test_ifname_agree, cluster=cl)) == {("HCCL_SOCKET_IFNAME", "passed")}
+    # One HCCL_IF_IP on every node.
+    cl = cluster_of(*[(h, node(h.name, i, {"HCCL_IF_IP": "172.17.0.1"})) for h, i in zip(hosts, (1, 2))])
+    [r] = [r for r in run_check(env.test_ifname_agree, cluster=cl) if r.subject == "HCCL_IF_IP"]
+    assert r.outcome == "failed" and "HCCL_IF_IP=172.17.0.1 on node-[01-02]: one address on several nodes" in r.message
+    # HCCL_IF_IP on one node, HCCL_SOCKET_IFNAME on both: that node's name is not used, not "unset".
+    cl = cluster_of((hosts[0], node("node-01", 1, {"HCCL_IF_IP": "10.0.0.1", "HCCL_SOCKET_IFNAME": "enp189s0f0"})),
+                    (hosts[1], node("node-02", 2, {"HCCL_SOCKET_IFNAME": "enp189s0f0"})))
+    assert outcomes(run_check(env.test_ifname_agree, cluster=cl)) == {("HCCL_SOCKET_IFNAME", "passed")}
 
 
 def _routed(name, nic_of_npu, env=None, routes=None, default_nic="eth0"):
@@ -554,7 +584,7 @@ def _routed(name, nic_of_npu, env=None, routes=None, default_nic="eth0"):
 
 
 def test_ifname_agree_compares_the_route_to_the_npu_device_ips():
-    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    hosts = [make_host(f"node-0{i}", address=f"10.0.0.{i}") for i in (1, 2, 3)]
     same = cluster_of(*[(h, _routed(h.name, ["eth1"] * 4)) for h in hosts])
     results = run_check(env.test_ifname_agree, cluster=same)
     assert outcomes(results) == {("HCCL_SOCKET_IFNAME", "passed"), (env.ROUTE_SUBJECT, "passed")}
@@ -572,7 +602,7 @@ def test_ifname_agree_compares_the_route_to_the_npu_device_ips():
 def test_ifname_agree_default_route_nics_are_not_compared():
     # Mixed hardware: the management NIC (the default route's) is eno1 here and enp61s0f0 there,
     # and no node routes its device network specially. Nothing for HCCL to trip on.
-    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3)]
+    hosts = [make_host(f"node-0{i}", address=f"10.0.0.{i}") for i in (1, 2, 3)]
     mixed = cluster_of((hosts[0], _routed("node-01", ["default"] * 2, default_nic="eno1")),
                        (hosts[1], _routed("node-02", ["default"] * 2, default_nic="enp61s0f0")),
                        (hosts[2], _routed("node-03", ["default"] * 2, default_nic="eno1")))
@@ -589,7 +619,7 @@ def test_ifname_agree_default_route_nics_are_not_compared():
 def test_ifname_agree_multipath_order_and_npu_counts_do_not_matter():
     ecmp = "default via 10.0.0.254 dev eth0\n29.1.0.0/16 \\\tnexthop via 192.168.0.1 dev {} weight 1 " \
            "\\\tnexthop via 192.168.0.2 dev {} weight 1 \n@@IPV6\n"
-    hosts = [make_host(f"node-0{i}") for i in (1, 2, 3, 4)]
+    hosts = [make_host(f"node-0{i}", address=f"10.0.0.{i}") for i in (1, 2, 3, 4)]
     cl = cluster_of((hosts[0], _routed("node-01", ["x"] * 2, routes=out(ecmp.format("eth1", "eth2")))),
                     (hosts[1], _routed("node-02", ["x"] * 2, routes=out(ecmp.format("eth2", "eth1")))),
                     (hosts[2], _routed("node-03", ["x"] * 8, routes=out(ecmp.format("eth1", "eth2")))),
