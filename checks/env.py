@@ -36,7 +36,8 @@ def test_socket_ifname(host, facts, cluster, verdict):
     # launchers start do not, and HCCL picks a NIC itself (this read as "not set", a skip).
     if_ip = (env.get("HCCL_IF_IP") or "").strip()
     # (HCCL_SOCKET_IFNAME beside HCCL_IF_IP is not read by HCCL: missing it is no fault either.)
-    login_only = [v for v in interactive_only(VARIABLES, env, _login_env(facts))
+    # HCCL_IF_IP set only in the interactive shell: the job's HCCL picks a NIC of its own instead.
+    login_only = [v for v in interactive_only((*VARIABLES, "HCCL_IF_IP"), env, _login_env(facts))
                   if not (if_ip and v == "HCCL_SOCKET_IFNAME")]
     for variable in login_only:
         verdict.failed(variable, observed=f"{variable} is set in an interactive shell but not in "
@@ -654,14 +655,24 @@ EXEC_TIMEOUT_REMEDY = ("export HCCL_EXEC_TIMEOUT=1800 (or up to 7200, as the ROL
 
 
 @check("env.hccl_timeouts", title="HCCL_CONNECT_TIMEOUT >= 600 s and HCCL_EXEC_TIMEOUT sane", severity="warning",
-       reference=faq.M18, needs=("session.env", "npu_smi.info?"),
+       reference=faq.M18, needs=("session.env", "session.env_login?", "npu_smi.info?"),
        remedy=CONNECT_TIMEOUT_REMEDY)
 def test_hccl_timeouts(host, facts, verdict):
     env = effective_env(host, facts.get("session.env"))
     minimum = int(host.vars.get("hccl_connect_timeout") or 600)
     raw = env.get("HCCL_CONNECT_TIMEOUT")
     value = _int_or_none(raw) if raw is not None else 120
-    if raw is not None and value is None:
+    login_only = interactive_only(("HCCL_CONNECT_TIMEOUT",), env, _login_env(facts))
+    if login_only:
+        # Set, but after ~/.bashrc's interactive guard: the job runs with the default (FAQ's own pattern).
+        verdict.failed("HCCL_CONNECT_TIMEOUT",
+                       observed=f"HCCL_CONNECT_TIMEOUT={_login_env(facts)['HCCL_CONNECT_TIMEOUT']} is set in an "
+                                f"interactive shell but not in {session_of(host)}: the job gets the default 120 s",
+                       expected=f"HCCL_CONNECT_TIMEOUT of at least {minimum} s in the non-interactive session pdsh "
+                                f"and launchers get",
+                       remedy="export HCCL_CONNECT_TIMEOUT before the interactive guard in ~/.bashrc (the `case $- "
+                              "in *i*) ...` or `[ -z \"$PS1\" ] && return` line), or in the launch script.")
+    elif raw is not None and value is None:
         verdict.failed("HCCL_CONNECT_TIMEOUT", observed=f"HCCL_CONNECT_TIMEOUT={raw!r} is not a number of seconds",
                        expected=f"an integer in {minimum}..7200")
     elif value < minimum or value > 7200:

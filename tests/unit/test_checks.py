@@ -472,6 +472,20 @@ def test_socket_ifname_set_only_after_bashrcs_interactive_guard_fails():
     assert "before the interactive guard in ~/.bashrc" in results[0].remedy
 
 
+def test_hccl_if_ip_and_the_connect_timeout_set_only_after_the_interactive_guard_fail():
+    """HCCL_IF_IP below ~/.bashrc's guard read as unset (a skip: HCCL picks its own NIC), and an
+    HCCL_CONNECT_TIMEOUT set there read only as "unset (default 120 s)", not saying where it is set."""
+    raw = healthy_raw(env={"HCCL_SOCKET_IFNAME": None})
+    raw["session.env_login"] = out(LOGIN_MARKER + "\nHCCL_IF_IP=10.0.0.1\0HCCL_CONNECT_TIMEOUT=1200\0PATH=/usr/bin\0")
+    results = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts(raw=raw))
+    [r] = [r for r in results if r.subject == "HCCL_IF_IP"]
+    assert r.outcome == "failed" and "HCCL_IF_IP is set in an interactive shell but not in" in r.message
+    [r] = [r for r in run_check(env.test_hccl_timeouts, host=make_host(), facts=make_facts(raw=raw))
+           if r.subject == "HCCL_CONNECT_TIMEOUT"]
+    assert r.outcome == "warning" and "HCCL_CONNECT_TIMEOUT=1200 is set in an interactive shell" in r.message
+    assert "before the interactive guard" in r.remedy
+
+
 def test_hccl_socket_ifname_is_not_judged_where_hccl_if_ip_is_set():
     """HCCL reads HCCL_SOCKET_IFNAME only without HCCL_IF_IP (CANN docs): a stale name beside a good
     HCCL_IF_IP is no fault and must not block the launch."""
