@@ -85,10 +85,18 @@ def test_socket_ifname(host, facts, cluster, verdict):
             verdict.failed(variable, observed=f"{shown} lists several interfaces; TensorPipe (torch RPC) takes one "
                                               f"name and looks the whole value up as it",
                            expected="one interface name, e.g. TP_SOCKET_IFNAME=" + sel.value.split(",")[0].strip())
+        elif sel.missing and not alternatives and sel.value.startswith("=="):
+            # `export HCCL_SOCKET_IFNAME==eth0` is shell: the value it sets is "=eth0".
+            verdict.failed(variable, observed=f"{shown} names {', '.join(sel.missing)}: the value holds two '=', "
+                                              f"the shell form `export {variable}=={sel.value[2:]}` copied as a value",
+                           expected="one '=' in the value (exact match): =" + sel.value[2:],
+                           remedy=f"Write the value with one '=': {variable}: \"={sel.value[2:]}\" in the inventory's "
+                                  f"env, or export {variable}=={sel.value[2:]} in a shell.")
         elif sel.missing and not alternatives:
             verdict.failed(variable, observed=f"{shown} names {', '.join(sel.missing)}, which does not exist "
                                               f"(interfaces: {describe(interfaces)})",
-                           expected="an existing interface", remedy=_rename_hint(host, interfaces, sel.missing[0]))
+                           expected="an existing interface",
+                           remedy=_rename_hint(host, interfaces, sel.missing[0].lstrip("=^")))
         elif not sel.matched:
             verdict.failed(variable, observed=f"{shown} matches no interface (interfaces: {describe(interfaces)})",
                            expected="at least one matching interface",

@@ -486,6 +486,16 @@ def test_hccl_if_ip_and_the_connect_timeout_set_only_after_the_interactive_guard
     assert "before the interactive guard" in r.remedy
 
 
+def test_a_socket_ifname_value_with_two_equals_signs_says_so():
+    """`export HCCL_SOCKET_IFNAME==eth0` copied into the inventory as ==eth0: the remedy asked for a NIC
+    to be renamed to "=eth0"."""
+    results = run_check(env.test_socket_ifname, host=make_host(address="10.0.0.1"),
+                        facts=make_facts(raw=healthy_raw(env={"HCCL_SOCKET_IFNAME": "==eth0"})))
+    [r] = [r for r in results if r.subject == "HCCL_SOCKET_IFNAME"]
+    assert r.outcome == "failed" and "the value holds two '='" in r.message, r.message
+    assert 'HCCL_SOCKET_IFNAME: "=eth0"' in r.remedy and "udev" not in r.remedy
+
+
 def test_hccl_socket_ifname_is_not_judged_where_hccl_if_ip_is_set():
     """HCCL reads HCCL_SOCKET_IFNAME only without HCCL_IF_IP (CANN docs): a stale name beside a good
     HCCL_IF_IP is no fault and must not block the launch."""
