@@ -276,6 +276,9 @@ def machine() -> dict:
         for line in fh:
             if line.startswith("MemTotal:"):
                 mem = int(line.split()[1]) * 1024
+    if not os.path.exists("/usr/sbin/sshd"):  # before anything starts: the nodes are real sshd
+        raise SystemExit("benchmarks.run needs OpenSSH's server (/usr/sbin/sshd) and root: run `bash .ci/run` "
+                         "once on this machine, or apt-get install openssh-server")
     sshd = subprocess.run(["/usr/sbin/sshd", "-V"], capture_output=True, text=True).stderr.strip()
     import paramiko
     return {"cores": os.cpu_count(), "memory_gib": round(mem / 2**30, 1), "python": platform.python_version(),
