@@ -135,6 +135,10 @@ class LoopbackFleet:
             pub = node.host_pub
             kh.write_text("".join("[%s]:%d %s\n" % (a, self._port(i), pub) for i, a in enumerate(self.addresses)))
             self.known_hosts = kh
+            # The launcher (one of these addresses) logs in to the others with its own known_hosts,
+            # as pdsh would: without them there its logins failed at once and phase two was short.
+            with open(node.root_dir / ".ssh" / "known_hosts", "a") as fh:
+                fh.write(kh.read_text())
             self.inventory_path = c.workdir / "inventory_fleet.yaml"
             hosts = "".join('  - {name: "lb-%04d", address: "%s", port: %d, groups: [%s]}\n'
                             % (i + 1, a, self._port(i), "head" if i == 0 else "worker")
