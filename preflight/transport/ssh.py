@@ -319,6 +319,24 @@ def _jump_target(spec: str, label: str) -> tuple[str | None, str, int | None]:
         raise TransportError("config", f"{label}: jump host {spec!r}: {exc}") from None
 
 
+def _proxy_command_jump(command: str, host: str, port) -> str | None:
+    """The jump host of ssh_config's classic ``ProxyCommand ssh -W %h:%p [-q] [-l user] [-p port]
+    bastion`` (paramiko hands it over with %h:%p filled in), else None.  Taken as a ProxyJump, it is
+    one shared, host-key-checked connection with its handshakes capped, not one `ssh` per target
+    that a bastion's MaxStartups would throttle at a wide fan-out."""
+    from ..inventory import _Invalid, _proxy_command
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    target = f"{host}:{port or 22}"
+    try:
+        return _proxy_command(shlex.join(["%h:%p" if w == target else w for w in words]))
+    except (_Invalid, ValueError):
+        return None
+
+
 def _same_endpoint(jump: tuple, target: tuple) -> bool:
     """Whether a jump host (user, host, port) is the target itself; an unset port or user matches
     any (`Host *` / `ProxyJump bastion` reaching the bastion itself on its own port)."""
@@ -383,6 +401,8 @@ class SshContext:
         gateway, gate = None, None
         conn = _Connection(address, user=user, port=port, config=cfg, connect_timeout=self.settings.connect_timeout,
                            connect_kwargs=dict(kwargs))
+        if not gateway_spec and "proxyjump" not in conn.ssh_config and conn.ssh_config.get("proxycommand"):
+            gateway_spec = _proxy_command_jump(conn.ssh_config["proxycommand"], conn.host, conn.port)
         # ProxyJump a,b,c: the target is reached through c, c through b, b through a (OpenSSH runs
         # `ssh -J a,b -W target c`): the hops before the last are c's own jump spec.
         hops = [h.strip() for h in (gateway_spec or conn.ssh_config.get("proxyjump") or "").split(",")]

@@ -86,6 +86,29 @@ def test_ssh_config_proxyjump_reaches_the_bastion_directly(tmp_path, no_network,
     assert no_network == [conn.gateway]  # only the bastion was connected (the target is the caller's)
 
 
+@pytest.mark.parametrize("command, user, port", [
+    ("ssh -W %h:%p -q admin@bastion", "admin", 22), ("ssh -q -l ops -p 2222 -W %h:%p bastion", "ops", 2222)])
+def test_an_ssh_config_proxycommand_through_a_bastion_is_its_shared_jump_connection(tmp_path, no_network, command,
+                                                                                    user, port):
+    """`ProxyCommand ssh -W %h:%p bastion` in ssh_config started one `ssh` to the bastion per target,
+    uncapped: at a fan-out of 32 a bastion's default MaxStartups 10:30:100 refuses some."""
+    ctx = SshContext(SshSettings())
+    (tmp_path / "ssh_config").write_text(f"Host node-*\n  ProxyCommand {command}\n")
+    gateways = set()
+    for name in ("node-01", "node-02"):
+        host = Host(name=name, address=name, ssh_config=str(tmp_path / "ssh_config"))
+        conn, gate = ctx.connection(host, name, "root", 22, None, name)
+        assert gate is not None and conn.gateway.host == "bastion"
+        assert (conn.gateway.user, conn.gateway.port) == (user, port)
+        gateways.add(id(conn.gateway))
+    assert len(gateways) == 1 and {id(c) for c in no_network} == gateways  # one bastion connection for both
+    # Any other ProxyCommand is left to run as written.
+    (tmp_path / "ssh_config").write_text("Host node-*\n  ProxyCommand nc -X connect -x proxy:3128 %h %p\n")
+    host = Host(name="node-03", address="node-03", ssh_config=str(tmp_path / "ssh_config"))
+    conn, gate = SshContext(SshSettings()).connection(host, "node-03", "root", 22, None, "node-03")
+    assert gate is None and "nc -X connect" in str(conn.gateway)
+
+
 def test_a_proxyjump_chain_in_ssh_config_goes_through_every_hop_in_order(tmp_path, no_network):
     """OpenSSH reaches the target through the last hop, the last through the one before, and so
     on; only the last hop was used (straight to it, skipping x1 and x2)."""
