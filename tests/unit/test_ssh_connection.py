@@ -491,3 +491,42 @@ def test_a_name_that_does_not_resolve_and_a_refused_port_keep_their_own_errors(t
     with pytest.raises(TransportError) as exc:
         SshTransport(Host(name="n1", address="127.0.0.1", port=port), SshContext(SshSettings(connect_timeout=1))).connect()
     assert "connection refused" in str(exc.value)
+
+
+def test_handshakes_through_one_bastion_are_capped_whatever_the_fanout(tmp_path, monkeypatch):
+    """Issue 6: with a jump host, at most GATEWAY_HANDSHAKES targets shake hands through it at once
+    (the e2e bastion test checked the constant only)."""
+    import time as _time
+
+    from preflight.transport.ssh import GATEWAY_HANDSHAKES
+
+    lock, now, peak = threading.Lock(), [0], [0]
+
+    def slow_open(conn, timeout):
+        if conn.host == "bastion":
+            return
+        with lock:
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+        _time.sleep(0.5)  # long enough for every waiting thread to queue at the cap, even on a loaded box
+        with lock:
+            now[0] -= 1
+        raise socket.timeout("timed out")  # each target then fails, after holding its turn
+
+    monkeypatch.setattr(ssh_module, "open_connection", slow_open)
+    ctx = SshContext(SshSettings(connect_timeout=5))
+    hosts = [Host(name=f"node-{i:02d}", address=f"node-{i:02d}", jump_host="root@bastion") for i in range(24)]
+    errors = []
+
+    def one(host):
+        try:
+            SshTransport(host, ctx).connect()
+        except TransportError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(h,)) for h in hosts]  # a fan-out of 24
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(errors) == 24 and peak[0] == GATEWAY_HANDSHAKES == 8, peak  # 8: the README's figure
