@@ -418,13 +418,26 @@ def _port_count(value: str) -> tuple[int | None, str | None]:
     return sum(high - low + 1 for low, high in spans), None
 
 
-@check("hccl.port_range", title="HCCL_NPU_SOCKET_PORT_RANGE set when several processes share an NPU",
+@check("hccl.port_range", title="HCCL_NPU_SOCKET_PORT_RANGE set when several processes share an NPU, and on "
+                                "every node if on one",
        severity="warning", reference=faq.R_PORT_BIND, needs=("session.env", "npu_smi.info?"),
        remedy=("Several processes on one NPU all bind its default HCCL port 16666: export "
                "HCCL_NPU_SOCKET_PORT_RANGE=auto (or a range such as 61000-61050) on every node of the job."))
-def test_port_range(host, facts, verdict):
+def test_port_range(host, facts, verdict, cluster):
     env = effective_env(host, facts.get("session.env"))
     per_npu = int(host.vars.get("processes_per_npu") or 1)
+    # Every card of a communicator must set it if one does (CANN's HCCL docs), however many
+    # processes share an NPU: a node left without it while others have it breaks the link set-up.
+    if not env.get("HCCL_NPU_SOCKET_PORT_RANGE"):
+        setting = sorted(h.name for h, f in cluster.reachable() if h.name != host.name
+                         and effective_env(h, f.optional("session.env", {})).get("HCCL_NPU_SOCKET_PORT_RANGE"))
+        if setting:
+            verdict.failed(observed=f"HCCL_NPU_SOCKET_PORT_RANGE is not set on {host.name}, but {fold(setting)} "
+                                    f"set{'s' if len(setting) == 1 else ''} it",
+                           expected="HCCL_NPU_SOCKET_PORT_RANGE set on every node of the job, or on none",
+                           remedy="Export the same HCCL_NPU_SOCKET_PORT_RANGE (auto, or a range) on every node of the "
+                                  "job, or unset it everywhere: all cards of a communicator must set it if one does.")
+            return
     if per_npu < 2:
         # Processes on an NPU before a launch are leftovers (npu.idle says so), not the job's
         # colocation: the inventory says how the job shares its NPUs.

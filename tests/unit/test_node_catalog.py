@@ -114,6 +114,8 @@ def run(func, host=None, facts=None, cluster=None, compat=None):
     verdict = Verdict(info_of(_Item()), host.name if host else None)
     kwargs = {"verdict": verdict}
     params = func.__code__.co_varnames[:func.__code__.co_argcount]
+    if cluster is None and host is not None and facts is not None and "cluster" in params:
+        cluster = cluster_of((host, facts))  # a host check runs in a cluster: by default, this host's own
     for name, value in (("host", host), ("facts", facts), ("cluster", cluster),
                         ("compat", compat or C.load())):
         if name in params:
@@ -1383,6 +1385,20 @@ def test_device_ip_unique_across_nodes():
                                                           for i in range(8)})))))
     [unread] = [r for r in results if r.outcome == "error"]
     assert unread.outliers == ("node-01",) and "node-01 npu2" in unread.message
+
+
+def test_port_range_set_on_some_nodes_only():
+    """HCCL_NPU_SOCKET_PORT_RANGE=auto on node-01 and not on node-02: both skipped ("one process per
+    NPU"), though every card of a communicator must set it if one does."""
+    one, two = make_host("node-01", address="10.0.0.1"), make_host("node-02", address="10.0.0.2")
+    with_range = make_facts("node-01", raw=node_raw(env_={"HCCL_NPU_SOCKET_PORT_RANGE": "auto"}))
+    without = make_facts("node-02", raw=node_raw())
+    cl = cluster_of((one, with_range), (two, without))
+    [r] = run(hccl.test_port_range, two, without, cl)
+    assert r.outcome == "warning" and "not set on node-02, but node-01 sets it" in r.message, r.message
+    assert run(hccl.test_port_range, one, with_range, cl)[0].outcome == "skipped"
+    both = cluster_of((one, with_range), (two, make_facts("node-02", raw=node_raw(env_={"HCCL_NPU_SOCKET_PORT_RANGE": "auto"}))))
+    assert run(hccl.test_port_range, two, both.facts["node-02"], both)[0].outcome == "skipped"
 
 
 def test_port_range():
