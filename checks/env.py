@@ -43,8 +43,7 @@ def test_socket_ifname(host, facts, cluster, verdict):
         verdict.failed(variable, observed=f"{variable} is set in an interactive shell but not in "
                                           f"{session_of(host)}: the job's processes do not get it",
                        expected=f"{variable} set in the non-interactive session pdsh and launchers get",
-                       remedy=f"export {variable} before the interactive guard in ~/.bashrc (the `case $- in *i*) "
-                              f"...` or `[ -z \"$PS1\" ] && return` line), or in the launch script.")
+                       remedy=_before_guard(variable))
     if if_ip:
         _hccl_if_ip(host, if_ip, interfaces, verdict, several=several)
         if not present:
@@ -387,6 +386,12 @@ def _login_env(facts):
     return facts.optional("session.env_login")
 
 
+def _before_guard(variable: str) -> str:
+    """The remedy for a variable set only after ~/.bashrc's interactive guard."""
+    return (f"export {variable} before the interactive guard in ~/.bashrc (the `case $- in *i*) ...` or "
+            f"`[ -z \"$PS1\" ] && return` line), or in the launch script.")
+
+
 def interactive_only(names, env, login) -> list[str]:
     """Variables set in an interactive login shell but not in the non-interactive SSH session."""
     if not login:
@@ -678,8 +683,7 @@ def test_hccl_timeouts(host, facts, verdict):
                                 f"interactive shell but not in {session_of(host)}: the job gets the default 120 s",
                        expected=f"HCCL_CONNECT_TIMEOUT of at least {minimum} s in the non-interactive session pdsh "
                                 f"and launchers get",
-                       remedy="export HCCL_CONNECT_TIMEOUT before the interactive guard in ~/.bashrc (the `case $- "
-                              "in *i*) ...` or `[ -z \"$PS1\" ] && return` line), or in the launch script.")
+                       remedy=_before_guard("HCCL_CONNECT_TIMEOUT"))
     elif raw is not None and value is None:
         verdict.failed("HCCL_CONNECT_TIMEOUT", observed=f"HCCL_CONNECT_TIMEOUT={raw!r} is not a number of seconds",
                        expected=f"an integer in {minimum}..7200")

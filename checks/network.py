@@ -444,6 +444,9 @@ def test_hccl_ports(host, facts, cluster, verdict):
 # -- launcher SSH ----------------------------------------------------------------------------
 
 
+OWN_LOGIN = " (its own login: pdsh logs in to the launcher too)"
+
+
 @check("cluster.launcher_ssh", title="The launcher reaches every node with non-interactive SSH (what pdsh needs)",
        reference=faq.M4, needs=("ssh.launcher",),
        remedy=("On the launcher, create a key without a passphrase (ssh-keygen -t ed25519), copy it to every node "
@@ -486,12 +489,12 @@ def test_launcher_ssh(host, facts, cluster, verdict):
         else:
             why = attempt.detail.replace(attempt.address, "<node>").replace(attempt.name, "<node>")
             if attempt.name == host.name:
-                why += " (its own login: pdsh logs in to the launcher too)"
+                why += OWN_LOGIN
             alike.setdefault(why, []).append(attempt)
     for why, failing in alike.items():
         if len(failing) == 1:
             [attempt] = failing
-            own = " (its own login: pdsh logs in to the launcher too)" if attempt.name == host.name else ""
+            own = OWN_LOGIN if attempt.name == host.name else ""
             verdict.failed(attempt.name, observed=f"ssh -o BatchMode=yes {attempt.address} true from {host.name} "
                                                   f"failed ({attempt.detail}){own}",
                            expected="a login without password or host-key prompt")

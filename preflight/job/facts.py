@@ -40,18 +40,16 @@ def job_params(jobs) -> dict[str, str]:
 
 
 def local_hostfacts(jobs) -> HostFacts:
-    """The same facts, read on the controller (relative paths from the current directory)."""
+    """The same facts, read on the controller: relative paths from the jobs' launch directory
+    (Job.launch_dir, one for all the jobs given: PreflightRun reads each directory's jobs apart),
+    else from the current directory."""
+    base = jobs[0].launch_dir if jobs else None
+    dirs = sorted({a.value for j in jobs for _, a in j.model_dirs()})
+    paths = sorted({a.value for j in jobs for a in j.path_args()})
     raw = {}
-    for name, reader, args_of in (("job.model", read_model_dirs_local, lambda j: [a for _, a in j.model_dirs()]),
-                                  ("job.paths", read_paths_local, lambda j: j.path_args())):
-        # Relative paths from the jobs' launch directory (Job.launch_dir), else from here; the run
-        # reads jobs of different launch directories apart (PreflightRun.job_facts).
-        by_base: dict = {}
-        for j in jobs:
-            by_base.setdefault(j.launch_dir, set()).update(a.value for a in args_of(j))
+    for name, reader, items in (("job.model", read_model_dirs_local, dirs), ("job.paths", read_paths_local, paths)):
         try:
-            text = "".join(reader(sorted(items), base) for base, items in by_base.items())
-            raw[name] = CommandOutput(stdout=text, stderr="", rc=0)
+            raw[name] = CommandOutput(stdout=reader(items, base), stderr="", rc=0)
         except OSError as exc:
             raw[name] = CommandOutput(stdout="", stderr=str(exc), rc=1)
     return HostFacts(host=LOCAL, address="localhost", raw=raw)
