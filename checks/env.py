@@ -741,7 +741,7 @@ RECOMMENDED = (
 @check("env.recommended", title="Recommended NPU environment variables set", severity="warning", reference=faq.M18,
        needs=("session.env",),
        remedy=("export TASK_QUEUE_ENABLE=2 CPU_AFFINITY_CONF=2 PYTORCH_NPU_ALLOC_CONF=expandable_segments:True "
-               "ASCEND_GLOBAL_LOG_LEVEL=3 (TASK_QUEUE_ENABLE=1 also serves) in the launch script or in ~/.bashrc "
+               "ASCEND_GLOBAL_LOG_LEVEL=1 (the FAQ's values; TASK_QUEUE_ENABLE=1 also serves, and log level 3 logs errors only) in the launch script or in ~/.bashrc "
                "above its interactive guard."))
 def test_recommended(host, facts, verdict):
     env = effective_env(host, facts.get("session.env"))

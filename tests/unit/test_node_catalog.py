@@ -1224,6 +1224,8 @@ def test_recommended():
                                                          "PYTORCH_NPU_ALLOC_CONF": "max_split_size_mb:128"}))
     assert {r.subject for r in bad(results)} == {"TASK_QUEUE_ENABLE", "ASCEND_GLOBAL_LOG_LEVEL", "PYTORCH_NPU_ALLOC_CONF"}
     assert all(r.outcome == "warning" for r in bad(results))
+    # The remedy gives the FAQ's values (M 18: ASCEND_GLOBAL_LOG_LEVEL=1).
+    assert all("ASCEND_GLOBAL_LOG_LEVEL=1 " in r.remedy for r in bad(results))
 
 
 def test_vllm_nz():
