@@ -8,7 +8,7 @@ import statistics
 from collections import Counter, defaultdict
 
 from preflight import faq
-from preflight.activeprobe import (device_ips, hccl_endpoint, hccl_ports_of, is_loopback, launcher_hosts,
+from preflight.activeprobe import (device_ips, hccl_endpoint, hccl_port_settings_invalid, hccl_ports_of, is_loopback, launcher_hosts,
                                   launcher_targets, node_addresses, ray_plan, rendezvous_plan, shared_participants,
                                   shared_paths)
 from preflight.check import check
@@ -402,6 +402,11 @@ def test_hccl_ports(host, facts, cluster, verdict):
     if host.name not in names:
         verdict.error(message=f"not evaluated: {host.name} was not reached")
         return
+    for name, value, accepted in hccl_port_settings_invalid(host, facts):
+        # HCCL refuses the value when the job starts; the probe below tries the default block instead.
+        verdict.failed(name, observed=f"{name}={value!r} on {host.name}", expected=accepted,
+                       remedy=f"Set {name} to {accepted.split(' (')[0]} in the launch script on every node, or "
+                              f"unset it for HCCL's default (ports 60000-60015, 60000-60031 from CANN 8.5).")
     # Only this host's peer in the ring (the next reachable host): the whole ring per host is N x N.
     peer, peer_facts = reachable[(names.index(host.name) + 1) % len(reachable)]
     if not hccl_ports_of(peer, peer_facts)[1]:  # phase two connects to nothing there

@@ -889,6 +889,23 @@ def hccl_ports_of(host, facts) -> tuple[int, list[int]]:
     return base, [base + off for off in offsets]
 
 
+def hccl_port_settings_invalid(host, facts) -> list[tuple[str, str, str]]:
+    """(variable, value, what HCCL accepts) for each of this host's HCCL port variables that is set
+    to something HCCL rejects; phase two then probes the default block, which HCCL will not use."""
+    from .ifname import effective_env
+
+    env = effective_env(host, facts.optional("session.env", {}))
+    bad = []
+    base = env.get("HCCL_IF_BASE_PORT")
+    if base is not None and not (base.isascii() and base.isdigit() and 1024 <= int(base) <= 65520):
+        bad.append(("HCCL_IF_BASE_PORT", base, "a port number in [1024, 65520] (default 60000)"))
+    ranges = env.get("HCCL_HOST_SOCKET_PORT_RANGE")
+    if ranges is not None and ranges.strip() and hccl_host_port_ranges(ranges) is None:
+        bad.append(("HCCL_HOST_SOCKET_PORT_RANGE", ranges,
+                    "ports in [1, 65535] as a port, a range or a comma list (60000-60050,60100), or auto"))
+    return bad
+
+
 def hccl_host_port_ranges(value: str) -> list[tuple[int, int]] | None:
     """HCCL_HOST_SOCKET_PORT_RANGE (``60000-60050``, ``60000,60050-60100``, ``auto``) as
     [(first, last)]; [] for ``auto``; None when unset or not valid (HCCL then uses the base port)."""

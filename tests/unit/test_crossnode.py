@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from preflight.activeprobe import launcher_targets
+from preflight.activeprobe import hccl_port_settings_invalid, launcher_targets
 from preflight.checks import network
 from preflight.facts import HostFacts, SharedOutputs
 from preflight.parsers import ParseError
@@ -614,6 +614,29 @@ def test_hccl_ports_name_the_peer():
     hosts, cl = _cluster({"node-01": {"tcp.hccl": "timeout 10.0.0.2 60000 temporary x\nopen 10.0.0.2 60015 temporary\n"}})
     results = run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
     assert {(r.subject, r.outcome) for r in results} == {("node-02:60000", "failed"), ("node-02:60015", "passed")}
+
+
+@pytest.mark.parametrize("name, value", [("HCCL_IF_BASE_PORT", "70000"), ("HCCL_IF_BASE_PORT", "60000-60015"),
+                                         ("HCCL_IF_BASE_PORT", "80"), ("HCCL_HOST_SOCKET_PORT_RANGE", "60050-60000"),
+                                         ("HCCL_HOST_SOCKET_PORT_RANGE", "60000:60050")])
+def test_hccl_ports_fail_a_port_setting_hccl_refuses(name, value):
+    """A value HCCL rejects at start-up had the default block probed instead, and passed."""
+    rec = "open 10.0.0.2 60000 temporary\nopen 10.0.0.2 60015 temporary\n"
+    hosts, cl = _cluster({"node-01": {"tcp.hccl": rec}}, env={name: value})
+    results = {r.subject: r for r in run_check(network.test_hccl_ports, host=hosts[0], facts=cl.facts["node-01"],
+                                               cluster=cl)}
+    bad = results[name]
+    assert bad.outcome == "failed" and f"{name}={value!r} on node-01" in bad.observed
+    assert ("[1024, 65520]" if name == "HCCL_IF_BASE_PORT" else "or auto") in bad.expected
+    assert f"Set {name} to " in bad.remedy
+    assert results["node-02:60000"].outcome == "passed"  # the probe is still judged
+
+
+@pytest.mark.parametrize("env", [{"HCCL_IF_BASE_PORT": "61000"}, {"HCCL_HOST_SOCKET_PORT_RANGE": "auto"},
+                                 {"HCCL_HOST_SOCKET_PORT_RANGE": "60000,60050-60100"}, {}])
+def test_hccl_ports_accept_the_port_settings_hccl_takes(env):
+    hosts, cl = _cluster({}, env=env)
+    assert not hccl_port_settings_invalid(hosts[0], cl.facts["node-01"])
 
 
 def test_launcher_ssh_only_on_launchers():
