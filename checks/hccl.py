@@ -197,7 +197,10 @@ def test_tls_agree(cluster, verdict):
         verdict.passed(message=f"{on_off(next(iter(counts)))} on all {sum(counts.values())} NPUs of "
                                f"{len(per_host)} nodes{note}")
         return
-    majority = max(counts, key=lambda v: (counts[v], not v))
+    # The majority is counted by node, so that two 16-NPU nodes do not outvote three 8-NPU ones;
+    # a node mixed within itself has no vote. On a tie, off (the advice is all off).
+    votes = Counter(next(iter(s.values())) for s in per_host.values() if len(set(s.values())) == 1) or counts
+    majority = max(votes, key=lambda v: (votes[v], not v))
     odd = {h: sorted(d for d, v in s.items() if v != majority) for h, s in per_host.items()}
     odd = {h: ds for h, ds in odd.items() if ds}
     described = "; ".join(f"{h} {fold(f'npu{d}' for d in ds)}" for h, ds in odd.items())

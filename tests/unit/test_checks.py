@@ -333,6 +333,36 @@ def test_tls_agree_across_nodes():
     assert "on node-02: hccn_tool -i 0 -tls -s enable 0; hccn_tool -i 1 -tls -s enable 0;" in bad.remedy
 
 
+def _tls_node(name, npus, on):
+    raw = healthy_raw(npus=npus)
+    for i in range(npus):
+        raw[f"hccn.tls/{i}"] = out(tls_line(i, on))
+    return make_facts(name, raw=raw)
+
+
+def test_tls_agree_counts_the_majority_by_node():
+    """Two 16-NPU nodes with TLS on outvoted three 8-NPU nodes with it off (32 NPUs against 24):
+    the three were told to switch TLS on."""
+    hosts = [make_host(f"node-0{i}") for i in range(1, 6)]
+    cl = cluster_of(*[(h, _tls_node(h.name, 16 if i < 2 else 8, 1 if i < 2 else 0)) for i, h in enumerate(hosts)])
+    [bad] = run_check(hccl.test_tls_agree, cluster=cl)
+    assert bad.outcome == "failed" and bad.outliers == ("node-01", "node-02")
+    assert_explained(bad, "node-01 npu[0-15]", "while the rest (node-[03-05]) has tls switch[0] (off)")
+    assert "on node-01: hccn_tool -i 0 -tls -s enable 0" in bad.remedy and "enable 1" not in bad.remedy
+    # A node mixed within itself has no vote; uniform nodes decide, and its odd NPUs are named.
+    mixed = healthy_raw()
+    for i in range(8):
+        mixed[f"hccn.tls/{i}"] = out(tls_line(i, 1 if i < 6 else 0))
+    cl = cluster_of((hosts[0], make_facts("node-01", raw=mixed)), (hosts[1], _tls_node("node-02", 8, 0)),
+                    (hosts[2], _tls_node("node-03", 8, 0)))
+    [bad] = run_check(hccl.test_tls_agree, cluster=cl)
+    assert bad.outliers == ("node-01",) and "node-01 npu[0-5]" in bad.observed
+    # Only mixed nodes: the NPUs are counted, as before.
+    cl = cluster_of((hosts[0], make_facts("node-01", raw=mixed)), (hosts[1], make_facts("node-02", raw=mixed)))
+    [bad] = run_check(hccl.test_tls_agree, cluster=cl)
+    assert bad.outliers == ("node-01", "node-02") and "node-01 npu[6-7]" in bad.observed
+
+
 def test_tls_agree_marks_a_node_it_could_not_read_as_not_evaluated():
     """Its matrix cell showed the others' pass (a green tick for a node nobody read)."""
     from preflight.report.matrix import cells
