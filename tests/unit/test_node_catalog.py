@@ -1546,6 +1546,23 @@ def test_hardware_agree():
     assert {(r.subject, r.outcome) for r in results} == {("rackA", "passed"), ("rackB", "passed")}
 
 
+def test_hardware_agree_marks_a_node_it_could_not_read_as_not_evaluated():
+    """The error named no host, so the matrix showed the group's pass in that node's cell."""
+    from preflight.report.matrix import cells
+
+    hosts = [make_host(f"node-0{i}", groups=["worker"]) for i in (1, 2, 3)]
+    unread = node_raw(npu_smi_dot_info=out("", rc=124, stderr="timed out"))
+    results = run(npu.test_hardware_agree, cluster=cluster_of((hosts[0], make_facts("node-01", raw=node_raw())),
+                                                              (hosts[1], make_facts("node-02", raw=node_raw())),
+                                                              (hosts[2], make_facts("node-03", raw=unread))))
+    [error] = [r for r in results if r.outcome == "error"]
+    assert error.outliers == ("node-03",) and error.message.startswith("not evaluated on node-03")
+    doc = {"hosts": [{"name": h.name, "reachable": True} for h in hosts], "results": [r.to_json() for r in results]}
+    _, _, grid = cells(doc)
+    assert grid[("node-03", "cluster.hardware_agree")][0] == "error"
+    assert grid[("node-01", "cluster.hardware_agree")][0] == "passed"
+
+
 def test_idle():
     ok(run(npu.test_idle, H, facts_of()))
     busy = facts_of(npu_smi_dot_info=out(fixture("npu-smi/info/a2-910b1-23.0.rc3.3-busy-2npu-docstring.txt")))
