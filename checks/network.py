@@ -823,6 +823,14 @@ def _same_everywhere(verdict, host, address, firsts: dict, own: set[str] | None,
     count = len(firsts)
     everywhere = (f"on all {count} nodes" if count > 1 else
                   "on the one node reached" if not alone else "on its only node")
+    if own is None and address != host.address and not (alone and _loopback(address)):
+        # Its interfaces were not read: whether the address is another of its own cannot be told.
+        verdict.error(host.name, outliers=(host.name,),
+                      message=f"not evaluated: {host.name} resolves to {address} {everywhere}, not its inventory "
+                              f"address {host.address}, and {host.name}'s interfaces were not read (it was not "
+                              f"reached, or `ip -o addr` failed there), so whether {address} is its own cannot "
+                              f"be told")
+        return
     if address == host.address or own is None or address in own or (alone and _loopback(address)):
         got = sorted(set(firsts.values()), key=address_order)
         if len(got) > 1:

@@ -391,6 +391,28 @@ def test_hostnames_one_node_resolving_its_own_name_to_loopback_passes():
     assert r.outcome == "failed", r
 
 
+def test_hostnames_cannot_judge_an_address_of_a_node_whose_interfaces_were_not_read():
+    """Every node resolving node-03 to a stale 10.9.9.9 passed when node-03's interfaces were
+    unknown (unreachable, or `ip` failing there)."""
+    rec = ("query node-01\nquery node-02\nquery node-03\nv4 node-01 10.0.0.1 -\nv4 node-02 10.0.0.2 -\n"
+           "v4 node-03 10.9.9.9 -\n")
+    hosts, cl = _cluster({n: {"net.resolve": rec} for n in ("node-01", "node-02", "node-03")})
+    cl.facts["node-03"].raw["net.interfaces"] = out("", rc=127, stderr="ip: command not found")
+    [r] = [r for r in run_check(network.test_hostnames, cluster=cl) if r.subject == "node-03"]
+    assert r.outcome == "error" and r.outliers == ("node-03",), r
+    assert r.message.startswith("not evaluated: node-03 resolves to 10.9.9.9 on all 3 nodes, not its inventory "
+                                "address 10.0.0.3"), r.message
+    down = HostFacts(host="node-03", address="10.0.0.3", reachable=False, error="node-03: refused")
+    cl = cluster_of(*[(h, cl.facts[h.name]) for h in hosts[:2]], (hosts[2], down))
+    [r] = [r for r in run_check(network.test_hostnames, cluster=cl) if r.subject == "node-03"]
+    assert r.outcome == "error" and "10.9.9.9 on all 2 nodes" in r.message, r
+    # Its inventory address needs no interfaces to be judged.
+    cl = _cluster({n: {"net.resolve": rec.replace("10.9.9.9", "10.0.0.3")} for n in ("node-01", "node-02")})[1]
+    cl = cluster_of(*[(h, cl.facts[h.name]) for h in hosts[:2]], (hosts[2], down))
+    [r] = [r for r in run_check(network.test_hostnames, cluster=cl) if r.subject == "node-03"]
+    assert r.outcome == "passed", r
+
+
 @pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root and unshare")
 def test_resolve_command_against_a_hosts_file(tmp_path):
     """The command itself, against an /etc/hosts of our own (bind-mounted in a private mount
