@@ -557,7 +557,8 @@ class PhaseTwo:
         try:
             try:
                 process = self.start(writer,
-                    f"exec timeout {self.lifetime(len(reachable) - 1, self.probe_seconds(0))} bash -c "
+                    # -k: bash traps TERM, and only KILL ends a wait on a hung hard NFS mount.
+                    f"exec timeout -k 5 {self.lifetime(len(reachable) - 1, self.probe_seconds(0))} bash -c "
                     f"{shlex.quote(_MARKER_WRITER)} preflight {marker} {quoted}")
             except (TransportError, OSError, EOFError) as exc:
                 self.cluster.facts[writer.name].raw["storage.shared"] = CommandOutput(

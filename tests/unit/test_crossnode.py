@@ -1570,6 +1570,27 @@ def test_what_we_leave_on_a_node_outlives_every_probe_it_serves():
     assert bounds == [phase.lifetime(1, phase.probe_seconds(1)), phase.lifetime(999, phase.probe_seconds(1))]
 
 
+def test_the_shared_storage_marker_writer_is_killed_at_its_bound():
+    """The writer's bash traps TERM, and a wait on a hung hard NFS mount ends only with KILL: a
+    plain `timeout` left it on the node."""
+    from preflight.activeprobe import PhaseTwo
+    from preflight.gather import GatherSettings
+
+    hosts, cl = _cluster({}, shared_paths=("/shared",))
+    phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=10, fanout=32))
+    started = []
+
+    def start(host, command):
+        started.append((host.name, command))
+        raise OSError("stop here")
+
+    phase.start = start
+    phase.shared_storage()
+    [(writer, command)] = started
+    assert writer == "node-01" and command.startswith("exec timeout -k 5 "), command
+    assert "could not write markers" in cl.facts["node-01"].raw["storage.shared"].skipped
+
+
 def test_hccl_ports_are_probed_where_hccl_listens():
     """HCCL binds its host sockets to HCCL_IF_IP, else to the NIC HCCL_SOCKET_IFNAME selects: a
     data network apart from the SSH address is probed there, and results still name the node."""
