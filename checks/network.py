@@ -452,6 +452,15 @@ def test_hccl_ports(host, facts, cluster, verdict):
 OWN_LOGIN = " (its own login: pdsh logs in to the launcher too)"
 
 
+def _ssh_line(address: str) -> str:
+    """The record's ``[user@]address:port`` as the ssh command an operator can paste (ssh takes
+    the port with -p, not after a colon)."""
+    target, _, port = address.rpartition(":")
+    if not target or not port.isdigit():
+        return f"ssh -o BatchMode=yes {address} true"
+    return f"ssh -o BatchMode=yes{'' if port == '22' else f' -p {port}'} {target} true"
+
+
 @check("cluster.launcher_ssh", title="The launcher reaches every node with non-interactive SSH (what pdsh needs)",
        reference=faq.M4, needs=("ssh.launcher",),
        remedy=("On the launcher, create a key without a passphrase (ssh-keygen -t ed25519), copy it to every node "
@@ -489,8 +498,7 @@ def test_launcher_ssh(host, facts, cluster, verdict):
     alike: dict[str, list] = {}
     for attempt in attempts:
         if attempt.ok:
-            verdict.passed(attempt.name, message=f"ssh -o BatchMode=yes {attempt.address} true from {host.name} "
-                                                 f"succeeded")
+            verdict.passed(attempt.name, message=f"{_ssh_line(attempt.address)} from {host.name} succeeded")
         else:
             why = attempt.detail.replace(attempt.address, "<node>").replace(attempt.name, "<node>")
             if attempt.name == host.name:
@@ -500,8 +508,8 @@ def test_launcher_ssh(host, facts, cluster, verdict):
         if len(failing) == 1:
             [attempt] = failing
             own = OWN_LOGIN if attempt.name == host.name else ""
-            verdict.failed(attempt.name, observed=f"ssh -o BatchMode=yes {attempt.address} true from {host.name} "
-                                                  f"failed ({attempt.detail}){own}",
+            verdict.failed(attempt.name, observed=f"{_ssh_line(attempt.address)} from {host.name} failed "
+                                                  f"({attempt.detail}){own}",
                            expected="a login without password or host-key prompt")
             continue
         targets = fold([a.name for a in failing])

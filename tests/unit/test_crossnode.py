@@ -661,6 +661,18 @@ def test_hccl_ports_accept_the_port_settings_hccl_takes(env):
     assert not hccl_port_settings_invalid(hosts[0], cl.facts["node-01"])
 
 
+def test_launcher_ssh_names_the_login_as_a_pasteable_ssh_command():
+    """`ssh root@10.0.0.3:2222 true` is not how ssh takes a port: pasted, it fails differently."""
+    hosts, cl = _cluster({"node-01": {"ssh.launcher": "ok node-01 root@10.0.0.1:22\nok node-02 10.0.0.2:2222\n"
+                                                      "fail node-03 root@10.0.0.3:2222 rc=255 Permission denied\n"}})
+    results = {r.subject: r for r in run_check(network.test_launcher_ssh, host=hosts[0], facts=cl.facts["node-01"],
+                                               cluster=cl)}
+    assert results["node-01"].message.startswith("ssh -o BatchMode=yes root@10.0.0.1 true from node-01 succeeded")
+    assert results["node-02"].message.startswith("ssh -o BatchMode=yes -p 2222 10.0.0.2 true from node-01")
+    assert results["node-03"].observed.startswith("ssh -o BatchMode=yes -p 2222 root@10.0.0.3 true from node-01 "
+                                                  "failed (rc=255 Permission denied)"), results["node-03"].observed
+
+
 def test_launcher_ssh_only_on_launchers():
     hosts, cl = _cluster({"node-01": {"ssh.launcher": "ok node-01 10.0.0.1\nok node-02 10.0.0.2\n"
                                                       "fail node-03 10.0.0.3 rc=255 denied\n"}})
