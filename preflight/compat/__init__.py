@@ -61,6 +61,8 @@ def _read(path: Path) -> dict:
         raise CompatError(f"{path}: cannot read compatibility file: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise CompatError(f"{path}: not valid YAML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CompatError(f"{path}: not a UTF-8 text file (byte {exc.start}): a compatibility file is YAML") from None
     if not isinstance(doc, dict):
         raise CompatError(f"{path}: a compatibility file is a mapping (see preflight/compat/compat.yaml)")
     unknown = set(doc) - set(TABLES) - {"schema", "data_version", "sources", "known_bad", "verl_min_mindspeed"}

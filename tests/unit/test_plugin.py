@@ -888,13 +888,16 @@ def test_facts_out_redacts_an_ansible_inventorys_own_secrets(pytester):
 @pytest.mark.parametrize("content, words", [
     (None, "cannot read compatibility file"),
     ("stack: [\n", "not valid YAML"),
+    (b"stack: \xff\xfe\x00garbage", "not a UTF-8 text file"),
     ("stacks: []\n", "unknown table(s) stacks"),
     ("known_bad: [\"some text\"]\n", "known_bad[0] must be a mapping with a `when:` mapping"),
     ("known_bad: [{when: {cann: ''}}]\n", "known_bad[0] must be a mapping with a `when:` mapping"),
 ])
 def test_a_bad_compat_file_is_a_usage_error_before_gathering(pytester, inv, content, words):
     path = pytester.path / "extra.yaml"
-    if content is not None:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
         path.write_text(content)
     result = run(pytester, "--inventory", str(inv), "--compat", str(path))
     assert result.ret == 4 and words in output(result) and str(path) in output(result), output(result)
