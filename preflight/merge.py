@@ -283,11 +283,22 @@ def main(argv: list[str] | None = None) -> int:
         return 4
     from .report.json_report import write_json
 
-    write_json(args.output, doc)
+    # The checks above miss what only the write shows (root passes access(); a full disk, /proc).
+    try:
+        write_json(args.output, doc)
+    except OSError as exc:
+        print(f"preflight-merge: -o {args.output}: cannot write it: {exc.strerror or exc}", file=sys.stderr)
+        return 4
     if args.matrix:
         from .report.matrix import write_matrix
 
-        write_matrix(args.matrix, doc)
+        try:
+            write_matrix(args.matrix, doc)
+        except OSError as exc:
+            os.unlink(args.output)  # no merged JSON without the page asked for beside it
+            print(f"preflight-merge: --matrix {args.matrix}: cannot write it: {exc.strerror or exc} (nothing "
+                  f"written)", file=sys.stderr)
+            return 4
     s = doc["summary"]
     print(f"{len(doc['hosts'])} hosts from {len(args.inputs)} shard(s): "
           + (", ".join(f"{n} {k}" for k, n in s.items() if n) or "no result")

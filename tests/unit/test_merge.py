@@ -170,6 +170,25 @@ def test_output_that_cannot_be_written_and_bad_usage_are_exit_4(tmp_path, capsys
     assert exit_.value.code == 4
 
 
+def test_a_write_that_fails_past_the_checks_is_exit_4_and_leaves_no_merged_json(tmp_path, capsys, monkeypatch):
+    """/proc/z.json passed the access() check (root) and its write was a traceback, exit 1; a full
+    disk the same."""
+    import preflight.report.matrix as matrix
+
+    a = write(tmp_path, "a", shard("a", ["n1"]))
+    assert main([a, "-o", "/proc/z.json"]) == 4
+    assert "-o /proc/z.json: cannot write it" in capsys.readouterr().err
+
+    def full(path, doc):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(matrix, "write_matrix", full)
+    out = tmp_path / "m.json"
+    assert main([a, "-o", str(out), "--matrix", str(tmp_path / "m.html")]) == 4
+    assert "cannot write it: No space left on device (nothing written)" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_a_result_for_a_host_the_file_does_not_list_is_refused(tmp_path, capsys):
     doc = shard("b", ["n2"])
     doc["results"][0]["host"] = "n9"  # it was dropped from the merge without a word
