@@ -149,6 +149,11 @@ def pytest_configure(config):
     except InventoryError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[RUN_KEY] = run
+    if config.option.maxfail:
+        # -x (often from a project's addopts) stopped the session at the first failure and left a
+        # report short of the other checks with no word of it; they only read facts already
+        # gathered, so stopping early saves nothing.
+        run.maxfail_ignored, config.option.maxfail = config.option.maxfail, 0
     if not run.is_xdist_worker:
         config.pluginmanager.register(_WorkerResults(run), "preflight-worker-results")
 

@@ -145,6 +145,7 @@ class PreflightRun:
         self.final_document: dict | None = None  # what finish() wrote, for preflight.html's summary
         self.final_fragment: str | None = None  # its matrix and "What to fix", rendered once for both pages
         self.fleet = False  # above plugin.FLEET_HOSTS: "What to fix" in the terminal, not a section per item
+        self.maxfail_ignored = 0  # the -x/--maxfail the plugin turned off (see plugin.pytest_configure)
         self.exitstatus = None  # pytest's, once the session has finished
         self.no_report: str | None = None  # why no report was written (--collect-only, nothing selected)
         # The (name, value) pairs put on reports, one tuple each: three reports per item carry the
@@ -608,6 +609,9 @@ class PreflightRun:
                 tr.write_line(f"  note: {one_line(note)}")
             if len(notes) > JOB_NOTES_SHOWN:
                 tr.write_line(f"  ... and {len(notes) - JOB_NOTES_SHOWN} more notes in preflight.json (jobs)")
+        if self.maxfail_ignored:
+            tr.write_line(f"note: --maxfail {self.maxfail_ignored} (-x is 1; a pytest.ini's addopts may set it) was not "
+                          f"applied: every check ran, as the report needs them all", yellow=True)
         if self.fleet:
             self._what_to_fix(tr)
         # What pytest itself does not print: the run's own findings (a host it could not reach

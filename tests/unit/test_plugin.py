@@ -903,6 +903,21 @@ def test_a_bad_compat_file_is_a_usage_error_before_gathering(pytester, inv, cont
     assert result.ret == 4 and words in output(result) and str(path) in output(result), output(result)
 
 
+def test_maxfail_from_a_projects_addopts_does_not_cut_the_report_short(pytester, inv):
+    """addopts = -x in the current directory's pytest.ini stopped the run at the first failure: 3 of 45
+    results in a report that did not say so."""
+    full = run(pytester, "--inventory", str(inv), "-p", "no:cacheprovider")
+    counts = load(pytester.path / "reports" / "preflight.json")["summary"]
+    assert counts["failed"] + counts["error"] > 1, counts  # this machine has no NPU: several findings
+    pytester.makeini("[pytest]\naddopts = -x\n")
+    cut = run(pytester, "--inventory", str(inv), "-p", "no:cacheprovider")
+    assert cut.ret == full.ret == 1, output(cut)
+    assert load(pytester.path / "reports" / "preflight.json")["summary"] == counts
+    assert "note: --maxfail 1 (-x is 1; a pytest.ini's addopts may set it) was not applied: every check ran" in \
+        output(cut)
+    assert "was not applied" not in output(full)
+
+
 def test_a_check_file_that_does_not_import_is_a_collection_error_not_an_internal_error(pytester, inv):
     # pytest-html hands the collection error's report to the row hook too; it has no user_properties.
     pytester.makepyfile(test_mine="def test_x(:\n    pass\n")
