@@ -8,9 +8,9 @@ import statistics
 from collections import Counter, defaultdict
 
 from preflight import faq
-from preflight.activeprobe import (device_ips, hccl_endpoint, hccl_port_settings_invalid, hccl_ports_of, is_loopback, launcher_hosts,
-                                  launcher_targets, node_addresses, ray_plan, rendezvous_plan, shared_participants,
-                                  shared_paths)
+from preflight.activeprobe import (device_ips, hccl_endpoint, hccl_port_settings_invalid, hccl_ports_of,
+                                  is_loopback, launcher_hosts, launcher_targets, master_host, node_addresses, ray_plan,
+                                  rendezvous_plan, shared_participants, shared_paths)
 from preflight.check import check
 from preflight.checks.hccl import not_applicable
 from preflight.facts import FactUnavailable, remedy_for_unevaluated
@@ -187,13 +187,25 @@ def test_rendezvous(cluster, verdict):
         return
     values = plan.values
     for name in ("MASTER_ADDR", "MASTER_PORT") if values else ():
-        sides = split({host: env.get(name, "unset") for host, env in values.items()}, missing="unset")
+        raw = {host: env.get(name, "unset") for host, env in values.items()}
+        keyed = dict(raw)
+        if name == "MASTER_ADDR":
+            # node-01 on some nodes and its address on others name one master: compared as the host.
+            masters = {v: master_host(cluster, v) for v in set(raw.values()) if v != "unset"}
+            keyed = {h: masters[v].name if masters.get(v) is not None else v for h, v in raw.items()}
+
+        def shown(hosts):
+            return "/".join(sorted({raw[h] for h in hosts}))
+
+        sides = split(keyed, missing="unset")
         if sides.unanimous:
-            verdict.passed(name, message=f"{name}={sides.majority} on all {len(values)} nodes")
+            spelled = shown(raw)
+            aside = f" (all naming {sides.majority})" if "/" in spelled else ""
+            verdict.passed(name, message=f"{name}={spelled} on all {len(values)} nodes{aside}")
         else:
             verdict.failed(name, outliers=sides.outliers, where=name,
-                           observed=sides.describe(lambda v, hs: f"{fold(hs)}: {name}={v}")
-                           + sides.versus(lambda hs, v: f"{fold(hs)} have {name}={v}"),
+                           observed=sides.describe(lambda v, hs: f"{fold(hs)}: {name}={shown(hs)}")
+                           + sides.versus(lambda hs, v: f"{fold(hs)} have {name}={shown(hs)}"),
                            expected=f"the same {name} on every node")
     ranks = {h: env.get("RANK") for h, env in values.items()}
     if any(ranks.values()):

@@ -954,6 +954,26 @@ def _job_master(cluster):
     return None
 
 
+def master_host(cluster, address: str):
+    """The inventory host a MASTER_ADDR value names (its name, its address, an address on another
+    of its NICs, or its name with a domain), or None; a loopback address is each node's own."""
+    master = None
+    if not is_loopback(address):
+        for host in cluster.hosts:
+            if address in (host.name, host.address):
+                master = host
+    if master is None:
+        # MASTER_ADDR on another NIC of a node (the training network, not the one SSH uses).
+        owners = [host for host, facts in cluster.reachable() if address in node_addresses(facts)]
+        master = owners[0] if len(owners) == 1 else None
+    if master is None and not _is_ip(address) and not is_loopback(address):
+        # node-01.cluster.local for the inventory's node-01 (or the other way round): the same short name.
+        short = address.split(".")[0].lower()
+        same = [h for h in cluster.hosts if h.name.split(".")[0].lower() == short]
+        master = same[0] if len(same) == 1 else None
+    return master
+
+
 def rendezvous_plan(cluster) -> RendezvousPlan | None:
     """Where ranks meet: MASTER_ADDR/MASTER_PORT from the nodes' environment (the value most
     nodes share), else from the job's launch script (--master_addr/--master_port)."""
@@ -982,20 +1002,7 @@ def rendezvous_plan(cluster) -> RendezvousPlan | None:
         address, port_text, source = job[0], job[1], f"job {job[2]}"
     port = int(port_text) if port_text and port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536 \
         else None
-    master = None
-    if address and not is_loopback(address):  # each node's own: cluster.rendezvous says so
-        for host in cluster.hosts:
-            if address in (host.name, host.address):
-                master = host
-    if address and master is None:
-        # MASTER_ADDR on another NIC of a node (the training network, not the one SSH uses).
-        owners = [host for host, facts in cluster.reachable() if address in node_addresses(facts)]
-        master = owners[0] if len(owners) == 1 else None
-    if address and master is None and not _is_ip(address) and not is_loopback(address):
-        # node-01.cluster.local for the inventory's node-01 (or the other way round): the same short name.
-        short = address.split(".")[0].lower()
-        same = [h for h in cluster.hosts if h.name.split(".")[0].lower() == short]
-        master = same[0] if len(same) == 1 else None
+    master = master_host(cluster, address) if address else None
     sources = [h for h, _ in cluster.reachable() if master is None or h.name != master.name]
     if address is None or port is None:
         master = None

@@ -1066,6 +1066,24 @@ def _rdzv_cluster(envs, probe_to=None):
     return cluster_of(*zip(hosts, facts))
 
 
+def test_rendezvous_master_addr_spelled_two_ways_for_one_master_agrees():
+    """MASTER_ADDR=10.0.0.1 on node-01 and =node-01 on the others failed as a disagreement, though
+    the same run found rank 0 and the port on that one master (NOT READY for nothing)."""
+    def env(addr, rank):
+        return {"MASTER_ADDR": addr, "MASTER_PORT": "29500", "RANK": rank, "WORLD_SIZE": "3"}
+
+    cl = _rdzv_cluster([env("10.0.0.1", "0"), env("node-01", "1"), env("node-01.cluster.local", "2")])
+    results = {r.subject: r for r in run_check(network.test_rendezvous, cluster=cl) if r.host is None}
+    addr = results["MASTER_ADDR"]
+    assert addr.outcome == "passed", addr
+    assert addr.message == "MASTER_ADDR=10.0.0.1/node-01/node-01.cluster.local on all 3 nodes (all naming node-01)"
+    # Two different masters still fail, each side shown as it is spelled.
+    cl = _rdzv_cluster([env("10.0.0.1", "0"), env("node-01", "1"), env("10.0.0.2", "2")])
+    addr = {r.subject: r for r in run_check(network.test_rendezvous, cluster=cl) if r.host is None}["MASTER_ADDR"]
+    assert addr.outcome == "failed" and addr.outliers == ("node-03",), addr
+    assert "node-03: MASTER_ADDR=10.0.0.2, while node-[01-02] have MASTER_ADDR=10.0.0.1/node-01" in addr.observed
+
+
 def test_rendezvous_rank_zero_is_on_the_master():
     """Distinct ranks passed with rank 0 on another node than MASTER_ADDR's, or with no rank 0 at all:
     every rank then waits at an address where no store listens."""
