@@ -349,27 +349,38 @@ def _read_only_but_shared(verdict, path, writer, views) -> bool:
 
 
 def _writer_off_the_share(verdict, path, writer, views, missing) -> bool:
-    """No other node saw the writer's marker: when they all have one network filesystem there and the
-    writer another (its share not mounted: the marker went to the empty mount point), the writer is
-    the odd node, not all the others.  False otherwise (the usual failure naming the readers follows,
-    with what they hold of a checkpoint's metadata)."""
+    """No other node saw the writer's marker.  The nodes are compared by the filesystem each has at
+    ``path`` (a local disk is each node's own): when most of them have one network share there, the
+    nodes without it are the odd ones, the writer included (its share not mounted: the marker went
+    to the empty mount point); when no node has a share there, every node is.  False otherwise (the
+    usual failure naming the readers follows, with what they hold of a checkpoint's metadata)."""
     seen = {host: views[host].filesystems.get(path) for host in [writer, *missing]}
     if not all(seen.values()):
         return False
-    readers = {seen[host] for host in missing}
-    # The writer on a network share of its own (another server) cannot be told from the readers with
-    # one reader: only its marker on a local disk (the empty mount point) makes it the odd node.
-    if len(readers) == 1 and _shared_kind(*next(iter(readers))) and not _shared_kind(*seen[writer]):
-        fstype, source = next(iter(readers))
-        verdict.failed(path, outliers=(writer,), where=path,
-                       observed=f"the marker {writer} wrote to {path} is seen on no other node, and every other node "
-                                f"has the {fstype} share {source} there while {writer} has "
-                                f"{' '.join(seen[writer])}",
-                       expected=f"{path} the same {fstype} share on every node",
-                       remedy=f"Mount {source} at {path} on {writer} (the other nodes have it there); until then "
-                              f"what {writer} writes to {path} stays on its own disk.")
+    keys = {host: fs if _shared_kind(*fs) else ("", host) for host, fs in seen.items()}
+    if not any(key[0] for key in keys.values()):
+        every = sorted(seen)
+        verdict.failed(path, outliers=tuple(every), where=path,
+                       observed=f"the marker {writer} wrote to {path} is seen on no other node, and no node has a "
+                                f"network share there: " + "; ".join(f"{h} has {' '.join(seen[h])}" for h in every),
+                       expected=f"{path} one filesystem shared by every node")
         return True
-    return False
+    sides = split(keys)
+    # The writer on a network share of its own (another server) cannot be told from the readers with
+    # one reader: only a majority on one share, without the writer, makes the writer odd.
+    if sides.tied or writer in sides.agreeing:
+        return False
+    fstype, source = sides.majority
+    odd = sides.outliers
+    verdict.failed(path, outliers=odd, where=path,
+                   observed=f"the marker {writer} wrote to {path} is seen on no other node; "
+                            f"{fold(sides.agreeing)} {'have' if len(sides.agreeing) > 1 else 'has'} the {fstype} "
+                            f"share {source} there, while " + "; ".join(f"{h} has {' '.join(seen[h])}" for h in odd),
+                   expected=f"{path} the same {fstype} share on every node",
+                   remedy=f"Mount {source} at {path} on {fold(odd)} (most nodes have it there); until then what "
+                          f"{'it writes' if len(odd) == 1 else 'they write'} to {path} stays on "
+                          f"{'its own disk' if len(odd) == 1 else 'their own disks'}.")
+    return True
 
 
 def _shared_kind(fstype: str, source: str) -> bool:

@@ -897,8 +897,30 @@ def test_shared_storage_the_writer_without_the_share_is_the_odd_node():
                           "node-03": {"storage.shared": reader}}, shared_paths=("/shared",))
     [r] = run_check(network.test_shared_storage, cluster=cl)
     assert (r.outcome, r.outliers) == ("failed", ("node-01",)), r
-    assert "every other node has the nfs share nas:/export there while node-01 has ext2/ext3 /dev/sda1" in r.message
-    assert r.remedy.startswith("Mount nas:/export at /shared on node-01")
+    assert "node-[02-03] have the nfs share nas:/export there, while node-01 has ext2/ext3 /dev/sda1" in r.message
+    assert r.remedy.startswith("Mount nas:/export at /shared on node-01 (most nodes have it there)")
+    # A reader off the share too: the writer and that reader are the odd ones (node-04 failed alone,
+    # while node-01, the writer, showed a pass).
+    hosts, cl = _cluster({"node-01": {"storage.shared": writer}, "node-02": {"storage.shared": reader},
+                          "node-03": {"storage.shared": reader}}, shared_paths=("/shared",))
+    four = make_host("node-04", address="10.0.0.4", shared_paths=("/shared",))
+    f4 = make_facts("node-04")
+    f4.raw["storage.shared"] = out(reader.replace("nfs nas:/export", "ext2/ext3 /dev/sda1"))
+    cl = cluster_of(*[(h, cl.facts[h.name]) for h in hosts], (four, f4))
+    [r] = run_check(network.test_shared_storage, cluster=cl)
+    assert (r.outcome, r.outliers) == ("failed", ("node-01", "node-04")), r
+    assert "node-01 has ext2/ext3 /dev/sda1; node-04 has ext2/ext3 /dev/sda1" in r.message
+    assert r.remedy.startswith("Mount nas:/export at /shared on node-[01,04] (most nodes have it there)"), r.remedy
+    # No node on a share: every node is named, the writer too.
+    local_writer = writer
+    hosts, cl = _cluster({"node-01": {"storage.shared": local_writer},
+                          "node-02": {"storage.shared": reader.replace("nfs nas:/export", "xfs /dev/sdb1")}},
+                         shared_paths=("/shared",))
+    cl.hosts = [h for h in cl.hosts if h.name != "node-03"]
+    del cl.facts["node-03"]
+    [r] = run_check(network.test_shared_storage, cluster=cl)
+    assert (r.outcome, r.outliers) == ("failed", ("node-01", "node-02")), r
+    assert "no node has a network share there: node-01 has ext2/ext3 /dev/sda1; node-02 has xfs /dev/sdb1" in r.message
     # The readers on their own disks: they are the ones without the share, as before.
     local = reader.replace("nfs nas:/export", "ext2/ext3 /dev/sdb1")
     hosts, cl = _cluster({"node-01": {"storage.shared": writer.replace("ext2/ext3 /dev/sda1", "nfs nas:/export")},
