@@ -359,12 +359,7 @@ def _writer_off_the_share(verdict, path, writer, views, missing) -> bool:
         return False
     keys = {host: fs if _shared_kind(*fs) else ("", host) for host, fs in seen.items()}
     if not any(key[0] for key in keys.values()):
-        every = sorted(seen)
-        verdict.failed(path, outliers=tuple(every), where=path,
-                       observed=f"the marker {writer} wrote to {path} is seen on no other node, and no node has a "
-                                f"network share there: " + "; ".join(f"{h} has {' '.join(seen[h])}" for h in every),
-                       expected=f"{path} one filesystem shared by every node")
-        return True
+        return False  # no share anywhere: the usual failure, the writer among those named (_no_share)
     sides = split(keys)
     # The writer on a network share of its own (another server) cannot be told from the readers with
     # one reader: only a majority on one share, without the writer, makes the writer odd.
@@ -381,6 +376,12 @@ def _writer_off_the_share(verdict, path, writer, views, missing) -> bool:
                           f"{'it writes' if len(odd) == 1 else 'they write'} to {path} stays on "
                           f"{'its own disk' if len(odd) == 1 else 'their own disks'}.")
     return True
+
+
+def _no_share(path, writer, views, missing) -> bool:
+    """Whether no node (the writer included) has a network share at ``path``, as far as each said."""
+    seen = [views[host].filesystems.get(path) for host in [writer, *missing]]
+    return all(seen) and not any(_shared_kind(*fs) for fs in seen)
 
 
 def _shared_kind(fstype: str, source: str) -> bool:
@@ -1055,9 +1056,13 @@ def test_shared_storage(cluster, verdict):
             note = ("; " + "; ".join(parts) if parts else
                     "; and no checkpoint metadata (common.pt, .metadata, metadata.json) there either")
             severity = "warning" if set(metadata_ok) == set(missing) else None
-            verdict.failed(path, outliers=tuple(missing), where=path, severity=severity,
+            # Nobody saw it and nobody has a share there: the writer's disk is no more the share
+            # than theirs (it had shown a pass).
+            alone = len(missing) == len(views) - 1 and not absent and _no_share(path, writer, views, missing)
+            verdict.failed(path, outliers=tuple(sorted([*missing, writer] if alone else missing)), where=path,
+                           severity=severity,
                            observed=f"a file written to {path} on {writer} is not seen on {fold(missing)}: not a "
-                                    f"shared filesystem{note}",
+                                    f"shared filesystem{' on any node' if alone else ''}{note}",
                            expected="one filesystem shared by every node")
         if not absent and not missing:
             verdict.passed(path, message=f"{path} is shared by all {len(views)} nodes")
