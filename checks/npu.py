@@ -162,7 +162,7 @@ def test_hardware_agree(cluster, verdict):
     if unreadable:
         # Named as outliers, so that their matrix cells show this rather than their group's pass.
         verdict.error(fold(unreadable), outliers=tuple(unreadable),
-                      message=f"not evaluated on {fold(unreadable)}: npu-smi info unreadable there (see "
+                      message=f"not evaluated: npu-smi info unreadable on {fold(unreadable)} (see "
                               f"npu.count_and_type)")
 
 

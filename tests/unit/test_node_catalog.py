@@ -1556,7 +1556,9 @@ def test_hardware_agree_marks_a_node_it_could_not_read_as_not_evaluated():
                                                               (hosts[1], make_facts("node-02", raw=node_raw())),
                                                               (hosts[2], make_facts("node-03", raw=unread))))
     [error] = [r for r in results if r.outcome == "error"]
-    assert error.outliers == ("node-03",) and error.message.startswith("not evaluated on node-03")
+    assert error.outliers == ("node-03",) and error.message.startswith("not evaluated: npu-smi info unreadable on "
+                                                                       "node-03")
+    assert "its row in the report" in error.remedy
     doc = {"hosts": [{"name": h.name, "reachable": True} for h in hosts], "results": [r.to_json() for r in results]}
     _, _, grid = cells(doc)
     assert grid[("node-03", "cluster.hardware_agree")][0] == "error"
