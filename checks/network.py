@@ -46,10 +46,14 @@ def target_python(cluster, node) -> str | None:
     return facts.optional("tools.python3") if facts is not None else None
 
 
-def judge_tcp(verdict, probe, path: str, subject: str, severity=None, python: str | None = None, **kw) -> None:
+def judge_tcp(verdict, probe, path: str, subject: str, severity=None, python: str | None = None,
+              target: str | None = None, **kw) -> None:
     """One TCP probe -> one result: open, dropped, rejected, or undecidable.  ``python``: the
     target's python3, when phase one found one (then a listener that did not open is not for
-    want of python3)."""
+    want of python3).  ``target``: the node probed, named as the outlier of a firewall finding,
+    so that its matrix cell shows it (the finding is the source node's result)."""
+    if target is not None and probe.state in ("timeout", "refused", "unreachable"):
+        kw.setdefault("outliers", (target,))
     if probe.state == "open":
         how = "through a temporary listener" if probe.listener == "temporary" else "something listens there"
         verdict.passed(subject, message=f"{path}: TCP connect succeeded ({how})", **kw)
@@ -166,7 +170,7 @@ def test_ray_ports(host, facts, cluster, verdict):
                           remedy=NO_RECORD_REMEDY)
             continue
         judge_tcp(verdict, probe, f"{host.name} -> {node.name} Ray {label} port ({probe.address}:{port})", subject,
-                  severity=RAY_SEVERITY[label], python=target_python(cluster, node))
+                  severity=RAY_SEVERITY[label], python=target_python(cluster, node), target=node.name)
 
 
 # -- rendezvous ------------------------------------------------------------------------------
@@ -268,7 +272,7 @@ def test_rendezvous(cluster, verdict):
             continue
         judge_tcp(verdict, probes[0], f"{host.name} -> {plan.master.name} MASTER_PORT ({subject}, from the "
                                       f"{plan.source})", subject, host=host.name,
-                  python=target_python(cluster, plan.master))
+                  python=target_python(cluster, plan.master), target=plan.master.name)
 
 
 def _rank_zero_on_the_master(verdict, ranks: dict[str, str], plan, names: list[str]) -> None:
@@ -467,7 +471,8 @@ def test_hccl_ports(host, facts, cluster, verdict):
                                   "means this exact name, not a prefix; declare it under env: in the inventory if "
                                   "the launch script sets it).")
             continue
-        judge_tcp(verdict, probe, path, f"{peer.name}:{probe.port}", python=peer_facts.optional("tools.python3"))
+        judge_tcp(verdict, probe, path, f"{peer.name}:{probe.port}", python=peer_facts.optional("tools.python3"),
+                  target=peer.name)
 
 
 # -- launcher SSH ----------------------------------------------------------------------------

@@ -87,10 +87,17 @@ def cells(document: dict) -> tuple[list[str], list[str], dict]:
     shard_of = {h["name"]: h.get("shard") for h in document.get("hosts", [])}  # merged reports only
     results = document.get("results", [])
     checks = _checks_in_order(results)
+    known = set(hosts)
     grid: dict[tuple[str, str], list] = {}
     for r in results:
         if r["host"] is not None:
             grid.setdefault((r["host"], r["check"]), []).append(r)
+            # A host's probe that blames another node (a firewall on the target of its connect):
+            # that node's cell shows the finding too, not only the prober's.
+            if r["outcome"] in ("failed", "warning", "error"):
+                for name in r.get("outliers") or ():
+                    if name != r["host"] and name in known:
+                        grid.setdefault((name, r["check"]), []).append(r)
     # Cluster-wide results: the outliers' cells carry the finding; the other reachable hosts
     # agreed, so their cells show the pass.
     cluster_rows: list[str] = []

@@ -545,6 +545,31 @@ def _cluster(records: dict, groups=None, **vars_):
     return hosts, cluster_of(*[(h, facts[h.name]) for h in hosts])
 
 
+def test_a_blocked_port_shows_in_the_cell_of_the_node_probed_too():
+    """node-03 dropping its worker range turned node-02's row red and left node-03's green."""
+    from preflight.report.matrix import cells
+
+    rec = ("open 10.0.0.1 6379 temporary\nopen 10.0.0.1 8265 temporary\nopen 10.0.0.1 10001 temporary\n"
+           "open 10.0.0.1 10002 temporary\nopen 10.0.0.1 19999 temporary\n"
+           "timeout 10.0.0.3 10002 temporary no answer\ntimeout 10.0.0.3 19999 temporary no answer\n")
+    hosts, cl = _cluster({"node-02": {"tcp.ray": rec}})
+    results = run_check(network.test_ray_ports, host=hosts[1], facts=cl.facts["node-02"], cluster=cl)
+    blocked = [r for r in results if r.outcome == "failed"]
+    assert {r.subject for r in blocked} == {"node-03:10002", "node-03:19999"}
+    assert all(r.host == "node-02" and r.outliers == ("node-03",) for r in blocked), blocked
+    assert all(r.outliers == () for r in results if r.outcome == "passed")
+    doc = {"hosts": [{"name": h.name, "reachable": True} for h in hosts], "results": [r.to_json() for r in results]}
+    _, _, grid = cells(doc)
+    assert grid[("node-03", "cluster.ray_ports")][0] == "failed"
+    assert grid[("node-02", "cluster.ray_ports")][0] == "failed"  # its own result, naming node-03
+    # The source node's own fault (it cannot resolve the name) blames no one else.
+    hosts, cl = _cluster({"node-02": {"tcp.hccl": "unresolved 10.0.0.3 60000 temporary Name or service not known\n"
+                                                  "open 10.0.0.3 60015 temporary\n"}})
+    [unresolved] = [r for r in run_check(network.test_hccl_ports, host=hosts[1], facts=cl.facts["node-02"],
+                                         cluster=cl) if r.outcome == "failed"]
+    assert unresolved.outliers == ()
+
+
 def test_ray_ports_the_heads_and_the_next_workers_range_with_warning_severity_for_dashboard_only():
     rec = ("open 10.0.0.1 6379 temporary\ntimeout 10.0.0.1 8265 temporary no answer\nopen 10.0.0.1 10001 temporary\n"
            "open 10.0.0.1 10002 temporary\ntimeout 10.0.0.1 19999 temporary no answer\n"
