@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 
 from preflight import faq
 from preflight.activeprobe import is_loopback
-from preflight.check import check
+from preflight.check import check, nothing_to_compare
 from preflight.facts import FactUnavailable, remedy_for_unevaluated
 from preflight.hostlist import fold
 from preflight.outliers import split
@@ -180,6 +180,8 @@ BY_DEFAULT, NO_ROUTE = "the default route", "no route"
        reference=faq.R_CROSS_NODE_IFNAME, needs=("session.env", "net.interfaces", "net.routes", "hccn.ip"),
        remedy=IFNAME_REMEDY)
 def test_ifname_agree(cluster, verdict):
+    if nothing_to_compare(cluster, verdict, "the interfaces the socket variables select"):
+        return
     values: dict[str, dict[str, str | None]] = defaultdict(dict)  # variable -> host -> chosen interface
     addresses: dict[str, dict[str, set]] = defaultdict(dict)  # variable -> host -> the chosen NIC's addresses
     if_ips: dict[str, list[str]] = defaultdict(list)  # HCCL_IF_IP value -> hosts
