@@ -1125,6 +1125,12 @@ def test_device_ping(host, facts, cluster, verdict):
             ips = facts.per_device("hccn.ip")
         except KeyError:
             ips = {}
+        if not ips and "probe.devices" in facts.raw and not facts.devices():
+            # It read as "hccn_tool -ping was not gathered", a fault of the run, on a node with no NPU.
+            verdict.error(message=f"not evaluated: {host.name} has no NPU to ping from: no /dev/davinciN device "
+                                  f"nodes (see npu.count_and_type)",
+                          remedy=remedy_for_unevaluated("no /dev/davinciN device nodes"))
+            return
         if ips and not device_ips(facts):
             # Not a skip: with hccl.device_ip deselected nothing else would say this node cannot ping.
             unread = [d for d, v in ips.items() if isinstance(v, FactUnavailable)]

@@ -1302,6 +1302,12 @@ def test_device_ping_not_run_says_why_where_the_cluster_explains_it():
                           for h in ("node-01", "node-02", "node-03")})
     [r] = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
     assert r.outcome == "skipped" and "cards have no RoCE port" in r.message
+    # A node with no NPU at all: said so, not "hccn_tool -ping was not gathered" (a fault of the run).
+    hosts, cl = _cluster({"node-01": {"probe.devices": ""}})
+    [r] = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
+    assert r.outcome == "error" and r.message == ("not evaluated: node-01 has no NPU to ping from: no /dev/davinciN "
+                                                  "device nodes (see npu.count_and_type)"), r.message
+    assert "--device /dev/davinciN" in r.remedy and "not gathered" not in r.message
 
 
 def test_rendezvous_master_from_the_job_when_the_nodes_do_not_set_it(tmp_path):
