@@ -602,6 +602,10 @@ def test_visible_devices(host, facts, verdict):
 
 def _visible_list(env: dict, count: int, verdict) -> None:
     value = env.get("ASCEND_RT_VISIBLE_DEVICES")
+    if value is None and count == 0:  # "all 0 NPU(s) visible" read as a pass on a node without NPUs
+        verdict.skipped("ASCEND_RT_VISIBLE_DEVICES", message="not set, and the node has no /dev/davinciN device "
+                                                             "nodes to make visible (see devices.davinci_nodes)")
+        return
     if value is None:
         verdict.passed("ASCEND_RT_VISIBLE_DEVICES", message=f"not set: all {count} NPU(s) visible")
         return
