@@ -1158,11 +1158,11 @@ def test_visible_devices_on_a_node_without_device_nodes_is_not_evaluated():
     raw = node_raw({"ASCEND_RT_VISIBLE_DEVICES": "0,1,8,1"}, npus=0)
     [r] = [r for r in run(env.test_visible_devices, H, make_facts(raw=raw)) if r.subject == "ASCEND_RT_VISIBLE_DEVICES"]
     assert r.outcome == "error" and "no /dev/davinciN device nodes" in r.message and "0..-1" not in r.message
+    assert r.remedy
     # Unset there: nothing to judge ("not set: all 0 NPU(s) visible" had passed).
     raw = node_raw({"ASCEND_RT_VISIBLE_DEVICES": None}, npus=0)
     [r] = [r for r in run(env.test_visible_devices, H, make_facts(raw=raw)) if r.subject == "ASCEND_RT_VISIBLE_DEVICES"]
     assert r.outcome == "skipped" and "no /dev/davinciN device nodes" in r.message, r
-    assert r.remedy
     for value in ("NoDevFiles", ""):  # nothing visible is definite, NPUs or not
         raw = node_raw({"ASCEND_RT_VISIBLE_DEVICES": value}, npus=0)
         [r] = [r for r in run(env.test_visible_devices, H, make_facts(raw=raw)) if r.subject == "ASCEND_RT_VISIBLE_DEVICES"]
