@@ -156,7 +156,10 @@ def test_ray_ports(host, facts, cluster, verdict):
         return
     targets = ray_plan(cluster).get(host.name)
     if not targets:
-        verdict.skipped(message=f"{host.name} is the Ray head and no worker is reachable")
+        local = [h.name for h, _ in cluster.reachable() if h.name != host.name and h.connection == "local"]
+        verdict.skipped(message=f"{host.name} is the Ray head and no worker is reachable" if not local else
+                                f"{host.name} is the Ray head; its only reachable worker, {fold(local)}, is this "
+                                f"machine's local entry, whose worker ports no node probes (it probed the head's)")
         return
     probes = _probes(verdict, facts, "tcp.ray", f"{host.name} -> " + fold(sorted({n.name for n, _, _ in targets})))
     if probes is None:
@@ -505,7 +508,9 @@ def test_launcher_ssh(host, facts, cluster, verdict):
         return
     targets = launcher_targets(cluster, host)
     if all(t.name == host.name for t in targets):  # one node: no pdsh to launch with
-        verdict.skipped(message=f"no other reachable node for {host.name} to log in to")
+        local = [h.name for h, _ in cluster.reachable() if h.name != host.name and h.connection == "local"]
+        verdict.skipped(message=f"no other reachable node for {host.name} to log in to" + (
+            f" ({fold(local)} is this machine's local entry: no SSH login to test there)" if local else ""))
         return
     attempts = _probes(verdict, facts, "ssh.launcher", host.name)
     if attempts is None:

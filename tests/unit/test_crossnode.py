@@ -545,6 +545,21 @@ def _cluster(records: dict, groups=None, **vars_):
     return hosts, cluster_of(*[(h, facts[h.name]) for h in hosts])
 
 
+def test_a_head_whose_only_worker_is_the_local_entry_says_so():
+    """"no worker is reachable" and "no other reachable node" read as faults of a worker that was
+    reached (the controller's own local entry, which probed the head's ports)."""
+    import dataclasses
+
+    head = make_host("node-01", groups=["head"], address="10.0.0.1")
+    local = dataclasses.replace(make_host("ctl", groups=["worker"], address="10.0.0.9"), connection="local")
+    cl = cluster_of((head, make_facts("node-01")), (local, make_facts("ctl")))
+    [r] = run_check(network.test_ray_ports, host=head, facts=cl.facts["node-01"], cluster=cl)
+    assert r.outcome == "skipped" and "its only reachable worker, ctl, is this machine's local entry" in r.message, r
+    [r] = run_check(network.test_launcher_ssh, host=head, facts=cl.facts["node-01"], cluster=cl)
+    assert r.outcome == "skipped" and r.message == ("no other reachable node for node-01 to log in to (ctl is this "
+                                                    "machine's local entry: no SSH login to test there)"), r.message
+
+
 def test_a_blocked_port_shows_in_the_cell_of_the_node_probed_too():
     """node-03 dropping its worker range turned node-02's row red and left node-03's green."""
     from preflight.report.matrix import cells
