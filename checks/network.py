@@ -1132,8 +1132,9 @@ def test_device_ping(host, facts, cluster, verdict):
             ips = {}
         if not ips and "probe.devices" in facts.raw and not facts.devices():
             # It read as "hccn_tool -ping was not gathered", a fault of the run, on a node with no NPU.
-            verdict.error(message=f"not evaluated: {host.name} has no NPU to ping from: no /dev/davinciN device "
-                                  f"nodes (see npu.count_and_type)",
+            # Worded alike on every node (the result names the host): one finding for a node set.
+            verdict.error(message="not evaluated: no NPU to ping from on this node: no /dev/davinciN device "
+                                  "nodes (see npu.count_and_type)",
                           remedy=remedy_for_unevaluated("no /dev/davinciN device nodes"))
             return
         if ips and not device_ips(facts):

@@ -1320,8 +1320,8 @@ def test_device_ping_not_run_says_why_where_the_cluster_explains_it():
     # A node with no NPU at all: said so, not "hccn_tool -ping was not gathered" (a fault of the run).
     hosts, cl = _cluster({"node-01": {"probe.devices": ""}})
     [r] = run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"], cluster=cl)
-    assert r.outcome == "error" and r.message == ("not evaluated: node-01 has no NPU to ping from: no /dev/davinciN "
-                                                  "device nodes (see npu.count_and_type)"), r.message
+    assert r.outcome == "error" and r.host == "node-01" and r.message == (
+        "not evaluated: no NPU to ping from on this node: no /dev/davinciN device nodes (see npu.count_and_type)"), r
     assert "--device /dev/davinciN" in r.remedy and "not gathered" not in r.message
 
 
