@@ -8,6 +8,7 @@ gatherer, and the report writers.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import math
 import os
@@ -404,7 +405,23 @@ def pytest_sessionfinish(session, exitstatus):
     run = _run(session.config)
     if run is not None:
         run.finish(session, exitstatus)
-    result = yield  # pytest-html writes preflight.html in here
+    try:
+        result = yield  # pytest-html writes preflight.html in here
+    except OSError as exc:
+        if run is None or run.is_xdist_worker:
+            raise
+        html = getattr(session.config.option, "htmlpath", None) or "preflight.html"
+        run.report_failed(session, html, exc)
+        with contextlib.suppress(OSError):
+            if html.startswith(run.run_dir):
+                os.unlink(html)  # cut short: no half page left behind under this run's name
+        # Nor its "Generated html report: ..." line below our "NOT WRITTEN".
+        from pytest_html.basereport import BaseReport
+
+        for plugin in session.config.pluginmanager.get_plugins():
+            if isinstance(plugin, BaseReport):
+                session.config.pluginmanager.unregister(plugin)
+        result = None
     if run is not None:
         run.point_latest()
         ours = os.path.join(run.run_dir, "preflight.html")

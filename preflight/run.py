@@ -146,6 +146,7 @@ class PreflightRun:
         self.final_fragment: str | None = None  # its matrix and "What to fix", rendered once for both pages
         self.fleet = False  # above plugin.FLEET_HOSTS: "What to fix" in the terminal, not a section per item
         self.maxfail_ignored = 0  # the -x/--maxfail the plugin turned off (see plugin.pytest_configure)
+        self.report_error: str | None = None  # "path: why" of a report that could not be written
         self.exitstatus = None  # pytest's, once the session has finished
         self.no_report: str | None = None  # why no report was written (--collect-only, nothing selected)
         # The (name, value) pairs put on reports, one tuple each: three reports per item carry the
@@ -548,22 +549,35 @@ class PreflightRun:
             if exitstatus == pytest.ExitCode.OK and not self.ready():
                 # A finding recorded by the run itself, not by a test: the exit code follows the verdict.
                 exitstatus = session.exitstatus = self.exitstatus = pytest.ExitCode.TESTS_FAILED
-        os.makedirs(self.run_dir, exist_ok=True)
         doc = self.document(exitstatus)
-        write_json(os.path.join(self.run_dir, "preflight.json"), doc)
         # pytest-html's page comes next and shows the same document and the same matrix: each is
         # built once, not twice (at 1000 hosts the document was ~50 MB, and rendering the matrix
         # briefly takes ~35 MB). Every check has run, so the gathered outputs and their parsed
         # forms go before that page is rendered.
         self.final_fragment = fragment(doc)
-        write_matrix(os.path.join(self.run_dir, "matrix.html"), doc, self.final_fragment)
         self.final_document = doc
+        path = self.run_dir
+        try:
+            os.makedirs(self.run_dir, exist_ok=True)
+            path = os.path.join(self.run_dir, "preflight.json")
+            write_json(path, doc)
+            path = os.path.join(self.run_dir, "matrix.html")
+            write_matrix(path, doc, self.final_fragment)
+        except OSError as exc:
+            self.report_failed(session, path, exc)
         for facts in self.facts.values():
             facts.release()
 
+    def report_failed(self, session, path: str, exc: OSError) -> None:
+        """A report that could not be written (a full disk): exit 3 and one line saying which, the
+        verdict still printed; `latest` keeps pointing at the last complete run."""
+        if self.report_error is None:
+            self.report_error = f"{path}: {exc.strerror or exc}"
+        session.exitstatus = self.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
     def point_latest(self) -> None:
         """report_dir/{preflight.json, matrix.html, matrix.css, preflight.html, latest} -> this run's files."""
-        if self.is_xdist_worker or self.no_report:
+        if self.is_xdist_worker or self.no_report or self.report_error:
             return
         for name in ("preflight.json", "matrix.html", "matrix.css", "preflight.html", "latest"):
             target = os.path.join("runs", self.run_id, name) if name != "latest" else os.path.join("runs", self.run_id)
@@ -641,6 +655,10 @@ class PreflightRun:
             verdict += (f" ({len(unchecked)} reachable host(s) had no check selected: {_cut(fold(unchecked))}; "
                         f"to check some hosts only, give an inventory of those hosts)")
         tr.write_line(f"verdict: {verdict}", bold=True, green=self.ready(), red=not self.ready())
+        if self.report_error:
+            tr.write_line(f"report: NOT WRITTEN, {self.report_error} (exit 3); {self.report_dir}'s links still "
+                          f"point at the last complete run", red=True, bold=True)
+            return
         html = getattr(self.config.option, "htmlpath", None)
         for name in ("preflight.html", "matrix.html", "preflight.json"):
             if name == "preflight.html" and html != os.path.join(self.run_dir, name):

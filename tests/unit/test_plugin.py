@@ -1017,3 +1017,30 @@ def test_a_replay_says_what_the_facts_file_lacks(pytester, inv):
               if r["check"] == "cluster.reachable" and r["host"] == "node-9"]
     assert down["outcome"] == "failed" and "no facts: not in f.json" in down["message"], down
     assert "cannot log in" not in down["message"] and "sshd" not in down["remedy"], down
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/bin/mount"), reason="needs root to mount a tmpfs")
+@pytest.mark.parametrize("free_kb, failing", [(24, "preflight.html"), (4, "matrix.html"), (0, "preflight.json")])
+def test_a_full_disk_is_exit_3_naming_the_report_with_the_verdict_printed(pytester, inv, free_kb, failing):
+    """A traceback with exit 1 ("not ready") for a run that was ready, a truncated page, no verdict
+    line; `latest` must stay on the last complete run."""
+    import subprocess
+
+    reports = pytester.path / "full"
+    reports.mkdir()
+    first = run(pytester, "--inventory", str(inv), "-k", "limits", "--report-dir", str(reports))
+    assert first.ret in (0, 1), output(first)
+    before = os.readlink(reports / "latest")
+    disk = reports / "runs"  # where every run's files go
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={free_kb + 8}k", "tmpfs", str(disk)], check=True)
+    try:
+        (disk / "filler").write_bytes(b"x" * 8192)
+        result = run(pytester, "--inventory", str(inv), "-k", "limits", "--report-dir", str(reports))
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+    text = output(result)
+    assert result.ret == 3, text
+    assert "Traceback" not in text and "INTERNALERROR" not in text, text
+    assert "verdict: " in text and f"{failing}: No space left on device (exit 3)" in text, text
+    assert "report: NOT WRITTEN" in text and "Generated html report" not in text
+    assert os.readlink(reports / "latest") == before
