@@ -81,7 +81,7 @@ def pytest_addoption(parser, pluginmanager):
     names = ["--preflight-inventory"]
     if not _inventory_owned_elsewhere() and not _option_taken(parser, "--inventory"):
         names.insert(0, "--inventory")
-    group.addoption(*names, dest="preflight_inventory", metavar="FILE", default=None,
+    group.addoption(*names, dest="preflight_inventory", metavar="FILE", default=None, action=_GivenOnce,
                     help="inventory of hosts to check (native or Ansible YAML); runs the built-in checks")
     group.addoption("--report-dir", dest="preflight_report_dir", metavar="DIR", default="reports",
                     help="where preflight.html, matrix.html and preflight.json go (default: reports)")
@@ -139,6 +139,18 @@ def pytest_addoption(parser, pluginmanager):
 
 
 @pytest.hookimpl(tryfirst=True)
+class _GivenOnce(argparse.Action):
+    """A second --inventory replaced the first without a word (half the fleet went unchecked)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = getattr(namespace, self.dest, None)
+        if before is not None and before != values:
+            parser.error(f"{option_string} given twice ({before} and {values}): one inventory per run; to check "
+                         f"several, list their hosts in one file, or run one preflight per inventory and join the "
+                         f"preflight.json files with preflight-merge")
+        setattr(namespace, self.dest, values)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{MARKER}(info): an ascend-preflight check (set by @preflight.check.check)")
     inventory = config.getoption("preflight_inventory", None)

@@ -1044,3 +1044,14 @@ def test_a_full_disk_is_exit_3_naming_the_report_with_the_verdict_printed(pytest
     assert "verdict: " in text and f"{failing}: No space left on device (exit 3)" in text, text
     assert "report: NOT WRITTEN" in text and "Generated html report" not in text
     assert os.readlink(reports / "latest") == before
+
+
+def test_a_second_inventory_is_a_usage_error_not_silently_the_only_one(pytester, inv):
+    other = pytester.path / "other.yaml"
+    other.write_text(LOCAL_INVENTORY.replace("localhost", "here"))
+    result = run(pytester, "--inventory", str(inv), "--inventory", str(other))
+    text = output(result)
+    assert result.ret == 4 and "given twice" in text and "preflight-merge" in text, text
+    assert not (pytester.path / "reports").exists()
+    # The same file twice (an alias in a wrapper script) is still one inventory.
+    assert run(pytester, "--inventory", str(inv), "--inventory", str(inv), "-k", "limits").ret in (0, 1)
