@@ -162,6 +162,7 @@ def pytest_configure(config):
     except InventoryError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[RUN_KEY] = run
+    run.catch_sigterm()  # until pytest_unconfigure (run.close)
     if config.option.maxfail:
         # -x (often from a project's addopts) stopped the session at the first failure and left a
         # report short of the other checks with no word of it; they only read facts already

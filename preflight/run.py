@@ -6,6 +6,7 @@ import datetime as _dt
 import json
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +125,10 @@ class PreflightRun:
         self.run_id = f"{_dt.datetime.now(_dt.timezone.utc):%Y%m%dT%H%M%SZ}-{os.getpid()}"
         self.run_dir = os.path.join(report_dir, "runs", self.run_id)
         self.interrupted = False
+        self.terminated = False  # the interruption was a SIGTERM (catch_sigterm)
+        self._sigterm_previous = None  # the handler catch_sigterm replaced, put back by close()
+        self._stopping = False  # a SIGTERM came, or the reports are being written: later ones wait
+        self._pid = os.getpid()  # the controller's; forked children inherit the SIGTERM handler
         self.timings: dict[str, float] = {}  # seconds per gathering step, for preflight.json
         self.is_xdist_worker = hasattr(config, "workerinput")
         self._hosts_sent = False
@@ -189,6 +194,42 @@ class PreflightRun:
                   facts_in, opt("preflight_facts_out"), strict)
         run.jobs, run.job_local = jobs, job_local
         return run
+
+    # -- stopping ---------------------------------------------------------------------
+    def catch_sigterm(self) -> None:
+        """SIGTERM stops the run as Ctrl-C does: the reports are written, marked INTERRUPTED, and
+        the exit code is 2.
+
+        CI's ``timeout``, Slurm's time limit, ``systemctl stop`` and Kubernetes stop a run with
+        SIGTERM, whose default killed the controller outright (exit 143): an empty run folder,
+        ``latest`` left on the run before.  The handler raises KeyboardInterrupt, so every path
+        Ctrl-C takes is taken: the gathering child is passed a SIGINT and hands over, the shards
+        are asked for what they have, pytest ends the session INTERRUPTED.  Only in the
+        controller's main thread (where Python runs handlers; the controller of an xdist run writes
+        the reports, its workers do not), and for this run only: close() puts the previous one back."""
+        if self.is_xdist_worker or threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous == signal.SIG_IGN:
+            return  # whoever started the run chose to ignore it (Python leaves an ignored SIGINT so too)
+        self._sigterm_previous = previous
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum, frame) -> None:
+        # A forked gathering child or shard inherits this handler: there the controller decides
+        # (it passes the child a SIGINT, asks the shards for their facts), as for a terminal's Ctrl-C.
+        # One SIGTERM stops the run: a second one (`timeout` sends it to the process and again to
+        # its group) or one while the reports are written must not cut the hand-over or the reports
+        # short; the supervisor's SIGKILL, which follows, ends a run that does not stop.
+        if os.getpid() != self._pid or self._stopping:
+            return
+        self._stopping = self.terminated = True
+        raise KeyboardInterrupt
+
+    def _restore_sigterm(self) -> None:
+        if self._sigterm_previous is not None and signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+            signal.signal(signal.SIGTERM, self._sigterm_previous)
+        self._sigterm_previous = None
 
     # -- gathering --------------------------------------------------------------------
     def gather(self, needs) -> None:
@@ -532,6 +573,7 @@ class PreflightRun:
 
         if self.is_xdist_worker:
             return  # the controller writes the reports from what the workers sent
+        self._stopping = True  # a SIGTERM from here on lets the reports be written (_on_sigterm)
         self.exitstatus = exitstatus
         if session.config.option.collectonly or exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
             # Nothing was checked: no report, and the last real run's stays the latest.
@@ -648,6 +690,8 @@ class PreflightRun:
         else:
             tr.write_line("results: none" + (" (interrupted before any check ran)" if self.interrupted else ""))
         verdict = "INTERRUPTED" if self.interrupted else "READY" if self.ready() else "NOT READY"
+        if self.interrupted and self.terminated:
+            verdict += " (SIGTERM)"
         if self.ready() and counts.get("skipped") == len(self.store):
             verdict += " (but no selected check applied here: every one was skipped)"
         unchecked = self.unchecked_hosts()
@@ -690,6 +734,7 @@ class PreflightRun:
             tr.write_line(f"  ... and {len(items) - MAX_FINDINGS_SHOWN} more in matrix.html and preflight.json")
 
     def close(self) -> None:
+        self._restore_sigterm()
         if self.gatherer is not None:
             self.gatherer.close()
 
