@@ -235,6 +235,22 @@ def test_login_shell_prints_junk(sim, tmp_path, baseline):
 def test_ctrl_c_while_gathering_writes_partial_reports(sim, tmp_path, where):
     # "child": the gathering process gets the Ctrl-C from the run and hands over what it has.
     # "shards": the run asks each gathering process for what it has, then ends them.
+    _stop_while_gathering(sim, tmp_path, where, signal.SIGINT)
+
+
+@pytest.mark.parametrize("where, group", [("inline", True), ("child", True), ("shards", True),
+                                          ("child", False), ("shards", False)])
+def test_sigterm_while_gathering_writes_partial_reports_as_ctrl_c_does(sim, tmp_path, where, group):
+    # CI's `timeout`, Slurm and systemctl stop send SIGTERM to the run and to its process group (the
+    # gathering child and shards get it too, and leave the decision to the run, as for a terminal's
+    # Ctrl-C); Kubernetes and `kill PID` to the run alone.
+    proc, out = _stop_while_gathering(sim, tmp_path, where, signal.SIGTERM, group)
+    assert "verdict: INTERRUPTED (SIGTERM)" in out, out[-2000:]
+    latest = tmp_path / "reports" / "latest"
+    assert latest.is_symlink() and (latest / "preflight.json").exists() and (latest / "matrix.html").exists()
+
+
+def _stop_while_gathering(sim, tmp_path, where, signum, group=False):
     node = sim.node("node-03")
     inv = inventory(sim, tmp_path)
     with node.override("npu-smi", "info", sleep=3600):
@@ -257,7 +273,9 @@ def test_ctrl_c_while_gathering_writes_partial_reports(sim, tmp_path, where):
             while not any("2/3 hosts done" in line for line in seen) and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert any("2/3 hosts done" in line for line in seen), seen
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
+            if group:  # as GNU timeout does: the run, then its whole group
+                os.killpg(proc.pid, signum)
             proc.wait(timeout=60)
             reader.join(timeout=5)
             out, err = "".join(seen), proc.stderr.read()
@@ -287,6 +305,7 @@ def test_ctrl_c_while_gathering_writes_partial_reports(sim, tmp_path, where):
     while node.extra_processes() and time.monotonic() < end:
         time.sleep(0.5)
     assert node.extra_processes() == []
+    return proc, out
 
 
 def _group_alive(pgid) -> bool:
