@@ -1,12 +1,19 @@
 """Under pytest-xdist (-n auto, -n 2) the checker gives the same results as a serial run, the nodes are
 probed once (one worker gathers for all), and the controller writes the reports."""
 
+import json
 import os
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
-from .test_preflight_e2e import problems, run_preflight
+from tests.faults.test_hostile_nodes import _group_alive
+
+from .test_preflight_e2e import problems, run_env, run_preflight
 
 pytest.importorskip("xdist")
 
@@ -59,3 +66,42 @@ def test_xdist_and_serial_fail_a_dead_host_no_selected_check_looks_at_it(sim, tm
         [dead] = [r for r in doc["results"] if r["check"] == "cluster.reachable"]
         assert dead["host"] == "ghost-01" and dead["outcome"] == "failed" and "was not selected" in dead["message"]
     assert results(parallel) == results(serial)
+
+
+@pytest.mark.parametrize("group", [True, False])
+def test_sigterm_under_xdist_the_controller_writes_interrupted_reports(sim, tmp_path, group):
+    """SIGTERM to the controller (Kubernetes, `kill PID`) or to it and its workers (`timeout`,
+    Slurm, systemctl stop): the controller writes the reports, INTERRUPTED, exit code 2; no worker
+    is left.  The workers keep SIGTERM's default: the controller stops them, as for Ctrl-C."""
+    groups = {"min_nofile": sim.default_nofile}
+    inv = sim.write_inventory(tmp_path / "hosts.yaml", head=groups, worker=groups)
+    node = sim.node("node-03")
+    with node.override("npu-smi", "info", sleep=3600):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "--inventory", str(inv), "--report-dir", str(tmp_path / "reports"),
+             "-p", "no:cacheprovider", "--command-timeout", "20", "-n", "2"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=run_env(tmp_path),
+            start_new_session=True)
+        try:
+            # A worker gathers (its progress lines stay in the worker): wait until node-03 hangs.
+            deadline = time.monotonic() + 60
+            while not node.extra_processes() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert node.extra_processes()
+            proc.send_signal(signal.SIGTERM)
+            if group:
+                os.killpg(proc.pid, signal.SIGTERM)
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode == 2, out[-2000:]
+    assert "verdict: INTERRUPTED (SIGTERM)" in out, out[-2000:]
+    doc = json.loads((tmp_path / "reports" / "latest" / "preflight.json").read_text())
+    assert doc["interrupted"] is True and doc["ready"] is False and doc["exit_code"] == 2
+    assert (tmp_path / "reports" / "latest" / "matrix.html").read_text().count("INTERRUPTED") == 1
+    end = time.monotonic() + 20
+    while _group_alive(proc.pid) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert not _group_alive(proc.pid)
