@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -83,15 +84,23 @@ def test_sigterm_under_xdist_the_controller_writes_interrupted_reports(sim, tmp_
             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=run_env(tmp_path),
             start_new_session=True)
         try:
-            # A worker gathers (its progress lines stay in the worker): wait until node-03 hangs.
+            seen: list[str] = []
+            reader = threading.Thread(target=lambda: seen.extend(iter(proc.stdout.readline, "")), daemon=True)
+            reader.start()
+            # A worker gathers (its progress lines stay in the worker): wait until the workers have
+            # collected (the controller's run has begun) and node-03 hangs in npu-smi.
             deadline = time.monotonic() + 60
-            while not node.extra_processes() and time.monotonic() < deadline:
+            while not (any("workers [" in line for line in seen) and node.extra_processes()) \
+                    and time.monotonic() < deadline:
                 time.sleep(0.2)
-            assert node.extra_processes()
+            assert any("workers [" in line for line in seen) and node.extra_processes(), seen
+            time.sleep(1)  # node-01 and node-02 done meanwhile, or not: either way an interrupted run
             proc.send_signal(signal.SIGTERM)
             if group:
                 os.killpg(proc.pid, signal.SIGTERM)
-            out, _ = proc.communicate(timeout=60)
+            proc.wait(timeout=60)
+            reader.join(timeout=5)
+            out = "".join(seen)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
