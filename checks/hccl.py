@@ -5,6 +5,7 @@ import re
 from collections import Counter
 
 from preflight import faq
+from preflight.activeprobe import machine_twins
 from preflight.check import check, nothing_to_compare
 from preflight.facts import FactUnavailable
 from preflight.hostlist import fold
@@ -373,6 +374,25 @@ def test_device_ip_unique(cluster, verdict):
             elif ip is not None:
                 owners.setdefault(ip.address, []).append((host.name, f"npu{dev}"))
     dupes = {a: o for a, o in owners.items() if len(o) > 1}  # on two nodes, or twice on one
+    # One machine listed twice (by name and by address): its device IPs repeat, but re-addressing
+    # NPUs is not the fix.
+    listed_twice = False
+    for twins in machine_twins(cluster):
+        mine = [a for a, where in dupes.items() if {h for h, _ in where} <= set(twins)]
+        if not mine:
+            continue
+        listed_twice = True
+        for address in mine:
+            del dupes[address]
+        verdict.failed(fold(twins), outliers=twins, where=fold(twins),
+                       observed=f"{' and '.join(twins)} report the same interfaces and addresses and the same "
+                                f"{len(mine)} device IP(s) ({', '.join(sorted(mine)[:3])}"
+                                f"{', ...' if len(mine) > 3 else ''}): one machine listed "
+                                f"{len(twins)} times in the inventory",
+                       expected="each node listed once",
+                       remedy=f"List the machine once in the inventory (one of {', '.join(twins)}: by its name or "
+                              f"its address, not both); until then every cluster check counts it {len(twins)} "
+                              f"times (WORLD_SIZE, ranks, device IPs).")
     for address, where in sorted(dupes.items()):
         hosts = tuple(sorted({h for h, _ in where}))
         # Per NPU, its hosts as a node set: a copied hccn.conf puts one address on npu0 of every node,
@@ -384,7 +404,7 @@ def test_device_ip_unique(cluster, verdict):
         verdict.failed(address, outliers=hosts, where=address,
                        observed=f"device IP {address} on {on}",
                        expected="each device IP on one NPU of one node")
-    if not dupes and owners:
+    if not dupes and owners and not listed_twice:
         verdict.passed(message=f"{len(owners)} device IPs, all distinct")
     if unreadable:
         verdict.error(message=f"device IP unreadable on {', '.join(unreadable[:10])}"

@@ -203,6 +203,28 @@ def node_addresses(facts) -> set[str]:
     return {ip for iface in facts.optional("net.interfaces", {}).values() for ip in iface.ips()}
 
 
+def machine_twins(cluster) -> list[tuple[str, ...]]:
+    """Groups of reachable inventory hosts that are one machine: every interface with the same
+    addresses, and the same NPU device IPs (the node listed by its name and by its address, or
+    the controller's local entry beside its SSH entry).  Two machines never agree on all of these
+    unless their addresses conflict, which is as wrong."""
+    seen: dict[tuple, list[str]] = {}
+    for host, facts in cluster.reachable():
+        interfaces = facts.optional("net.interfaces")
+        if not interfaces:
+            continue
+        nics = frozenset((name, frozenset(iface.ips())) for name, iface in interfaces.items()
+                         if iface.ips() and not all(is_loopback(ip) for ip in iface.ips()))
+        if not nics:
+            continue
+        try:
+            devices = tuple(sorted(device_ips(facts).items()))
+        except KeyError:
+            devices = ()
+        seen.setdefault((nics, devices), []).append(host.name)
+    return [tuple(names) for names in seen.values() if len(names) > 1]
+
+
 def device_ips(facts) -> dict[int, str]:
     """The device IPs hccn_tool read on a node, by device: the NPUs that take part in the pings."""
     return {dev: ip.address for dev, ip in facts.per_device("hccn.ip").items()

@@ -1355,6 +1355,26 @@ def test_link_flapping_warns_in_link_up():
     assert (r.subject, r.outcome) == ("npu3", "warning") and "down 39 times" in r.message
 
 
+def test_one_machine_listed_twice_is_named_as_such_not_as_duplicate_device_ips():
+    """node-01 by name and node-01-ip by address: "device IP 29.1.112.10 on node-01,node-01-ip
+    npu0" with the remedy to re-address NPUs."""
+    twins = [make_host("node-01", address="10.0.0.1"), make_host("node-01-ip", address="10.0.0.1")]
+    other = make_host("node-02", address="10.0.0.2")
+    others = {f"hccn_dot_ip__{i}": out(f"ipaddr:29.2.0.{i}\n") for i in range(8)}
+    results = run(hccl.test_device_ip_unique, cluster=cluster_of(
+        (twins[0], make_facts("node-01", raw=node_raw())), (twins[1], make_facts("node-01-ip", raw=node_raw())),
+        (other, make_facts("node-02", raw=node_raw(**others)))))
+    [r] = bad(results)
+    assert r.outliers == ("node-01", "node-01-ip") and not [x for x in results if x.outcome == "passed"], results
+    explained(r, "node-01 and node-01-ip report the same interfaces and addresses and the same 8 device IP(s)",
+              "one machine listed 2 times in the inventory")
+    assert r.remedy.startswith("List the machine once in the inventory")
+    # Two machines with their own addresses and a copied hccn.conf: duplicate device IPs, as before.
+    [r, *_] = bad(run(hccl.test_device_ip_unique, cluster=cluster_of(
+        (twins[0], make_facts("node-01", raw=node_raw())), (other, make_facts("node-02", raw=node_raw())))))
+    assert "device IP 29.1.112.10 on node-[01-02] npu0" in r.message
+
+
 def test_device_ip_unique_across_nodes():
     hosts = [make_host("node-01"), make_host("node-02")]
     other = {f"hccn_dot_ip__{i}": out(f"ipaddr:29.2.0.{i}\n") for i in range(8)}
@@ -1366,7 +1386,8 @@ def test_device_ip_unique_across_nodes():
     assert r.outliers == ("node-01", "node-02") and "29.1.112.10" in r.message
     explained(r, "device IP 29.1.112.10 on node-[01-02] npu0")
     # A copied hccn.conf on a fleet: one address per NPU on every node, each named once as a node set.
-    fleet = [(make_host(f"node-{i:04d}"), make_facts(f"node-{i:04d}", raw=node_raw())) for i in range(1, 1001)]
+    fleet = [(make_host(f"node-{i:04d}", address=f"10.1.{i // 250}.{i % 250 + 1}"),
+              make_facts(f"node-{i:04d}", raw=node_raw())) for i in range(1, 1001)]
     results = bad(run(hccl.test_device_ip_unique, cluster=cluster_of(*fleet)))
     assert len(results) == 8 and all(len(r.outliers) == 1000 for r in results)
     assert "device IP 29.1.112.10 on node-[0001-1000] npu0;" in results[0].message, results[0].message
