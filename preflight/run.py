@@ -756,8 +756,31 @@ def _check_controller_files(inventory_path: str, hosts) -> None:
         for path, which in missing.items():
             names = fold(h.name for h in which)
             why = "is not a file" if os.path.exists(path) else "does not exist on this machine"
-            raise InventoryError(inventory_path, which[0].line, key,
+            line, written = _where_set(inventory_path, key, path) or (which[0].line, key)
+            raise InventoryError(inventory_path, line, written,
                                  f"{path} {why} (host{'s' if len(which) > 1 else ''} {names})")
+
+
+_KEY_SPELLINGS = {"identity_file": ("identity_file", "ansible_ssh_private_key_file", "ansible_private_key_file"),
+                  "ssh_config": ("ssh_config",)}
+
+
+def _where_set(inventory_path: str, key: str, path: str) -> tuple[int, str] | None:
+    """(line, key as written) where the inventory gives ``path`` for ``key``: a value set in
+    `defaults:` or a group is named there, not at the first host that inherits it."""
+    import re
+
+    spellings = "|".join(_KEY_SPELLINGS[key])
+    pattern = re.compile(rf"^\s*(?:-\s*)?(?:\{{\s*)?.*?\b({spellings})\s*[:=]\s*(['\"]?)([^'\",}}\s]+)\2")
+    try:
+        with open(inventory_path, encoding="utf-8", errors="replace") as fh:
+            for number, text in enumerate(fh, 1):
+                m = pattern.match(text)
+                if m and os.path.abspath(os.path.expanduser(m.group(3))) == os.path.abspath(path):
+                    return number, m.group(1)
+    except OSError:
+        return None
+    return None
 
 
 def _check_compat_files(paths) -> None:

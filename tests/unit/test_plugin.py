@@ -181,8 +181,18 @@ def test_a_controller_file_the_inventory_names_that_is_not_there_is_a_usage_erro
     result = run(pytester, "--inventory", "inv.yaml")
     text = output(result)
     assert result.ret == 4, text
-    assert f"inv.yaml:3: {key}: {pytester.path}/nope does not exist on this machine (hosts node-[01-03])" in text
+    # The line that sets it (defaults:), not the first host inheriting it.
+    assert f"inv.yaml:1: {key}: {pytester.path}/nope does not exist on this machine (hosts node-[01-03])" in text
     assert not (pytester.path / "reports").exists()
+    (pytester.path / "inv.yaml").write_text(f"hosts:\n  - name: node-01\n  - name: node-02\n    {key}: "
+                                            f"'{pytester.path}/nope'\n")
+    text = output(run(pytester, "--inventory", "inv.yaml"))
+    assert f"inv.yaml:4: {key}: {pytester.path}/nope does not exist on this machine (host node-02)" in text, text
+    if key == "identity_file":  # an Ansible inventory names its own variable
+        (pytester.path / "inv.yaml").write_text(f"all:\n  hosts:\n    n1:\n      ansible_host: 10.0.0.1\n"
+                                                f"      ansible_ssh_private_key_file: {pytester.path}/nope\n")
+        text = output(run(pytester, "--inventory", "inv.yaml"))
+        assert f"inv.yaml:5: ansible_ssh_private_key_file: {pytester.path}/nope does not exist" in text, text
     if key == "ssh_config":  # ssh -F /dev/null: no configuration, a usual choice, not a mistake
         (pytester.path / "inv.yaml").write_text("defaults: {ssh_config: /dev/null}\nhosts:\n  - name: node-[01-03]\n")
         assert "does not exist" not in output(run(pytester, "--inventory", "inv.yaml", "--collect-only"))
