@@ -604,6 +604,12 @@ def _suggest(key: str, candidates: list[str]) -> str:
 
 # "[head]" or "[workers:vars]" alone on the first line: an INI section, never a YAML inventory.
 _INI_SECTION = re.compile(r"\[[A-Za-z0-9_.-]+(:(vars|children))?\]")
+# "node-01 ansible_host=10.0.0.1": an INI host line with no section above it (the implicit "ungrouped").
+_INI_HOST = re.compile(r"[^\s:=#{}\[\]]+(\s+[A-Za-z_][A-Za-z0-9_]*=\S+)+")
+
+
+def _cut(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class _Doc:
@@ -613,9 +619,9 @@ class _Doc:
         self.file = file
         first = next(((n, line.strip()) for n, line in enumerate(text.splitlines(), 1)
                       if line.strip() and not line.lstrip().startswith(("#", ";"))), None)
-        if first and _INI_SECTION.fullmatch(first[1]):
+        if first and (_INI_SECTION.fullmatch(first[1]) or _INI_HOST.fullmatch(first[1])):
             raise InventoryError(file, first[0], None,
-                                 f"{first[1]} starts an Ansible INI inventory; this reads YAML inventories (its "
+                                 f"{_cut(first[1])} starts an Ansible INI inventory; this reads YAML inventories (its "
                                  f"own or Ansible's YAML form): convert it with ansible-inventory -i "
                                  f"{os.path.basename(file)} --list --yaml > hosts.yaml")
         try:
@@ -1342,6 +1348,10 @@ def load_inventory(path: str | os.PathLike) -> Inventory:
         doc.check_duplicates()
         top = doc.items(root, "")
         keys = [k for k, _, _ in top]
+        if "_meta" in keys:  # `ansible-inventory --list` prints JSON (which YAML reads) of another shape
+            raise doc.error(next(kn for k, kn, _ in top if k == "_meta"), "_meta",
+                            f"an `ansible-inventory --list` JSON export is not read; export the YAML form instead: "
+                            f"ansible-inventory -i <your inventory> --list --yaml > hosts.yaml")
         native = [k for k in keys if k in _NATIVE_TOP]
         ansible = "all" in keys or (
             not native and bool(top) and all(_is_ansible_group(doc, v) for _, _, v in top)

@@ -376,6 +376,20 @@ def test_an_ansible_ini_inventory_is_named_with_the_command_that_converts_it(tmp
     assert "--list --yaml" in e.message and "YAML syntax error" not in e.message
 
 
+def test_an_ini_inventory_without_a_section_and_a_json_export_say_what_they_are(tmp_path):
+    """Both read as "top level must be a mapping" / "unknown group key 'hostvars'"."""
+    e = error(tmp_path, "node-01 ansible_host=10.0.0.1 ansible_user=root\nnode-02 ansible_host=10.0.0.2\n")
+    assert where(e) == (1, None)
+    assert "node-01 ansible_host=10.0.0.1 ansible_user=root starts an Ansible INI inventory" in e.message
+    export = ('{"_meta": {"hostvars": {"n1": {"ansible_host": "10.0.0.1"}}},\n'
+              ' "all": {"children": ["ungrouped"]}, "ungrouped": {"hosts": ["n1"]}}\n')
+    e = error(tmp_path, export)
+    assert where(e) == (1, "_meta") and "ansible-inventory --list` JSON export is not read" in e.message
+    assert "--list --yaml > hosts.yaml" in e.message
+    # A YAML inventory whose first line is a plain mapping is still YAML.
+    assert load(tmp_path, "hosts:\n  - {name: node-01, address: 10.0.0.1}\n").hosts[0].name == "node-01"
+
+
 def test_merge_keys_and_anchors(tmp_path):
     inv = load(tmp_path, """
         defaults: &d {user: root, port: 22}
