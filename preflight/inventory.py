@@ -1350,8 +1350,8 @@ def load_inventory(path: str | os.PathLike) -> Inventory:
         keys = [k for k, _, _ in top]
         if "_meta" in keys:  # `ansible-inventory --list` prints JSON (which YAML reads) of another shape
             raise doc.error(next(kn for k, kn, _ in top if k == "_meta"), "_meta",
-                            f"an `ansible-inventory --list` JSON export is not read; export the YAML form instead: "
-                            f"ansible-inventory -i <your inventory> --list --yaml > hosts.yaml")
+                            "an `ansible-inventory --list` JSON export is not read; export the YAML form instead: "
+                            "ansible-inventory -i <your inventory> --list --yaml > hosts.yaml")
         native = [k for k in keys if k in _NATIVE_TOP]
         ansible = "all" in keys or (
             not native and bool(top) and all(_is_ansible_group(doc, v) for _, _, v in top)
