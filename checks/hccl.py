@@ -356,7 +356,7 @@ def test_net_health(host, facts, verdict):
 
 
 @check("cluster.device_ip_unique", title="No NPU device IP appears twice in the cluster", scope="cluster",
-       reference=faq.R_HCCL_IP, needs=("hccn.ip", *HCCN_NEEDS),
+       reference=faq.R_HCCL_IP, needs=("hccn.ip", *HCCN_NEEDS, "net.interfaces?"),
        remedy=("Give every NPU in the cluster its own device IP (hccn_tool -i <N> -ip -s address ... on the "
                "duplicate, by an operator); copied /etc/hccn.conf files are the usual cause."))
 def test_device_ip_unique(cluster, verdict):
