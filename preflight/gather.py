@@ -146,7 +146,14 @@ class Gatherer:
                                  error=shortened(f"{type(exc).__name__}: {exc}"), gather_s=time.monotonic() - t0)
 
         def abandon(host, elapsed):
-            _close_quietly(self.transports.get(host.name))
+            transport = self.transports.get(host.name)
+            # In the background: closing a connection carried by a jump host that stopped reading
+            # waits until that jump host is given up (see SshContext), and the pool must go on.
+            _close_in_background([transport])
+            cause = getattr(transport, "jump_failure", lambda: None)()
+            if cause is not None:  # the jump host stalled: that is the cause, not this host
+                return HostFacts(host=host.name, address=host.address, reachable=False, gather_s=elapsed,
+                                 error_kind=cause.kind, error=shortened(f"{transport.label}: {cause}"))
             return HostFacts(host=host.name, address=host.address, reachable=False, gather_s=elapsed,
                              error_kind="timeout",
                              error=f"no complete answer within --host-timeout {settings.host_timeout:g}s "
@@ -159,10 +166,28 @@ class Gatherer:
                            on_timeout=abandon, on_tick=progress, key=lambda h: h.name, results=self.partial)
 
     def close(self) -> None:
-        for transport in self.transports.values():
-            _close_quietly(transport)
-        self.transports = {}
+        """Close every connection, waiting at most CLOSE_WAIT_S for the targets' closes: one
+        behind a stalled jump host cannot send its close until the jump host's connection is
+        shut, which ``self.ssh.close()`` then does (and that ends the waiting closes too)."""
+        transports, self.transports = list(self.transports.values()), {}
+        _close_in_background(transports).join(CLOSE_WAIT_S)
         self.ssh.close()
+
+
+# How long Gatherer.close waits for the targets' connections to close (a thousand healthy ones
+# take a second or two) before it shuts the jump hosts' connections, which ends any still waiting.
+CLOSE_WAIT_S = 10.0
+
+
+def _close_in_background(transports) -> threading.Thread:
+    """Close ``transports`` one after another in a daemon thread (returned, started)."""
+    def close_all():
+        for transport in transports:
+            _close_quietly(transport)
+
+    closer = threading.Thread(target=close_all, daemon=True, name="preflight-close")
+    closer.start()
+    return closer
 
 
 def _close_quietly(transport) -> None:

@@ -33,6 +33,7 @@ def run_bounded(items: Iterable[T], work: Callable[[T], R], *, workers: int, dea
         todo.put(item)
     results = {} if results is None else results
     started: dict[str, tuple[float, T]] = {}
+    abandoned: set[str] = set()  # past their deadline: a late answer is dropped
     lock = threading.Condition()
 
     def worker():
@@ -46,7 +47,7 @@ def run_bounded(items: Iterable[T], work: Callable[[T], R], *, workers: int, dea
                 started[name] = (time.monotonic(), item)
             value = work(item)
             with lock:
-                if name not in results:  # not abandoned meanwhile
+                if name not in results and name not in abandoned:
                     results[name] = value
                 started.pop(name, None)
                 lock.notify_all()
@@ -59,10 +60,20 @@ def run_bounded(items: Iterable[T], work: Callable[[T], R], *, workers: int, dea
         while len(results) < total:
             lock.wait(timeout=0.25)
             now = time.monotonic()
-            for name, (t0, item) in list(started.items()):
-                if now - t0 > deadline:
-                    started.pop(name)
-                    results[name] = on_timeout(item, now - t0)
+            expired = [(name, item, now - t0) for name, (t0, item) in started.items() if now - t0 > deadline]
+            for name, _, _ in expired:
+                started.pop(name)
+                abandoned.add(name)
+            if expired:
+                # on_timeout runs without the lock: if it blocks (closing a connection whose peer
+                # stopped reading can), the workers still record what they finish meanwhile.
+                lock.release()
+                try:
+                    values = [(name, on_timeout(item, elapsed)) for name, item, elapsed in expired]
+                finally:
+                    lock.acquire()
+                for name, value in values:
+                    results[name] = value
                     # The stuck worker never comes back: start a replacement so the rest proceeds.
                     threading.Thread(target=worker, daemon=True, name="preflight-worker").start()
             if on_tick:
