@@ -39,6 +39,9 @@ KEEPALIVE_S = 15
 # How often an idle connection's paramiko thread wakes: only to send a keepalive that is due
 # (a close wakes it at once, see close_connection).  paramiko's default is every 0.1 s.
 IDLE_POLL_S = float(KEEPALIVE_S)
+# How often a jump host is asked for a sign of life (see _JumpWatch); it has max(this,
+# connect timeout) to answer.
+JUMP_CHECK_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -295,6 +298,7 @@ class _Connection(Connection):
 
     inline_ssh_env = None
     hostkey_entry = None  # (name, known_hosts file) the host's key is filed under; ours, declared alike
+    watch = None  # a jump host's connection: its _JumpWatch, once opened
 
     def get_gateway(self):
         # SshContext resolves ProxyJump itself (one shared, host-key-checked connection per jump
@@ -342,6 +346,85 @@ def _same_endpoint(jump: tuple, target: tuple) -> bool:
     any (`Host *` / `ProxyJump bastion` reaching the bastion itself on its own port)."""
     (ju, jh, jp), (tu, th, tp) = jump, target
     return jh == th and (jp is None or tp is None or int(jp) == int(tp)) and (ju is None or tu is None or ju == tu)
+
+
+class _JumpWatch:
+    """Asks a jump host for a sign of life every JUMP_CHECK_S (a keepalive that wants a reply, as
+    OpenSSH's ServerAliveInterval), and gives the jump host up when none comes in time.
+
+    Every target behind a jump host writes through its one connection.  A jump host that stops
+    reading (its sshd stopped, a paused VM, a black hole) fills the TCP window, and paramiko then
+    waits without any limit for its send lock, in every thread writing through that connection:
+    probes, keepalives and closes alike (a whole run hung so, Ctrl-C included).  Giving up shuts
+    the jump host's TCP socket down, which fails every such writer at once; ``error`` then says why
+    for each target behind it (:func:`jump_failure`)."""
+
+    def __init__(self, conn: Connection, spec: str, answer_s: float, on_failure):
+        self.conn, self.spec, self.answer_s, self.on_failure = conn, spec, answer_s, on_failure
+        self.error: TransportError | None = None
+        self._stop = threading.Event()
+        threading.Thread(target=self._watch, daemon=True, name=f"preflight-jump-watch {spec}").start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        transport = self.conn.transport
+        while not self._stop.wait(JUMP_CHECK_S):
+            if transport is None or not transport.is_active():
+                return
+            answered = threading.Event()
+
+            def ask():
+                # Returns on the reply (sshd refuses this request: any reply is a sign of life),
+                # or once the connection is gone.
+                with contextlib.suppress(Exception):
+                    transport.global_request("keepalive@openssh.com", wait=True)
+                answered.set()
+
+            threading.Thread(target=ask, daemon=True, name=f"preflight-jump-keepalive {self.spec}").start()
+            if answered.wait(self.answer_s) or self._stop.is_set() or not transport.is_active():
+                continue
+            self.error = TransportError(
+                "unreachable", f"jump host {self.spec} stopped answering (no reply to a keepalive within "
+                               f"{self.answer_s:g}s: its sshd is stopped or overloaded, the machine is paused, or "
+                               f"the network to it drops packets); its connection was closed")
+            self.on_failure(self.error)
+            _give_up(self.conn)
+            return
+
+
+def _give_up(conn: Connection) -> None:
+    """End ``conn`` without waiting on its peer: a TCP socket is shut down (every thread blocked
+    sending on it fails, its reader wakes); a connection carried by another (a channel) is closed
+    in the background, since that close is a message to send."""
+    transport = conn.transport
+    sock = transport.sock if transport is not None else None
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+    else:
+        threading.Thread(target=lambda: _suppressed(close_connection, conn), daemon=True,
+                         name="preflight-give-up").start()
+
+
+def _suppressed(fn, *args) -> None:
+    with contextlib.suppress(Exception):
+        fn(*args)
+
+
+def jump_failure(conn: Connection | None) -> TransportError | None:
+    """Why the jump host ``conn`` goes through was given up (the hop nearest the controller first:
+    its stall stalls every hop behind it), or None."""
+    hops = []
+    gateway = getattr(conn, "gateway", None)
+    while isinstance(gateway, Connection):
+        hops.append(gateway)
+        gateway = gateway.gateway
+    for hop in reversed(hops):
+        if hop.watch is not None and hop.watch.error is not None:
+            return hop.watch.error
+    return None
 
 
 class SshContext:
@@ -454,11 +537,20 @@ class SshContext:
                     error = _translate(exc, f"jump host {spec}", self.settings.connect_timeout, conn)
                     self._gateway_failures[key] = error
                     raise error from None
+                if conn.watch is not None:
+                    conn.watch.stop()  # the connection it watched dropped; this one is new
+                conn.watch = _JumpWatch(conn, spec, max(self.settings.connect_timeout, JUMP_CHECK_S),
+                                        lambda error: self._gateway_failures.setdefault(key, error))
         return conn, gate
 
     def close(self) -> None:
-        for conn, _, _ in self._gateways.values():
-            close_connection(conn)
+        # In the order they were opened: a jump host in front of another is shut (its TCP socket
+        # shut down, which no stalled peer can hold up) before the close of the one behind it
+        # would have to be sent through it.
+        for conn, _, _ in list(self._gateways.values()):
+            if conn.watch is not None:
+                conn.watch.stop()
+            _suppressed(close_connection, conn)
 
 
 def open_connection(conn: Connection, timeout: float) -> None:
@@ -565,7 +657,7 @@ class SshTransport:
                                                 f"from the jump host, or the jump host forbids forwarding "
                                                 f"(AllowTcpForwarding)") from None
         except Exception as exc:  # noqa: BLE001 - every cause becomes one precise TransportError
-            raise _translate(exc, self.label, ctx.settings.connect_timeout, conn) from None
+            raise self._jump_error(conn) or _translate(exc, self.label, ctx.settings.connect_timeout, conn) from None
         conn.transport.set_keepalive(KEEPALIVE_S)
         # paramiko's thread for this connection wakes every 0.1 s to see whether it was closed; a
         # thousand idle connections doing so cost the controller a third of a core (measured: 0.10
@@ -579,6 +671,13 @@ class SshTransport:
         out, err = bytearray(), bytearray()
         truncated = False
         deadline = time.monotonic() + timeout
+
+        def lost():
+            error = self._jump_error(self._conn)
+            if error is not None:  # the jump host was given up: that is the cause, not this host
+                raise error
+            return RunResult(bytes(out), bytes(err), None, truncated, ended="lost")
+
         try:
             if not exec_within(chan, command, timeout):
                 return RunResult(b"", b"", None, False, ended="deadline")
@@ -604,16 +703,34 @@ class SshTransport:
                 if not got and chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
                     status = chan.recv_exit_status()
                     if status == -1:  # paramiko's "closed without an exit status": the far end died
-                        return RunResult(bytes(out), bytes(err), None, truncated, ended="lost")
+                        return lost()
                     return RunResult(bytes(out), bytes(err), status, truncated)
                 # EOF may come a moment before the exit status; a closed channel or a dead
                 # transport without one means the other end went away.
                 if not got and (chan.closed or not self._conn.transport.is_active()):
                     if chan.exit_status_ready():
                         continue
-                    return RunResult(bytes(out), bytes(err), None, truncated, ended="lost")
+                    return lost()
+        except Exception:
+            # Sending the command through a stalled jump host waits until it is given up, then
+            # fails with paramiko's bare EOFError: the jump host is the cause to report.
+            error = self._jump_error(self._conn)
+            if error is not None:
+                raise error from None
+            raise
         finally:
-            chan.close()
+            # Through a stalled jump host this close waits until the jump host is given up, and
+            # then fails (the connection under it is gone): neither may hide the result.
+            with contextlib.suppress(Exception):
+                chan.close()
+
+    def jump_failure(self) -> TransportError | None:
+        """Why the jump host this host is reached through was given up, or None."""
+        return jump_failure(self._conn)
+
+    def _jump_error(self, conn) -> TransportError | None:
+        failure = jump_failure(conn)
+        return TransportError(failure.kind, f"{self.label}: {failure}") if failure is not None else None
 
     def _open_channel(self):
         if self._conn is None:
@@ -621,7 +738,8 @@ class SshTransport:
         try:
             return self._conn.transport.open_session(timeout=self.context.settings.connect_timeout)
         except Exception as exc:  # noqa: BLE001
-            raise _translate(exc, self.label, self.context.settings.connect_timeout) from None
+            raise self._jump_error(self._conn) or _translate(exc, self.label,
+                                                             self.context.settings.connect_timeout) from None
 
     def start(self, command: str) -> "SshProcess":
         chan = self._open_channel()

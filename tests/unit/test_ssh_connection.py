@@ -530,3 +530,98 @@ def test_handshakes_through_one_bastion_are_capped_whatever_the_fanout(tmp_path,
     for t in threads:
         t.join(30)
     assert len(errors) == 24 and peak[0] == GATEWAY_HANDSHAKES == 8, peak  # 8: the README's figure
+
+
+# -- a jump host that stops answering is given up, and named for every target behind it ---------
+
+import time  # noqa: E402
+
+class _StalledJumpTransport:
+    """A jump host's paramiko Transport whose peer stopped reading: a request never gets through."""
+
+    def __init__(self, sock):
+        self.sock, self.requests = sock, 0
+
+    def is_active(self):
+        return self.sock.fileno() != -1
+
+    def global_request(self, kind, data=None, wait=True):
+        self.requests += 1
+        threading.Event().wait()  # blocked on paramiko's send lock, as with a full TCP window
+
+
+def test_a_jump_host_that_stops_answering_is_given_up_and_named_for_its_targets(tmp_path, monkeypatch):
+    """A jump host whose sshd was SIGSTOPped hung the whole run: every thread writing through its
+    connection waited forever on paramiko's send lock (found by review)."""
+    monkeypatch.setattr(ssh_module, "JUMP_CHECK_S", 0.05)
+    ours, theirs = socket.socketpair()
+    try:
+        bastion = ssh_module._Connection("bastion", user="root", port=22)
+        bastion.transport = _StalledJumpTransport(ours)
+        failures = []
+        watch = ssh_module._JumpWatch(bastion, "root@bastion", 0.2, failures.append)
+        bastion.watch = watch
+        target = ssh_module._Connection("node-01", user="root", port=22, gateway=bastion)
+        theirs.settimeout(60)
+        assert theirs.recv(1) == b""  # the socket was shut down: every writer blocked on it fails
+        deadline = time.monotonic() + 60
+        while not failures and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert failures == [watch.error] and watch.error.kind == "unreachable"
+        assert "jump host root@bastion stopped answering" in str(watch.error)
+        assert ssh_module.jump_failure(target) is watch.error
+        transport = SshTransport(Host(name="node-01", address="node-01"), SshContext(SshSettings()))
+        transport._conn = target
+        assert transport.jump_failure() is watch.error
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_jump_host_that_answers_is_kept(monkeypatch):
+    monkeypatch.setattr(ssh_module, "JUMP_CHECK_S", 0.05)
+    ours, theirs = socket.socketpair()
+
+    class Answering(_StalledJumpTransport):
+        def global_request(self, kind, data=None, wait=True):
+            self.requests += 1
+            return None  # sshd refuses keepalive@openssh.com: that reply is the sign of life
+
+    try:
+        bastion = ssh_module._Connection("bastion", user="root", port=22)
+        bastion.transport = Answering(ours)
+        watch = ssh_module._JumpWatch(bastion, "root@bastion", 0.2, lambda error: None)
+        deadline = time.monotonic() + 60
+        while bastion.transport.requests < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        watch.stop()
+        assert bastion.transport.requests >= 5 and watch.error is None
+        assert ours.fileno() != -1
+        ours.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            theirs.setblocking(False)
+            theirs.recv(1)  # not shut down: nothing to read, no EOF
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_probe_whose_jump_host_was_given_up_reports_the_jump_host(monkeypatch):
+    """A run through a jump host that was given up ends with paramiko's bare EOFError, or as a
+    connection "lost" that blames the node: the jump host is the cause to report."""
+    bastion = ssh_module._Connection("bastion", user="root", port=22)
+    bastion.watch = type("W", (), {"error": TransportError("unreachable", "jump host bastion stopped answering")})()
+    transport = SshTransport(Host(name="n1", address="n1"), SshContext(SshSettings(connect_timeout=0.2)))
+    transport._conn = ssh_module._Connection("n1", user="root", port=22, gateway=bastion)
+
+    class Broken:
+        def exec_command(self, command):
+            raise EOFError()
+
+        def close(self):
+            raise EOFError()  # the close fails too: it must not hide the cause
+
+    monkeypatch.setattr(transport, "_open_channel", Broken)
+    with pytest.raises(TransportError) as exc:
+        transport.run("true", timeout=5, max_bytes=100)
+    assert str(exc.value) == "n1: jump host bastion stopped answering" and exc.value.kind == "unreachable"
