@@ -19,6 +19,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 import traceback
 from typing import Callable
 
@@ -65,16 +66,36 @@ def run_forked(produce: Callable[[Callable[[dict], None]], None], consume: Calla
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# After a Ctrl-C, how long the child has to hand over what it has before it is killed: handing
+# over takes a moment, but a child stuck (in a library call that ignores the interrupt) would
+# otherwise keep the operator's Ctrl-C from ever ending the run.
+HANDOVER_S = 30.0
+
+
 def _wait(pid: int) -> tuple[bool, int]:
     """(whether Ctrl-C came meanwhile, the child's wait status)."""
     interrupted = False
+    kill_at = None  # set by the first Ctrl-C: the wait is bounded from then on
     while True:
         try:
-            _, status = os.waitpid(pid, 0)
-            return interrupted, status
+            if kill_at is None:
+                _, status = os.waitpid(pid, 0)
+                return interrupted, status
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return interrupted, status
+            if time.monotonic() >= kill_at:
+                _signal(pid, signal.SIGKILL)
+                kill_at = None
+            else:
+                time.sleep(0.1)
         except KeyboardInterrupt:
-            _signal(pid, signal.SIGKILL if interrupted else signal.SIGINT)
-            interrupted = True
+            if interrupted:
+                _signal(pid, signal.SIGKILL)
+                kill_at = None
+            else:
+                _signal(pid, signal.SIGINT)
+                interrupted, kill_at = True, time.monotonic() + HANDOVER_S
         except ChildProcessError:  # already reaped
             return interrupted, 0
 

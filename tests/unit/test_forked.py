@@ -114,6 +114,37 @@ def test_ctrl_c_reaches_the_child_which_hands_over_then_the_parent_raises(tmp_pa
     assert not leftovers()
 
 
+def test_a_child_stuck_after_ctrl_c_is_killed_once_its_hand_over_time_is_up(tmp_path, monkeypatch):
+    """The parent waited for the child without a bound: a child stuck in a call that a Ctrl-C does
+    not end (a close through a stalled jump host) kept the run alive for good (found by review)."""
+    monkeypatch.setattr(forked, "HANDOVER_S", 1.0)
+    main = threading.get_ident()
+    started = tmp_path / "child-started"
+
+    def produce(write):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # stuck where the interrupt does not reach
+        write({"host": "node-01"})
+        started.touch()
+        time.sleep(300)
+
+    def ctrl_c_once_the_child_runs():
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    timer = threading.Thread(target=ctrl_c_once_the_child_runs)
+    timer.start()
+    got = []
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        forked.run_forked(produce, got.append)
+    timer.join()
+    assert time.monotonic() - t0 < 120  # far from the child's 300 s
+    assert got == [{"host": "node-01"}]  # what it wrote before it got stuck is kept
+    assert not leftovers()
+
+
 @pytest.mark.parametrize("where, hosts, xdist_worker, shards, expected", [
     ("auto", 64, False, 0, "inline"),   # small runs gather inline, as they always did
     ("auto", 65, False, 0, "child"),    # fleet size: the connections' memory leaves with the child
