@@ -262,6 +262,9 @@ def _translate(exc: BaseException, label: str, timeout: float, conn=None) -> Tra
                                              f"closed)")
     if isinstance(exc, paramiko.SSHException):
         text = str(exc)
+        if text == "No authentication methods available":  # paramiko found no key to offer at all
+            return TransportError("auth", f"{label}: no key to log in with (no identity_file in the inventory, "
+                                          f"no usable ssh-agent, no key in ~/.ssh); give identity_file")
         # "No existing session": the handshake died before authentication (paramiko's words).
         if "banner" in text.lower() and isinstance(exc.__context__, (EOFError, ConnectionResetError)):
             # paramiko says "Error reading SSH protocol banner" for both; the closed socket is the
@@ -440,6 +443,47 @@ class SshContext:
         # instead of retrying one after another (each a full connect timeout) until the later
         # targets run out of --host-timeout with an error that does not name the jump host.
         self._gateway_failures: dict[tuple, TransportError] = {}
+        self._agent_lock = threading.Lock()
+        self._agent_answers: bool | None = None  # whether $SSH_AUTH_SOCK's agent answered, once asked
+        self.agent_note: str | None = None  # why the agent is not used, for each login that then fails
+
+    def agent_usable(self) -> bool:
+        """Whether the ssh-agent at $SSH_AUTH_SOCK answers, asked once per run within the connect
+        timeout.  paramiko asks it, in every login, with no timeout at all: an agent that accepts
+        and never answers (hung, or a forwarded socket whose far end is gone) held every host for
+        the whole --host-timeout, reported as the node's fault."""
+        path = os.environ.get("SSH_AUTH_SOCK")
+        if not path:
+            return True  # no agent: paramiko asks nothing
+        with self._agent_lock:
+            if self._agent_answers is None:
+                timeout = self.settings.connect_timeout
+                answer: list = []
+
+                def ask():
+                    try:
+                        agent = paramiko.Agent()
+                        answer.append(len(agent.get_keys()))
+                        agent.close()
+                    except Exception as exc:  # noqa: BLE001 - any failure: not usable
+                        answer.append(exc)
+
+                asking = threading.Thread(target=ask, daemon=True, name="preflight-agent-check")
+                asking.start()
+                asking.join(timeout)
+                self._agent_answers = bool(answer) and not isinstance(answer[0], Exception)
+                if not self._agent_answers:
+                    why = (f"failed ({answer[0]})" if answer else f"did not answer within {timeout:g}s")
+                    self.agent_note = (f"the ssh-agent at SSH_AUTH_SOCK={path} {why}, so its keys were not "
+                                       f"tried; restart it (or unset SSH_AUTH_SOCK), or give identity_file "
+                                       f"in the inventory")
+            return self._agent_answers
+
+    def with_agent_note(self, error: TransportError) -> TransportError:
+        """A login refused while the agent was left out says so: its keys may be the ones that work."""
+        if error.kind == "auth" and self.agent_note:
+            return TransportError(error.kind, f"{error}; {self.agent_note}")
+        return error
 
     def fabric_config(self, ssh_config: str | None) -> Config:
         path = ssh_config
@@ -481,6 +525,8 @@ class SshContext:
         if host.identity_file:
             kwargs.update(key_filename=[os.path.expanduser(host.identity_file)], look_for_keys=False,
                           allow_agent=False)
+        elif not self.agent_usable():
+            kwargs.update(allow_agent=False)  # it would hold this login without a limit
         gateway, gate = None, None
         conn = _Connection(address, user=user, port=port, config=cfg, connect_timeout=self.settings.connect_timeout,
                            connect_kwargs=dict(kwargs))
@@ -534,7 +580,8 @@ class SshContext:
                 try:
                     open_connection(conn, self.settings.connect_timeout)
                 except Exception as exc:  # noqa: BLE001 - translated into one precise error
-                    error = _translate(exc, f"jump host {spec}", self.settings.connect_timeout, conn)
+                    error = self.with_agent_note(_translate(exc, f"jump host {spec}", self.settings.connect_timeout,
+                                                            conn))
                     self._gateway_failures[key] = error
                     raise error from None
                 if conn.watch is not None:
@@ -625,12 +672,16 @@ def close_connection(conn: Connection) -> None:
     """Close ``conn`` now.  Its paramiko thread may be asleep in recv() for up to IDLE_POLL_S;
     paramiko closes the descriptor, which neither wakes that recv() nor sends the FIN while the
     call holds the socket.  A shutdown does both (a jump host's channel wakes on its own close)."""
-    transport = conn.transport
-    sock = transport.sock if transport is not None else None
-    if isinstance(sock, socket.socket) and transport.active:
+    # fabric sets conn.transport only once the login is done; a connection still opening has
+    # paramiko's transport (or, before the handshake, only our socket).
+    transport = conn.transport or conn.client.get_transport()
+    sock = transport.sock if transport is not None else conn.connect_kwargs.get("sock")
+    if isinstance(sock, socket.socket) and (transport is None or transport.active):
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
     conn.close()
+    if conn.transport is None:
+        conn.client.close()  # fabric's close does nothing before the login is done
 
 
 class SshTransport:
@@ -639,6 +690,7 @@ class SshTransport:
         self.context = context
         self.label = host.name if host.name == host.address else f"{host.name} ({host.address})"
         self._conn: Connection | None = None
+        self._opening: Connection | None = None  # the connection connect() is opening
 
     def connect(self) -> None:
         ctx = self.context
@@ -647,6 +699,7 @@ class SshTransport:
             conn, gate = ctx.connection(self.host, self.host.address, self.host.user, self.host.port,
                                         self.host.jump_host, self.label)
             with gate or contextlib.nullcontext():
+                self._opening = conn  # so that abandoning this host meanwhile can close it
                 open_connection(conn, ctx.settings.connect_timeout)
         except paramiko.ChannelException as exc:
             # The jump host refused to forward to the target (down or unreachable from there, or
@@ -657,7 +710,10 @@ class SshTransport:
                                                 f"from the jump host, or the jump host forbids forwarding "
                                                 f"(AllowTcpForwarding)") from None
         except Exception as exc:  # noqa: BLE001 - every cause becomes one precise TransportError
-            raise self._jump_error(conn) or _translate(exc, self.label, ctx.settings.connect_timeout, conn) from None
+            raise self._jump_error(conn) or ctx.with_agent_note(
+                _translate(exc, self.label, ctx.settings.connect_timeout, conn)) from None
+        finally:
+            self._opening = None
         conn.transport.set_keepalive(KEEPALIVE_S)
         # paramiko's thread for this connection wakes every 0.1 s to see whether it was closed; a
         # thousand idle connections doing so cost the controller a third of a core (measured: 0.10
@@ -754,8 +810,11 @@ class SshTransport:
         return SshProcess(chan)
 
     def close(self) -> None:
-        if self._conn is not None:
-            close_connection(self._conn)
+        # A connection still opening (a handshake or login that hangs) is closed too: its socket
+        # shut down, the wait in connect() then ends at once.
+        conn = self._conn or self._opening
+        if conn is not None:
+            close_connection(conn)
 
 
 def exec_within(chan, command: str, timeout: float) -> bool:

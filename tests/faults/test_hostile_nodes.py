@@ -321,3 +321,49 @@ def _group_alive(pgid) -> bool:
             if int(group) == pgid and state != "Z":
                 return True
     return False
+
+
+# -- an ssh-agent that accepts and never answers -------------------------------------------------
+
+def test_a_hung_ssh_agent_is_left_out_and_named(sim, tmp_path, monkeypatch):
+    """paramiko asks $SSH_AUTH_SOCK's agent in every login with no timeout: a hung agent held every
+    host for --host-timeout + 5 s, reported as "cannot log in" with an sshd remedy (found by
+    review).  It is asked once, within the connect timeout, and left out: the key in ~/.ssh logs
+    in; without one, each login refused names SSH_AUTH_SOCK."""
+    agent_path = str(tmp_path / "agent.sock")
+    agent = socket.socket(socket.AF_UNIX)
+    agent.bind(agent_path)
+    agent.listen(64)
+    held = []
+
+    def serve():
+        while True:
+            try:
+                held.append(agent.accept()[0])  # and never a word
+            except OSError:
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("SSH_AUTH_SOCK", agent_path)
+    monkeypatch.setenv("HOME", str(home))
+    inv = inventory(sim, tmp_path, identity_file=None)  # the agent or ~/.ssh, as plain `ssh` would
+    try:
+        (home / ".ssh" / "id_ed25519").write_bytes(sim.identity_file.read_bytes())
+        os.chmod(home / ".ssh" / "id_ed25519", 0o600)
+        proc, doc = run_preflight(inv, tmp_path / "with-key", "--connect-timeout", "3", "--host-timeout", "120",
+                                  "-k", "reachable")
+        assert all(h["reachable"] for h in doc["hosts"]), (doc["hosts"], proc.stdout[-3000:])
+        assert max(h["gather_s"] for h in doc["hosts"]) < 100  # not held for the host timeout
+        (home / ".ssh" / "id_ed25519").unlink()
+        proc, doc = run_preflight(inv, tmp_path / "no-key", "--connect-timeout", "3", "--host-timeout", "120",
+                                  "-k", "reachable")
+        for h in doc["hosts"]:
+            assert not h["reachable"] and h["error_kind"] == "auth", h
+            assert f"the ssh-agent at SSH_AUTH_SOCK={agent_path} did not answer within 3s" in h["error"], h
+        reports_written(tmp_path / "no-key")
+    finally:
+        agent.close()
+        for c in held:
+            c.close()

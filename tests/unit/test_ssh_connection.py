@@ -625,3 +625,84 @@ def test_a_probe_whose_jump_host_was_given_up_reports_the_jump_host(monkeypatch)
     with pytest.raises(TransportError) as exc:
         transport.run("true", timeout=5, max_bytes=100)
     assert str(exc.value) == "n1: jump host bastion stopped answering" and exc.value.kind == "unreachable"
+
+
+# -- an ssh-agent that never answers is asked once, within the connect timeout, then left out -----
+
+def _agent(tmp_path, answer: bytes | None):
+    """A unix socket at which an "agent" accepts and answers ``answer`` (None: never answers)."""
+    path = str(tmp_path / "agent.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(16)
+    accepted = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            if answer is not None:
+                conn.recv(64)
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return path, server, accepted
+
+
+def test_an_ssh_agent_that_never_answers_is_asked_once_then_left_out(tmp_path, monkeypatch):
+    """paramiko asks $SSH_AUTH_SOCK's agent with no timeout, in every login: a hung agent held each
+    host for the whole --host-timeout, reported as "cannot log in" with an sshd remedy (found by review)."""
+    path, server, accepted = _agent(tmp_path, None)
+    monkeypatch.setenv("SSH_AUTH_SOCK", path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    try:
+        ctx = SshContext(SshSettings(connect_timeout=0.5))
+        t0 = time.monotonic()
+        conns = [ctx.connection(Host(name=f"n{i}", address=f"n{i}"), f"n{i}", "root", 22, None, f"n{i}")[0]
+                 for i in range(3)]
+        assert time.monotonic() - t0 < 30
+        assert len(accepted) == 1  # asked once per run, not once per host
+        assert all(c.connect_kwargs["allow_agent"] is False for c in conns)
+        assert f"SSH_AUTH_SOCK={path} did not answer within 0.5s" in ctx.agent_note
+        refused = ctx.with_agent_note(TransportError("auth", "authentication refused by n1: no key"))
+        assert refused.kind == "auth" and f"SSH_AUTH_SOCK={path}" in str(refused)
+        assert ctx.with_agent_note(TransportError("unreachable", "n1: refused")).args[0] == "n1: refused"
+        # A host with its own identity_file never needed the agent (and never asked it).
+        keyed = SshContext(SshSettings(connect_timeout=0.5))
+        keyed.connection(Host(name="k", address="k", identity_file=str(tmp_path / "id")), "k", "root", 22, None, "k")
+        assert len(accepted) == 1 and keyed.agent_note is None
+    finally:
+        server.close()
+
+
+def test_an_ssh_agent_that_answers_is_used(tmp_path, monkeypatch):
+    path, server, accepted = _agent(tmp_path, b"\x00\x00\x00\x05\x0c\x00\x00\x00\x00")  # no keys
+    monkeypatch.setenv("SSH_AUTH_SOCK", path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    try:
+        ctx = SshContext(SshSettings(connect_timeout=5))
+        conn, _ = ctx.connection(Host(name="n1", address="n1"), "n1", "root", 22, None, "n1")
+        assert "allow_agent" not in conn.connect_kwargs and ctx.agent_note is None
+    finally:
+        server.close()
+
+
+def test_abandoning_a_host_whose_connection_is_still_opening_closes_its_socket(tmp_path, monkeypatch):
+    """SshTransport.close did nothing before the login was done: a host abandoned in a handshake
+    or login that hung kept its socket (and paramiko's thread) open."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ours, theirs = socket.socketpair()
+    try:
+        transport = SshTransport(Host(name="n1", address="n1"), SshContext(SshSettings()))
+        conn = ssh_module._Connection("n1", user="root", port=22)
+        conn.connect_kwargs["sock"] = ours
+        transport._opening = conn
+        transport.close()
+        theirs.settimeout(30)
+        assert theirs.recv(1) == b""
+    finally:
+        ours.close()
+        theirs.close()
