@@ -245,6 +245,12 @@ def _translate(exc: BaseException, label: str, timeout: float, conn=None) -> Tra
             f"({_fingerprint(exc.expected_key)}). Someone could be eavesdropping (man-in-the-middle), or the "
             f"host was reinstalled. Refusing to connect; verify the new key and remove the old entry with "
             f"ssh-keygen -R {shlex.quote(name)}" + ("" if default else f" -f {shlex.quote(path)}"))
+    if isinstance(exc, SecondFactorRequired):
+        return TransportError("auth", f"{label} accepted the key but asks for a second factor or an interactive "
+                                      f"login (keyboard-interactive or password, e.g. sshd's AuthenticationMethods "
+                                      f"publickey,keyboard-interactive), which a non-interactive checker cannot "
+                                      f"give; preflight never prompts. Let the checker's user log in with its key "
+                                      f"alone (a Match block in the node's sshd_config)")
     if isinstance(exc, paramiko.AuthenticationException):
         return TransportError("auth", f"authentication refused by {label}: {exc} (check user and identity_file, "
                                       f"and the node's authorized_keys)")
@@ -289,6 +295,28 @@ def _translate(exc: BaseException, label: str, timeout: float, conn=None) -> Tra
     return TransportError("unreachable", f"{label}: {type(exc).__name__}: {exc}")
 
 
+class SecondFactorRequired(paramiko.AuthenticationException):
+    """The node wants more than the key (keyboard-interactive or a password) to let us in."""
+
+
+def _refuse_prompt(username, *args, **kwargs):
+    raise SecondFactorRequired(username)
+
+
+class _NoPromptClient(paramiko.SSHClient):
+    """paramiko's SSHClient, never prompting on the controller's terminal.
+
+    When a node accepts the key but asks for more (``AuthenticationMethods
+    publickey,keyboard-interactive``), SSHClient falls back to ``auth_interactive_dumb``, which
+    calls ``input()`` for each of the node's prompts: under ``pytest -s`` that read the operator's
+    terminal and sent what was typed to the node.  A non-interactive checker gives no second
+    factor; that login is refused instead (:func:`_translate` says why)."""
+
+    def _auth(self, username, *args, **kwargs):
+        self._transport.auth_interactive_dumb = _refuse_prompt
+        return super()._auth(username, *args, **kwargs)
+
+
 class _Connection(Connection):
     """fabric's Connection with ``inline_ssh_env`` declared as a plain attribute.
 
@@ -298,6 +326,11 @@ class _Connection(Connection):
     building another connection meanwhile read an empty Config (``AttributeError: No attribute
     or config key found for 'gateway'``: a healthy node reported unreachable, seen in a 100-node
     run)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # No SSHClient state is set yet but its host key policy, which _guard_host_keys replaces.
+        self.client = _NoPromptClient()
 
     inline_ssh_env = None
     hostkey_entry = None  # (name, known_hosts file) the host's key is filed under; ours, declared alike

@@ -4,6 +4,7 @@ reach a report or a facts file, and the probe only ever calls read-only tool for
 from __future__ import annotations
 
 import json
+import time
 
 from tests.e2e.test_preflight_e2e import run_preflight
 
@@ -104,3 +105,28 @@ def test_probe_calls_only_read_only_tool_forms(sim, tmp_path):
             assert args[:1] == ["info"], call
         else:
             raise AssertionError(f"unexpected tool call {call}")
+
+
+def test_a_node_asking_for_a_second_factor_never_prompts_on_the_controller(sim, tmp_path):
+    """With `AuthenticationMethods publickey,...` a node accepts the key and asks for more:
+    paramiko's SSHClient then called input() for the node's prompts, which under `pytest -s` read
+    the operator's terminal and sent it to the node (found by review).  The login is refused
+    instead, saying why; the other nodes are checked as usual."""
+    node = sim.node("node-02")
+    # Not node.restart(): it waits for a key-only login, which this sshd no longer allows.
+    node.sshd_options.update({"AuthenticationMethods": "publickey,password", "PasswordAuthentication": "yes"})
+    node.stop(sessions=False)
+    node._spawn_sshd()
+    deadline = time.monotonic() + 60
+    while "Server listening" not in node.sshd_log.read_text().rsplit("--- simcluster", 1)[-1]:
+        assert time.monotonic() < deadline, node.sshd_log.read_text()[-2000:]
+        time.sleep(0.1)
+    inv = sim.write_inventory(tmp_path / "hosts.yaml", head={"min_nofile": sim.default_nofile},
+                              worker={"min_nofile": sim.default_nofile})
+    proc, doc = run_preflight(inv, tmp_path, "--connect-timeout", "10", "-k", "reachable")
+    hosts = {h["name"]: h for h in doc["hosts"]}
+    assert hosts["node-01"]["reachable"] and hosts["node-03"]["reachable"], proc.stdout[-3000:]
+    refused = hosts["node-02"]
+    assert not refused["reachable"] and refused["error_kind"] == "auth", refused
+    assert "accepted the key but asks for a second factor or an interactive login" in refused["error"], refused
+    assert "preflight never prompts" in refused["error"]

@@ -706,3 +706,35 @@ def test_abandoning_a_host_whose_connection_is_still_opening_closes_its_socket(t
     finally:
         ours.close()
         theirs.close()
+
+
+def test_a_second_factor_is_refused_and_never_prompted_for(monkeypatch):
+    """paramiko's SSHClient answered a node's keyboard-interactive prompts with input() on the
+    controller's terminal once the key was accepted (found by review)."""
+    import builtins
+
+    monkeypatch.setattr(builtins, "input", lambda *a: pytest.fail("prompted on the controller's terminal"))
+
+    class KeyThenMore:
+        def auth_publickey(self, username, key):
+            return ["keyboard-interactive"]  # the key is accepted, and one more method is wanted
+
+        def auth_interactive(self, username, handler, submethods=""):
+            handler("node", "", [("Verification code: ", False)])
+
+        def auth_interactive_dumb(self, username, handler=None, submethods=""):
+            return self.auth_interactive(username, lambda t, i, p: [input(q) for q, _ in p])
+
+        def _log(self, *args):
+            pass
+
+    conn = ssh_module._Connection("n1", user="root", port=22)
+    client = conn.client
+    assert isinstance(client, ssh_module._NoPromptClient)
+    client._transport = KeyThenMore()
+    with pytest.raises(ssh_module.SecondFactorRequired) as exc:
+        client._auth("root", None, paramiko.Ed25519Key.generate() if hasattr(paramiko.Ed25519Key, "generate")
+                     else paramiko.RSAKey.generate(1024), [], False, False, None)
+    error = ssh_module._translate(exc.value, "n1", 10)
+    assert error.kind == "auth" and "asks for a second factor or an interactive login" in str(error)
+    assert "preflight never prompts" in str(error)
