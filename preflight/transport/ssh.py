@@ -39,8 +39,8 @@ KEEPALIVE_S = 15
 # How often an idle connection's paramiko thread wakes: only to send a keepalive that is due
 # (a close wakes it at once, see close_connection).  paramiko's default is every 0.1 s.
 IDLE_POLL_S = float(KEEPALIVE_S)
-# How often a jump host is asked for a sign of life (see _JumpWatch); it has max(this,
-# connect timeout) to answer.
+# How often a jump host is asked for a sign of life (see _JumpWatch); it has max(3 x this,
+# 2 x the connect timeout) to answer.
 JUMP_CHECK_S = 5.0
 
 
@@ -619,7 +619,9 @@ class SshContext:
                     raise error from None
                 if conn.watch is not None:
                     conn.watch.stop()  # the connection it watched dropped; this one is new
-                conn.watch = _JumpWatch(conn, spec, max(self.settings.connect_timeout, JUMP_CHECK_S),
+                # Generous, as OpenSSH's ServerAliveCountMax 3 is: giving a busy jump host up for one
+                # slow reply would fail every host behind it.
+                conn.watch = _JumpWatch(conn, spec, max(2 * self.settings.connect_timeout, 3 * JUMP_CHECK_S),
                                         lambda error: self._gateway_failures.setdefault(key, error))
         return conn, gate
 
