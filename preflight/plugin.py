@@ -81,7 +81,7 @@ def pytest_addoption(parser, pluginmanager):
     names = ["--preflight-inventory"]
     if not _inventory_owned_elsewhere() and not _option_taken(parser, "--inventory"):
         names.insert(0, "--inventory")
-    group.addoption(*names, dest="preflight_inventory", metavar="FILE", default=None, action=_GivenOnce,
+    group.addoption(*names, dest="preflight_inventory", metavar="FILE", default=None,
                     help="inventory of hosts to check (native or Ansible YAML); runs the built-in checks")
     group.addoption("--report-dir", dest="preflight_report_dir", metavar="DIR", default="reports",
                     help="where preflight.html, matrix.html and preflight.json go (default: reports)")
@@ -138,25 +138,35 @@ def pytest_addoption(parser, pluginmanager):
 # ------------------------------------------------------------------ configuration
 
 
+def _inventory_given_twice(config) -> str | None:
+    """Why the command line names two inventories, or None.  A second --inventory replaced the first
+    without a word (half the fleet went unchecked); one in a pytest.ini's addopts is a default the
+    command line overrides, as every pytest option is."""
+    given, args = [], list(config.invocation_params.args)
+    for i, arg in enumerate(args):
+        for name in ("--inventory", "--preflight-inventory"):
+            if arg == name and i + 1 < len(args):
+                given.append(args[i + 1])
+            elif arg.startswith(name + "="):
+                given.append(arg[len(name) + 1:])
+    distinct = list(dict.fromkeys(os.path.realpath(g) for g in given))
+    if len(distinct) < 2:
+        return None
+    return (f"--inventory given twice ({given[0]} and {given[-1]}): one inventory per run; to check several, list "
+            f"their hosts in one file, or run one preflight per inventory and join the preflight.json files with "
+            f"preflight-merge")
+
+
 @pytest.hookimpl(tryfirst=True)
-class _GivenOnce(argparse.Action):
-    """A second --inventory replaced the first without a word (half the fleet went unchecked)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        before = getattr(namespace, self.dest, None)
-        if before is not None and before != values:
-            parser.error(f"{option_string} given twice ({before} and {values}): one inventory per run; to check "
-                         f"several, list their hosts in one file, or run one preflight per inventory and join the "
-                         f"preflight.json files with preflight-merge")
-        setattr(namespace, self.dest, values)
-
-
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{MARKER}(info): an ascend-preflight check (set by @preflight.check.check)")
     inventory = config.getoption("preflight_inventory", None)
     facts_in = config.getoption("preflight_facts_in", None)
     if not inventory and not facts_in and not config.getoption("preflight_jobs", None):
         return
+    twice = _inventory_given_twice(config)
+    if twice:
+        raise pytest.UsageError(twice)
     try:
         run = PreflightRun.from_config(config)
     except InventoryError as exc:

@@ -1064,4 +1064,16 @@ def test_a_second_inventory_is_a_usage_error_not_silently_the_only_one(pytester,
     assert result.ret == 4 and "given twice" in text and "preflight-merge" in text, text
     assert not (pytester.path / "reports").exists()
     # The same file twice (an alias in a wrapper script) is still one inventory.
-    assert run(pytester, "--inventory", str(inv), "--inventory", str(inv), "-k", "limits").ret in (0, 1)
+    assert run(pytester, "--inventory", str(inv), "--inventory", "./inv.yaml", "-k", "limits").ret in (0, 1)
+    # One in a pytest.ini's addopts is a default the command line overrides, as for any pytest option.
+    pytester.makeini("[pytest]\naddopts = --inventory inv.yaml\n")
+    result = run(pytester, "--inventory", str(other), "-k", "limits")
+    assert result.ret in (0, 1) and "inventory " + str(other) in output(result), output(result)
+
+
+def test_the_plugin_configures_before_pytest_html():
+    """Its configure sets preflight.html's path; after pytest-html's own, no page is written (a class
+    put between the decorator and the function had taken the tryfirst)."""
+    from preflight import plugin
+
+    assert plugin.pytest_configure.pytest_impl["tryfirst"] is True
