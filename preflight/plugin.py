@@ -431,19 +431,23 @@ def pytest_sessionfinish(session, exitstatus):
     try:
         result = yield  # pytest-html writes preflight.html in here
     except OSError as exc:
+        # A report another plugin writes here (pytest-html's page, --junitxml's file) could not be
+        # written: a full disk, a path that does not exist.
         if run is None or run.is_xdist_worker:
             raise
-        html = getattr(session.config.option, "htmlpath", None) or "preflight.html"
-        run.report_failed(session, html, exc)
-        with contextlib.suppress(OSError):
-            if html.startswith(run.run_dir):
-                os.unlink(html)  # cut short: no half page left behind under this run's name
-        # Nor its "Generated html report: ..." line below our "NOT WRITTEN".
-        from pytest_html.basereport import BaseReport
-
-        for plugin in session.config.pluginmanager.get_plugins():
-            if isinstance(plugin, BaseReport):
-                session.config.pluginmanager.unregister(plugin)
+        html = getattr(session.config.option, "htmlpath", None)
+        # A failed write names no file (ENOSPC); a failed open does (--junitxml=/no/such/dir/x.xml).
+        page = bool(html) and (exc.filename is None or os.path.abspath(exc.filename) == os.path.abspath(html))
+        run.report_failed(session, str(html if page else exc.filename or "a report"), exc,
+                          ours=page and html.startswith(run.run_dir))
+        if page:
+            with contextlib.suppress(OSError):
+                if html.startswith(run.run_dir):
+                    os.unlink(html)  # cut short: no half page left behind under this run's name
+            # Nor its "Generated html report: ..." line below our "NOT WRITTEN".
+            for plugin in session.config.pluginmanager.get_plugins():
+                if type(plugin).__module__.startswith("pytest_html") and hasattr(plugin, "_report_path"):
+                    session.config.pluginmanager.unregister(plugin)
         result = None
     if run is not None:
         run.point_latest()

@@ -152,6 +152,7 @@ class PreflightRun:
         self.fleet = False  # above plugin.FLEET_HOSTS: "What to fix" in the terminal, not a section per item
         self.maxfail_ignored = 0  # the -x/--maxfail the plugin turned off (see plugin.pytest_configure)
         self.report_error: str | None = None  # "path: why" of a report that could not be written
+        self.reports_incomplete = False  # preflight.json, matrix.html or preflight.html among them
         self.exitstatus = None  # pytest's, once the session has finished
         self.no_report: str | None = None  # why no report was written (--collect-only, nothing selected)
         # The (name, value) pairs put on reports, one tuple each: three reports per item carry the
@@ -610,16 +611,19 @@ class PreflightRun:
         for facts in self.facts.values():
             facts.release()
 
-    def report_failed(self, session, path: str, exc: OSError) -> None:
+    def report_failed(self, session, path: str, exc: OSError, ours: bool = True) -> None:
         """A report that could not be written (a full disk): exit 3 and one line saying which, the
         verdict still printed; `latest` keeps pointing at the last complete run."""
         if self.report_error is None:
             self.report_error = f"{path}: {exc.strerror or exc}"
-        session.exitstatus = self.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        self.reports_incomplete = self.reports_incomplete or ours  # one of the three: `latest` stays
+        # The process's exit code only: the verdict (ready(), from self.exitstatus) stays what the
+        # checks found.
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def point_latest(self) -> None:
         """report_dir/{preflight.json, matrix.html, matrix.css, preflight.html, latest} -> this run's files."""
-        if self.is_xdist_worker or self.no_report or self.report_error:
+        if self.is_xdist_worker or self.no_report or self.reports_incomplete:
             return
         for name in ("preflight.json", "matrix.html", "matrix.css", "preflight.html", "latest"):
             target = os.path.join("runs", self.run_id, name) if name != "latest" else os.path.join("runs", self.run_id)
@@ -700,9 +704,11 @@ class PreflightRun:
                         f"to check some hosts only, give an inventory of those hosts)")
         tr.write_line(f"verdict: {verdict}", bold=True, green=self.ready(), red=not self.ready())
         if self.report_error:
-            tr.write_line(f"report: NOT WRITTEN, {self.report_error} (exit 3); {self.report_dir}'s links still "
-                          f"point at the last complete run", red=True, bold=True)
-            return
+            tr.write_line(f"report: NOT WRITTEN, {self.report_error} (exit 3)" + (
+                f"; the links in {self.report_dir} still point at the last complete run"
+                if self.reports_incomplete else ""), red=True, bold=True)
+            if self.reports_incomplete:
+                return
         html = getattr(self.config.option, "htmlpath", None)
         for name in ("preflight.html", "matrix.html", "preflight.json"):
             if name == "preflight.html" and html != os.path.join(self.run_dir, name):

@@ -406,6 +406,11 @@ def write_matrix(path: str, document: dict, body: str | None = None) -> None:
     css = stylesheet_of(path)
     for target, content in ((css, CSS), (path, page(document, body, os.path.basename(css)))):
         tmp = target + ".tmp"
-        with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as fh:  # see write_atomically
-            fh.write(content)
-        os.replace(tmp, target)
+        try:
+            with open(tmp, "w", encoding="utf-8", errors="backslashreplace") as fh:  # see write_atomically
+                fh.write(content)
+            os.replace(tmp, target)
+        except BaseException:
+            if os.path.exists(tmp):  # a full disk: no half file left beside the report
+                os.unlink(tmp)
+            raise

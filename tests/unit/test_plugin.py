@@ -1046,6 +1046,7 @@ def test_a_full_disk_is_exit_3_naming_the_report_with_the_verdict_printed(pytest
     try:
         (disk / "filler").write_bytes(b"x" * 8192)
         result = run(pytester, "--inventory", str(inv), "-k", "limits", "--report-dir", str(reports))
+        left = [p.name for p in disk.glob("*/*") if p.name.endswith(".tmp") or p.name.startswith(".preflight-")]
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
     text = output(result)
@@ -1054,6 +1055,18 @@ def test_a_full_disk_is_exit_3_naming_the_report_with_the_verdict_printed(pytest
     assert "verdict: " in text and f"{failing}: No space left on device (exit 3)" in text, text
     assert "report: NOT WRITTEN" in text and "Generated html report" not in text
     assert os.readlink(reports / "latest") == before
+    assert left == [], left  # no half-written file beside the reports
+    # The verdict is what the checks found (the same as the complete run's), not the write's failure.
+    assert first.ret in (0, 1) and f"verdict: {'READY' if first.ret == 0 else 'NOT READY'}\n" in text + "\n", text
+
+
+def test_a_junit_file_that_cannot_be_written_is_named_as_itself(pytester, inv):
+    result = run(pytester, "--inventory", str(inv), "-k", "reachable", "--junitxml=/proc/nope/x.xml")
+    text = output(result)
+    assert result.ret == 3 and "report: NOT WRITTEN, /proc/nope: No such file or directory (exit 3)\n" in text, text
+    assert "verdict: READY" in text and "Generated html report" in text  # preflight.html was written
+    # The three reports are complete: they are listed, and latest points at them.
+    assert "report: reports/preflight.json" in text and os.path.exists(pytester.path / "reports" / "latest")
 
 
 def test_a_second_inventory_is_a_usage_error_not_silently_the_only_one(pytester, inv):
