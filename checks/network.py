@@ -368,15 +368,21 @@ def _writer_off_the_share(verdict, path, writer, views, missing) -> bool:
     if not any(key[0] for key in keys.values()):
         return False  # no share anywhere: the usual failure, the writer among those named (_no_share)
     sides = split(keys)
-    # The writer on a network share of its own (another server) cannot be told from the readers with
-    # one reader: only a majority on one share, without the writer, makes the writer odd.
-    if sides.tied or writer in sides.agreeing:
+    readers = {keys[host] for host in missing}
+    if sides.tied and len(readers) == 1 and next(iter(readers))[0] and not keys[writer][0]:
+        # One reader on a share, the writer on its own disk (two nodes): the marker on the disk
+        # makes the writer the odd one, as a majority would.
+        agreeing, share, odd = tuple(missing), next(iter(readers)), (writer,)
+    elif sides.tied or writer in sides.agreeing:
+        # The writer on a network share of its own (another server) cannot be told from the
+        # readers with one reader: only a majority on one share, without the writer, makes it odd.
         return False
-    fstype, source = sides.majority
-    odd = sides.outliers
+    else:
+        agreeing, share, odd = sides.agreeing, sides.majority, sides.outliers
+    fstype, source = share
     verdict.failed(path, outliers=odd, where=path,
                    observed=f"the marker {writer} wrote to {path} is seen on no other node; "
-                            f"{fold(sides.agreeing)} {'have' if len(sides.agreeing) > 1 else 'has'} the {fstype} "
+                            f"{fold(agreeing)} {'have' if len(agreeing) > 1 else 'has'} the {fstype} "
                             f"share {source} there, while " + "; ".join(f"{h} has {' '.join(seen[h])}" for h in odd),
                    expected=f"{path} the same {fstype} share on every node",
                    remedy=f"Mount {source} at {path} on {fold(odd)} (most nodes have it there); until then what "

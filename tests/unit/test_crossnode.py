@@ -951,6 +951,14 @@ def test_shared_storage_the_writer_without_the_share_is_the_odd_node():
     assert (r.outcome, r.outliers) == ("failed", ("node-01", "node-04")), r
     assert "node-01 has ext2/ext3 /dev/sda1; node-04 has ext2/ext3 /dev/sda1" in r.message
     assert r.remedy.startswith("Mount nas:/export at /shared on node-[01,04] (most nodes have it there)"), r.remedy
+    # Two nodes: the writer on its own disk, the reader on the share: the writer is the odd one.
+    hosts, cl = _cluster({"node-01": {"storage.shared": writer}, "node-02": {"storage.shared": reader}},
+                         shared_paths=("/shared",))
+    cl.hosts = [h for h in cl.hosts if h.name != "node-03"]
+    del cl.facts["node-03"]
+    [r] = run_check(network.test_shared_storage, cluster=cl)
+    assert (r.outcome, r.outliers) == ("failed", ("node-01",)), r
+    assert "node-02 has the nfs share nas:/export there, while node-01 has ext2/ext3 /dev/sda1" in r.message
     # No node on a share: every node is named, the writer too.
     local_writer = writer
     hosts, cl = _cluster({"node-01": {"storage.shared": local_writer},
