@@ -512,9 +512,12 @@ class SshContext:
                                        f"in the inventory")
             return self._agent_answers
 
-    def with_agent_note(self, error: TransportError) -> TransportError:
-        """A login refused while the agent was left out says so: its keys may be the ones that work."""
-        if error.kind == "auth" and self.agent_note:
+    def with_agent_note(self, error: TransportError, conn, exc: BaseException) -> TransportError:
+        """A login refused while the agent was left out of it says so: its keys may be the ones that
+        work.  Not for a login with identity_file (no agent either way), nor one whose key was
+        accepted (a second factor asked)."""
+        if (error.kind == "auth" and self.agent_note and getattr(conn, "agent_left_out", False)
+                and not isinstance(exc, SecondFactorRequired)):
             return TransportError(error.kind, f"{error}; {self.agent_note}")
         return error
 
@@ -563,6 +566,7 @@ class SshContext:
         gateway, gate = None, None
         conn = _Connection(address, user=user, port=port, config=cfg, connect_timeout=self.settings.connect_timeout,
                            connect_kwargs=dict(kwargs))
+        conn.agent_left_out = not host.identity_file and kwargs.get("allow_agent") is False
         if not gateway_spec and "proxyjump" not in conn.ssh_config and conn.ssh_config.get("proxycommand"):
             gateway_spec = _proxy_command_jump(conn.ssh_config["proxycommand"], conn.host, conn.port)
         # ProxyJump a,b,c: the target is reached through c, c through b, b through a (OpenSSH runs
@@ -614,7 +618,7 @@ class SshContext:
                     open_connection(conn, self.settings.connect_timeout)
                 except Exception as exc:  # noqa: BLE001 - translated into one precise error
                     error = self.with_agent_note(_translate(exc, f"jump host {spec}", self.settings.connect_timeout,
-                                                            conn))
+                                                            conn), conn, exc)
                     self._gateway_failures[key] = error
                     raise error from None
                 if conn.watch is not None:
@@ -746,7 +750,7 @@ class SshTransport:
                                                 f"(AllowTcpForwarding)") from None
         except Exception as exc:  # noqa: BLE001 - every cause becomes one precise TransportError
             raise self._jump_error(conn) or ctx.with_agent_note(
-                _translate(exc, self.label, ctx.settings.connect_timeout, conn)) from None
+                _translate(exc, self.label, ctx.settings.connect_timeout, conn), conn, exc) from None
         finally:
             self._opening = None
         conn.transport.set_keepalive(KEEPALIVE_S)

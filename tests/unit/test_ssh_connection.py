@@ -667,9 +667,21 @@ def test_an_ssh_agent_that_never_answers_is_asked_once_then_left_out(tmp_path, m
         assert len(accepted) == 1  # asked once per run, not once per host
         assert all(c.connect_kwargs["allow_agent"] is False for c in conns)
         assert f"SSH_AUTH_SOCK={path} did not answer within 0.5s" in ctx.agent_note
-        refused = ctx.with_agent_note(TransportError("auth", "authentication refused by n1: no key"))
+        auth = paramiko.AuthenticationException("no key")
+        refused = ctx.with_agent_note(TransportError("auth", "authentication refused by n1: no key"), conns[0], auth)
         assert refused.kind == "auth" and f"SSH_AUTH_SOCK={path}" in str(refused)
-        assert ctx.with_agent_note(TransportError("unreachable", "n1: refused")).args[0] == "n1: refused"
+        assert ctx.with_agent_note(TransportError("unreachable", "n1: refused"), conns[0], OSError()).args[0] == \
+            "n1: refused"
+        # Not for a second factor (the key was accepted), nor a host with its own identity_file, in
+        # the same run: the agent played no part in those.
+        from preflight.transport.ssh import SecondFactorRequired
+
+        second = TransportError("auth", "n1 accepted the key but asks for a second factor")
+        assert ctx.with_agent_note(second, conns[0], SecondFactorRequired("root")) is second
+        key_conn, _ = ctx.connection(Host(name="k", address="k", identity_file=str(tmp_path / "id")), "k", "root", 22,
+                                     None, "k")
+        assert ctx.with_agent_note(refused_plain := TransportError("auth", "refused by k"), key_conn, auth) is \
+            refused_plain
         # A host with its own identity_file never needed the agent (and never asked it).
         keyed = SshContext(SshSettings(connect_timeout=0.5))
         keyed.connection(Host(name="k", address="k", identity_file=str(tmp_path / "id")), "k", "root", 22, None, "k")
