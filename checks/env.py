@@ -577,7 +577,8 @@ def test_single_cann(host, facts, verdict):
                "so Ray does not overwrite it."))
 def test_visible_devices(host, facts, verdict):
     env = effective_env(host, facts.get("session.env"))
-    _visible_list(env, len(facts.devices()), verdict)
+    # No device list at all (a probe cut short, an older facts file) is not "no NPU".
+    _visible_list(env, len(facts.devices()) if "probe.devices" in facts.raw else None, verdict)
     try:
         stack = facts.get("python.stack")
         ray = stack.version_of("ray") or stack.modules.get("ray")
@@ -602,6 +603,11 @@ def test_visible_devices(host, facts, verdict):
 
 def _visible_list(env: dict, count: int, verdict) -> None:
     value = env.get("ASCEND_RT_VISIBLE_DEVICES")
+    if count is None:
+        verdict.error("ASCEND_RT_VISIBLE_DEVICES", message="not evaluated: the node's /dev/davinciN device nodes were "
+                                                           "not listed (the probe did not get that far)",
+                      remedy=remedy_for_unevaluated("was not gathered"))
+        return
     if value is None and count == 0:  # "all 0 NPU(s) visible" read as a pass on a node without NPUs
         verdict.skipped("ASCEND_RT_VISIBLE_DEVICES", message="not set, and the node has no /dev/davinciN device "
                                                              "nodes to make visible (see devices.davinci_nodes)")

@@ -67,8 +67,8 @@ def run_bounded(items: Iterable[T], work: Callable[[T], R], *, workers: int, dea
             if expired:
                 # on_timeout runs without the lock: if it blocks (closing a connection whose peer
                 # stopped reading can), the workers still record what they finish meanwhile.
-                lock.release()
                 try:
+                    lock.release()  # in the try: an interrupt between the two leaves the lock as it was
                     values = [(name, on_timeout(item, elapsed)) for name, item, elapsed in expired]
                 finally:
                     lock.acquire()

@@ -1163,6 +1163,9 @@ def test_visible_devices_on_a_node_without_device_nodes_is_not_evaluated():
     raw = node_raw({"ASCEND_RT_VISIBLE_DEVICES": None}, npus=0)
     [r] = [r for r in run(env.test_visible_devices, H, make_facts(raw=raw)) if r.subject == "ASCEND_RT_VISIBLE_DEVICES"]
     assert r.outcome == "skipped" and "no /dev/davinciN device nodes" in r.message, r
+    del raw["probe.devices"]  # not listed at all (a probe cut short): not evaluated, not "no NPU"
+    [r] = [r for r in run(env.test_visible_devices, H, make_facts(raw=raw)) if r.subject == "ASCEND_RT_VISIBLE_DEVICES"]
+    assert r.outcome == "error" and "were not listed" in r.message and r.remedy, r
     for value in ("NoDevFiles", ""):  # nothing visible is definite, NPUs or not
         raw = node_raw({"ASCEND_RT_VISIBLE_DEVICES": value}, npus=0)
         [r] = [r for r in run(env.test_visible_devices, H, make_facts(raw=raw)) if r.subject == "ASCEND_RT_VISIBLE_DEVICES"]
