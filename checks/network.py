@@ -873,11 +873,15 @@ def _same_everywhere(verdict, host, address, firsts: dict, own: set[str] | None,
                   "on the one node reached" if not alone else "on its only node")
     if own is None and address != host.address and not (alone and _loopback(address)):
         # Its interfaces were not read: whether the address is another of its own cannot be told.
+        try:
+            ipaddress.ip_address(host.address)
+            other = f", not its inventory address {host.address},"
+        except ValueError:  # the inventory gives a name: nothing to set the answer against
+            other = ""
         verdict.error(host.name, outliers=(host.name,),
-                      message=f"not evaluated: {host.name} resolves to {address} {everywhere}, not its inventory "
-                              f"address {host.address}, and {host.name}'s interfaces were not read (it was not "
-                              f"reached, or `ip -o addr` failed there), so whether {address} is its own cannot "
-                              f"be told")
+                      message=f"not evaluated: {host.name} resolves to {address} {everywhere}{other} and "
+                              f"{host.name}'s interfaces were not read (it was not reached, or `ip -o addr` failed "
+                              f"there), so whether {address} is its own cannot be told")
         return
     if address == host.address or own is None or address in own or (alone and _loopback(address)):
         got = sorted(set(firsts.values()), key=address_order)

@@ -781,6 +781,8 @@ def _where_set(inventory_path: str, key: str, path: str) -> tuple[int, str] | No
     try:
         with open(inventory_path, encoding="utf-8", errors="replace") as fh:
             for number, text in enumerate(fh, 1):
+                if text.lstrip().startswith(("#", ";")):
+                    continue  # a commented-out line naming the same file
                 m = pattern.match(text)
                 if m and os.path.abspath(os.path.expanduser(m.group(3))) == os.path.abspath(path):
                     return number, m.group(1)

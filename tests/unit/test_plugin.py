@@ -184,10 +184,10 @@ def test_a_controller_file_the_inventory_names_that_is_not_there_is_a_usage_erro
     # The line that sets it (defaults:), not the first host inheriting it.
     assert f"inv.yaml:1: {key}: {pytester.path}/nope does not exist on this machine (hosts node-[01-03])" in text
     assert not (pytester.path / "reports").exists()
-    (pytester.path / "inv.yaml").write_text(f"hosts:\n  - name: node-01\n  - name: node-02\n    {key}: "
-                                            f"'{pytester.path}/nope'\n")
+    (pytester.path / "inv.yaml").write_text(f"# {key}: {pytester.path}/nope\nhosts:\n  - name: node-01\n"
+                                            f"  - name: node-02\n    {key}: '{pytester.path}/nope'\n")
     text = output(run(pytester, "--inventory", "inv.yaml"))
-    assert f"inv.yaml:4: {key}: {pytester.path}/nope does not exist on this machine (host node-02)" in text, text
+    assert f"inv.yaml:5: {key}: {pytester.path}/nope does not exist on this machine (host node-02)" in text, text
     if key == "identity_file":  # an Ansible inventory names its own variable
         (pytester.path / "inv.yaml").write_text(f"all:\n  hosts:\n    n1:\n      ansible_host: 10.0.0.1\n"
                                                 f"      ansible_ssh_private_key_file: {pytester.path}/nope\n")
