@@ -113,6 +113,10 @@ class Gatherer:
             facts.error = (f"the probe's output passed its {budget >> 20} MiB bound (commands printing megabytes each: "
                            f"every command's output is cut at {self.settings.output_cap >> 20} MiB, the whole "
                            f"stream at this bound); the rest was dropped; facts read before it are kept")
+        elif result.exit_code is None and not probe.complete and _jump_cause(transport) is not None:
+            # The jump host stalled near the end of this host's time: that is the cause, not the node.
+            facts.error_kind = "lost"  # cluster.reachable: "logged in, then <the jump host's failure>"
+            facts.error = f"{_jump_cause(transport)}; facts gathered before that are kept"
         elif result.exit_code is None and not probe.complete:
             facts.error_kind = "deadline"
             facts.error = (f"the probe did not finish within --host-timeout {self.settings.host_timeout:g}s; "
@@ -150,7 +154,7 @@ class Gatherer:
             # In the background: closing a connection carried by a jump host that stopped reading
             # waits until that jump host is given up (see SshContext), and the pool must go on.
             _close_in_background([transport])
-            cause = getattr(transport, "jump_failure", lambda: None)()
+            cause = _jump_cause(transport)
             if cause is not None:  # the jump host stalled: that is the cause, not this host
                 return HostFacts(host=host.name, address=host.address, reachable=False, gather_s=elapsed,
                                  error_kind=cause.kind, error=shortened(f"{transport.label}: {cause}"))
@@ -177,6 +181,11 @@ class Gatherer:
 # How long Gatherer.close waits for the targets' connections to close (a thousand healthy ones
 # take a second or two) before it shuts the jump hosts' connections, which ends any still waiting.
 CLOSE_WAIT_S = 10.0
+
+
+def _jump_cause(transport):
+    """Why the jump host ``transport`` goes through was given up, or None (no jump host, local)."""
+    return getattr(transport, "jump_failure", lambda: None)()
 
 
 def _close_in_background(transports) -> threading.Thread:

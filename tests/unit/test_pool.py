@@ -100,3 +100,32 @@ def test_a_host_abandoned_behind_a_stalled_jump_host_names_the_jump_host():
         hang.set()
         stuck.release.set()
     assert facts.error_kind == "unreachable" and facts.error == "n1: jump host bastion stopped answering"
+
+
+def test_a_probe_cut_by_its_deadline_behind_a_given_up_jump_host_names_the_jump_host():
+    """The jump host stalled in the last seconds of a host's time: the probe ended at its deadline,
+    reported as the node's slowness ("did not finish within --host-timeout")."""
+    from preflight.transport import RunResult, TransportError
+
+    class _CutShort:
+        label = "n1 (10.0.0.1)"
+        failure = None
+
+        def connect(self):
+            pass
+
+        def run(self, command, timeout, budget):
+            return RunResult(b"", b"", None, False, ended="deadline")
+
+        def jump_failure(self):
+            return self.failure
+
+    g = Gatherer(GatherSettings(host_timeout=5, fanout=2))
+    cut = g.transports["n1"] = _CutShort()
+    host = Host(name="n1", address="10.0.0.1")
+    facts = g._probe(host, "true", "nonce", 5)
+    assert facts.error_kind == "deadline" and "did not finish within --host-timeout" in facts.error
+    cut.failure = TransportError("unreachable", "jump host bastion stopped answering")
+    facts = g._probe(host, "true", "nonce", 5)
+    assert facts.error_kind == "lost"  # cluster.reachable: "logged in, then jump host bastion stopped answering"
+    assert facts.error == "jump host bastion stopped answering; facts gathered before that are kept"
