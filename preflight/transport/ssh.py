@@ -335,6 +335,8 @@ class _Connection(Connection):
     inline_ssh_env = None
     hostkey_entry = None  # (name, known_hosts file) the host's key is filed under; ours, declared alike
     watch = None  # a jump host's connection: its _JumpWatch, once opened
+    # Declared, as every attribute set on it must be (see above): set when the hung agent was left out.
+    agent_left_out = False
 
     def get_gateway(self):
         # SshContext resolves ProxyJump itself (one shared, host-key-checked connection per jump
