@@ -95,11 +95,11 @@ def test_socket_ifname(host, facts, cluster, verdict):
             verdict.failed(variable, observed=f"{shown} names {', '.join(sel.missing)}, which does not exist "
                                               f"(interfaces: {describe(interfaces)})",
                            expected="an existing interface",
-                           remedy=_rename_hint(host, interfaces, sel.missing[0].lstrip("=^")))
+                           remedy=_rename_hint(host, interfaces, variable, cluster))
         elif not sel.matched:
             verdict.failed(variable, observed=f"{shown} matches no interface (interfaces: {describe(interfaces)})",
                            expected="at least one matching interface",
-                           remedy=_rename_hint(host, interfaces, sel.value.lstrip("^=").split(",")[0]))
+                           remedy=_rename_hint(host, interfaces, variable, cluster))
         elif sel.exact and not alternatives and len(sel.usable) < len(sel.matched):
             bad = [n for n in sel.matched if n not in sel.usable]
             verdict.failed(variable, observed=f"{shown}: {', '.join(bad)} is down or has no address "
@@ -116,15 +116,56 @@ def test_socket_ifname(host, facts, cluster, verdict):
                                              f"({describe({sel.chosen: interfaces[sel.chosen]})}){aside}")
 
 
-def _rename_hint(host, interfaces: dict, wanted: str) -> str:
-    """IFNAME_REMEDY, with the NIC that carries this node's inventory address named when there is one:
-    a node whose cluster NIC has another name than the others' (enp189s0f0 beside eth0)."""
-    nic = next((n for n, iface in interfaces.items() if host.address in iface.ips()), None)
-    if nic is None or nic == wanted:
+def _choices(cluster, variable: str) -> dict[str, tuple[str, str]]:
+    """{host: (the variable's value, the NIC it selects)} on every reachable node where it selects
+    one; made once per run and variable (every failing node asks for it)."""
+    cache = getattr(cluster, "_ifname_choices", None)
+    if cache is None:
+        cache = {}
+        try:
+            cluster._ifname_choices = cache
+        except AttributeError:
+            pass
+    if variable not in cache:
+        chosen = {}
+        for other, facts in cluster.reachable():
+            try:
+                env = effective_env(other, facts.get("session.env"))
+                interfaces = facts.get("net.interfaces")
+            except FactUnavailable:
+                continue
+            if env.get(variable) and not (variable == "HCCL_SOCKET_IFNAME" and (env.get("HCCL_IF_IP") or "").strip()):
+                nic = select(variable, env[variable], interfaces).chosen
+                if nic:
+                    chosen[other.name] = (env[variable], nic)
+        cache[variable] = chosen
+    return cache[variable]
+
+
+def _rename_hint(host, interfaces: dict, variable: str, cluster) -> str:
+    """What to do on a node whose variable selects nothing, from what the other nodes select:
+    their NIC's name when this node has it too (a wrong value here), else the NIC that carries
+    this node's inventory address, to be given the others' name (enp189s0f0 beside eth0)."""
+    others = {h: c for h, c in (_choices(cluster, variable) if cluster is not None else {}).items() if h != host.name}
+    if not others:
         return IFNAME_REMEDY
+    sides = split({h: nic for h, (_, nic) in others.items()})
+    if sides.tied:
+        return IFNAME_REMEDY
+    theirs, agreeing = sides.majority, sides.agreeing
+    value = Counter(others[h][0] for h in agreeing).most_common(1)[0][0]
+    if theirs in interfaces:
+        return (f"The other nodes ({fold(agreeing)}) set {variable}={value}, which selects {theirs}, and {host.name} "
+                f"has {theirs} too: set {variable}={value} for {host.name} as well (in the inventory's env: or the "
+                f"launch script), so every node uses one network (cluster.ifname_agree).")
+    nic = next((n for n, iface in interfaces.items() if host.address in iface.ips()), None)
+    if nic is None:
+        return (f"The other nodes ({fold(agreeing)}) use {theirs} ({variable}={value}), which {host.name} does not "
+                f"have. " + IFNAME_REMEDY)
     return (f"On {host.name}, {nic} carries {host.address}, the address the inventory reaches it by: give it the "
-            f"name the other nodes use ({wanted}) with a udev rule or netplan's set-name, so one name serves every "
-            f"node (cluster.ifname_agree), or, if the cluster network is another NIC, name that one. " + IFNAME_REMEDY)
+            f"name the other nodes use ({theirs}, {variable}={value} on {fold(agreeing)}) with a udev rule or "
+            f"netplan's set-name, so one name serves every node (cluster.ifname_agree), or, if the cluster network "
+            f"is another NIC, name that one. " + IFNAME_REMEDY)
 
 
 def _hccl_if_ip(host, value: str, interfaces: dict, verdict, several: bool = True) -> None:

@@ -391,10 +391,25 @@ def test_socket_ifname_present_and_missing():
     assert outcomes(results) == {("HCCL_SOCKET_IFNAME", "failed"), ("GLOO_SOCKET_IFNAME", "passed")}
     bad = failed(results)[0]
     assert_explained(bad, "HCCL_SOCKET_IFNAME=eth9", "eth0 UP 10.0.0.1/24")
-    # The NIC holding the node's own address is named in the remedy: a node whose NIC is named apart.
+    # Alone, nothing tells which name is meant: no claim about "the other nodes".
     host = make_host(address="10.0.0.1")
     [bad] = failed(run_check(env.test_socket_ifname, host=host, facts=make_facts(raw=raw)))
-    assert "On node-01, eth0 carries 10.0.0.1" in bad.remedy and "name the other nodes use (eth9)" in bad.remedy
+    assert "other nodes" not in bad.remedy and bad.remedy == env.IFNAME_REMEDY
+    # The others select eth0, which this node has: its own value is the fault (it was told to rename
+    # eth0 to eth9, "the name the other nodes use").
+    others = [make_host(f"node-0{i}", address=f"10.0.0.{i}") for i in (2, 3)]
+    cl = cluster_of((host, make_facts("node-01", raw=raw)), *[(h, make_facts(h.name)) for h in others])
+    [bad] = failed(run_check(env.test_socket_ifname, host=host, facts=cl.facts["node-01"], cluster=cl))
+    assert bad.remedy.startswith("The other nodes (node-[02-03]) set HCCL_SOCKET_IFNAME=eth0, which selects eth0, and "
+                                 "node-01 has eth0 too: set HCCL_SOCKET_IFNAME=eth0 for node-01 as well"), bad.remedy
+    # The others select a NIC this node lacks: the NIC holding its own address is to take their name.
+    renamed = json.loads(json.dumps(IFACES))
+    renamed[1]["ifname"] = "enp189s0f0"
+    theirs = healthy_raw(env={"HCCL_SOCKET_IFNAME": "enp189s0f0"}, interfaces=renamed)
+    cl = cluster_of((host, make_facts("node-01", raw=raw)), *[(h, make_facts(h.name, raw=dict(theirs))) for h in others])
+    [bad] = failed(run_check(env.test_socket_ifname, host=host, facts=cl.facts["node-01"], cluster=cl))
+    assert "On node-01, eth0 carries 10.0.0.1" in bad.remedy, bad.remedy
+    assert "the name the other nodes use (enp189s0f0, HCCL_SOCKET_IFNAME=enp189s0f0 on node-[02-03])" in bad.remedy
 
 
 @pytest.mark.parametrize("value, outcome", [
