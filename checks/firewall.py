@@ -51,7 +51,52 @@ def test_firewall(host, facts, cluster, verdict):
                 f"ufw {state.ufw}" if state.ufw else None,
                 f"iptables INPUT policy {state.input_policy}" if state.input_policy else None,
                 f"{state.nft_input_chains} nftables input chain(s) accepting" if state.nft_input_chains else None]
-        verdict.passed(message="no active firewall (" + (", ".join(s for s in seen if s) or "no firewall tool") + ")")
+        tools = ", ".join(s for s in seen if s) or "no firewall tool"
+        hits = _cluster_port_drops(state, host, facts, cluster)
+        if hits:
+            # No blanket firewall, but a rule for one of the ports the nodes connect to (it had
+            # read "no active firewall" on the very node whose Ray port was dropped).
+            verdict.failed(observed="; ".join(f"{rule} drops {what}" for rule, what in hits),
+                           expected="no drop rule for the ports the other nodes connect to",
+                           remedy="Remove the rule on this node (iptables -S INPUT --line-numbers, then iptables -D "
+                                  "INPUT <n>; for nftables: nft -a list ruleset, then nft delete rule <family> "
+                                  "<table> <chain> handle <n>), or accept the training nodes' network ahead of it; "
+                                  "persist the change where the rules are loaded from.")
+        elif state.port_rules:
+            verdict.passed(message=f"no blanket firewall ({tools}); {len(state.port_rules)} rule(s) dropping other "
+                                   f"ports, none the cluster uses: {'; '.join(state.port_rules[:3])}")
+        else:
+            verdict.passed(message=f"no active firewall ({tools})")
+
+
+def _cluster_port_drops(state, host, facts, cluster) -> list[tuple[str, str]]:
+    """(rule, which cluster ports it drops) for this node's port-specific drop rules: its HCCL host
+    ports, Ray's ports when the inventory has a Ray head, and MASTER_PORT where the node sets it."""
+    if not state.port_rules:
+        return []
+    from preflight.activeprobe import DEFAULT_HCCL_BASE_PORT, DEFAULT_RAY_PORTS, hccl_host_port_ranges
+    from preflight.ifname import effective_env
+
+    env = effective_env(host, facts.optional("session.env", {}))
+    base = env.get("HCCL_IF_BASE_PORT", "")
+    base = int(base) if base.isdigit() and 1024 <= int(base) <= 65520 else DEFAULT_HCCL_BASE_PORT
+    used = [(f"HCCL host port {low}" + (f"-{high}" if high != low else ""), low, high)
+            for low, high in (hccl_host_port_ranges(env.get("HCCL_HOST_SOCKET_PORT_RANGE", "")) or [(base, base + 31)])]
+    if cluster.with_role("head"):
+        ray = {label: int(host.vars.get(key) or default) for key, label, default in DEFAULT_RAY_PORTS}
+        first, last = ray.pop("worker range (first)"), ray.pop("worker range (last)")
+        used += [(f"Ray {label} {port}", port, port) for label, port in ray.items()]
+        used.append((f"Ray worker ports {first}-{last}", first, last))
+    master = env.get("MASTER_PORT", "")
+    if master.isdigit():
+        used.append((f"MASTER_PORT {master}", int(master), int(master)))
+    hits = []
+    for rule in state.port_rules:
+        names = [name for name, low, high in used
+                 if any(a <= high and low <= b for a, b in state.dropped_ports(rule))]
+        if names:
+            hits.append((rule, ", ".join(names)))
+    return hits
 
 
 def _peers_allowed(state, host, cluster) -> list[str] | None:

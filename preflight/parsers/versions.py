@@ -513,6 +513,20 @@ class FirewallState:
     # iptables-legacy's INPUT, read where iptables (the nft variant) said legacy tables are loaded
     # too: its drops, as "iptables-legacy ..." findings (a packet passes both sets of tables).
     legacy_findings: tuple[str, ...] = ()
+    # Drops of some TCP ports only (`-A INPUT -p tcp --dport 6379 -j DROP`, nft `tcp dport 6379
+    # drop`): no blanket firewall, but a fault when a port is one the cluster uses.
+    port_rules: tuple[str, ...] = ()
+
+    def dropped_ports(self, rule: str) -> list[tuple[int, int]]:
+        """The TCP port ranges a port rule drops (``--dport 6379``, ``--dports 60000:60031,8265``,
+        nft ``tcp dport { 6379, 10002-19999 }``)."""
+        m = re.search(r"--dports? (\S+)|tcp dport (\{[^}]*\}|\S+)", rule)
+        spans = []
+        for part in re.split(r"[,\s]+", (m.group(1) or m.group(2)).strip("{} ") if m else ""):
+            low, _, high = part.replace(":", "-").partition("-")
+            if low.isdigit() and (not high or high.isdigit()):
+                spans.append((int(low), int(high or low)))
+        return spans
 
     @property
     def accepted_networks(self) -> list:
@@ -581,7 +595,7 @@ def _both_accept(ours: tuple[str, ...], theirs: tuple[str, ...]) -> tuple[str, .
 
 def _parse_firewall(text: str) -> FirewallState:
     firewalld = ufw = policy = None
-    rules, unreadable, nft = [], [], []
+    rules, unreadable, nft, port_rules = [], [], [], []
     # In order, per chain: ("accept", sources) for `-s NET -j ACCEPT`, ("drop",) for a blanket drop,
     # ("jump", chain) for INPUT's unconditional `-j CHAIN`; walked from INPUT after all are read
     # (iptables -S lists a chain INPUT jumps to after INPUT's own rules, though it comes first).
@@ -624,6 +638,10 @@ def _parse_firewall(text: str) -> FirewallState:
                     steps[name].append(("accept", accept.group(1).split(",")))
                 elif jump and jump.group(1) not in ("DROP", "REJECT", "LOG"):
                     steps[name].append(("jump", jump.group(1)))
+                elif re.search(r"-j (DROP|REJECT)\b", value) and name == "INPUT" and key == "iptables" \
+                        and re.search(r"--dports?\b", value) and not re.search(r"\s-s\s|\s-i\s|-p udp|--sports?\b",
+                                                                             value):
+                    port_rules.append(value)
                 elif re.search(r"-j (DROP|REJECT)\b", value) and (name == "INPUT") == (key == "iptables") \
                         and not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp|"
                                           r"-m mark\b|-m set\b|-m recent\b|-m limit\b|-m hashlimit\b", value):
@@ -646,7 +664,24 @@ def _parse_firewall(text: str) -> FirewallState:
                          unreadable=tuple(unreadable), accepted_sources=tuple(_accepted_first(steps)),
                          nft_findings=_nft_findings(nft, iptables_read=policy is not None or bool(rules),
                                                     firewalld_running=running),
-                         nft_input_chains=sum(1 for entry in nft if len(entry) == 5 and entry[3] == "policy"))
+                         nft_input_chains=sum(1 for entry in nft if len(entry) == 5 and entry[3] == "policy"),
+                         port_rules=tuple(port_rules) + _nft_port_rules(nft, iptables_read=policy is not None))
+
+
+def _nft_port_rules(entries, iptables_read: bool) -> tuple[str, ...]:
+    """nft input rules that drop some TCP ports (and match nothing else that narrows them)."""
+    found = []
+    for entry in entries:
+        if len(entry) != 5 or entry[3] != "rule" or entry[0] == "ip6":
+            continue
+        family, table, chain, _, rest = entry
+        if (family, table, chain) == ("ip", "filter", "INPUT") and iptables_read:
+            continue  # iptables-nft's INPUT: read from iptables -S already
+        body = " ".join(_NFT_DECORATION.sub("", rest).split())
+        if re.fullmatch(r"(?:(?:ct state \S+|meta l4proto tcp|ip protocol tcp) )*tcp dport (?:\{[^}]*\}|\S+) "
+                        r"(?:drop|reject(?: with .*)?)", body):
+            found.append(f"nftables chain {family} {table} {chain} rule `{rest}`")
+    return tuple(found)
 
 
 def _accepted_first(steps: dict) -> list[str]:

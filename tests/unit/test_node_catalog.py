@@ -1829,6 +1829,31 @@ def test_a_nat_inventory_address_is_not_taken_as_hccls_either():
     assert r.outcome == "passed", r.message
 
 
+def test_firewall_names_a_drop_of_a_port_the_cluster_uses():
+    """`-A INPUT -p tcp --dport 6379 -j DROP` on the Ray head read "no active firewall", while
+    cluster.ray_ports blamed "a firewall on the target"."""
+    head, worker = make_host("node-01", groups=["head"]), make_host("node-02", groups=["worker"])
+    cl = cluster_of((head, make_facts("node-01")), (worker, make_facts("node-02")))
+    ray = "firewalld=not running\niptables=-P INPUT ACCEPT\niptables=-A INPUT -p tcp -m tcp --dport 6379 -j DROP\n"
+    [r] = run(firewall.test_firewall, head, facts_of(net_dot_firewall=out(ray)), cl)
+    assert r.outcome == "warning", r
+    explained(r, "-A INPUT -p tcp -m tcp --dport 6379 -j DROP drops Ray GCS 6379")
+    assert "iptables -D INPUT" in r.remedy
+    # nftables, a range over HCCL's block; and MASTER_PORT where the node sets it.
+    hccl = ("firewalld=not running\nnft_read=\nnft=inet filter input policy accept\n"
+            "nft=inet filter input rule tcp dport { 29500, 60010-60020 } drop\n")
+    [r] = run(firewall.test_firewall, worker, facts_of(net_dot_firewall=out(hccl), env_={"MASTER_PORT": "29500"}), cl)
+    assert r.outcome == "warning" and "HCCL host port 60000-60031, MASTER_PORT 29500" in r.message, r.message
+    # A port no one in the cluster uses: no finding, but not "no active firewall" either.
+    other = ray.replace("6379", "2049")
+    [r] = run(firewall.test_firewall, head, facts_of(net_dot_firewall=out(other)), cl)
+    assert r.outcome == "passed" and r.message.startswith("no blanket firewall") and "none the cluster uses" in r.message
+    # Without a Ray head in the inventory, 6379 is nobody's.
+    plain = cluster_of((make_host("node-01"), make_facts("node-01")), (make_host("node-02"), make_facts("node-02")))
+    [r] = run(firewall.test_firewall, make_host("node-01"), facts_of(net_dot_firewall=out(ray)), plain)
+    assert r.outcome == "passed", r
+
+
 def test_firewall_judges_nftables_and_iptables_rules_alike():
     """`ct state new drop` stops every new connection as iptables' `--ctstate NEW -j DROP` does, and
     was not a finding; an ipset blacklist (`-m set`) drops chosen sources only, and was one."""
