@@ -201,10 +201,21 @@ def _first_line(text: str) -> str:
 _CONNECTION_LOST = "the SSH connection was lost in the middle of the probe"
 
 
+def _command_named(text: str) -> str:
+    """"hccn_tool timed out earlier on this host (hccn.link/0)": the fact id the node names is
+    shown as its command (`hccn_tool -i 0 -link -g`), which an operator can run."""
+    m = re.search(r"\(([a-z_]+\.[a-z_.]+)(?:/(\d+))?\)$", text)
+    spec = FACTS.get(m.group(1)) if m else None
+    if spec is None:
+        return text
+    command = (spec.display or spec.command).format(dev=m.group(2) or "N")
+    return f"{text[:m.start()]}(`{command}`)"
+
+
 def _why_unusable(spec: FactSpec, out: CommandOutput, shown: str, timeout_hint: str,
                   lost: bool = False) -> str | None:
     if out.skipped:
-        return f"`{shown}` was not run: {out.skipped}"
+        return f"`{shown}` was not run: {_command_named(out.skipped)}"
     if out.rc is None:
         if lost:
             return f"`{shown}` did not finish: {_CONNECTION_LOST}"
@@ -275,6 +286,10 @@ _UNEVALUATED_REMEDIES = (
     ("(its own limit)", "The command has a fixed limit of its own, which --command-timeout does not change. Run "
      "it by hand on that node to see where it hangs: a shell start-up file, or a Python path or home directory on a "
      "network filesystem that does not answer, is the usual cause."),
+    ("timed out earlier on this host", "The tool hung on the earlier call named, so its later calls were skipped "
+     "and the run could end: these were not run, not found broken. Run that call by hand on the node: if it hangs "
+     "there too, the NPU driver or device is stuck (read dmesg and npu-smi info; an operator may have to reset that "
+     "NPU or reboot the node); if it is only slow, re-run with a larger --command-timeout."),
     ("timed out", "The command did not answer within --command-timeout. Run it by hand on that node: if it "
      "hangs there too, the NPU driver or device is stuck (read dmesg and npu-smi info; an operator may have "
      "to reset that NPU or reboot the node); if it is only slow, re-run with a larger --command-timeout."),

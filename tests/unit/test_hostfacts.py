@@ -186,6 +186,20 @@ def test_every_reason_a_fact_cannot_be_read_has_a_next_step(output, why, step):
     assert step in remedy_for_unevaluated(message)
 
 
+def test_a_call_skipped_after_its_tool_hung_names_that_call_as_a_command_and_is_not_called_hung():
+    """"was not run: hccn_tool timed out earlier on this host (hccn.link/0)" named an internal fact id,
+    and its remedy said this command "did not answer within --command-timeout"."""
+    skipped = CommandOutput("", "", None, skipped="hccn_tool timed out earlier on this host (hccn.link/0)")
+    message = str(make_facts(hccn_dot_tls__3=skipped).per_device("hccn.tls")[3])
+    assert message.endswith("was not run: hccn_tool timed out earlier on this host (`hccn_tool -i 0 -link -g`)"), \
+        message
+    remedy = remedy_for_unevaluated(message)
+    assert "its later calls were skipped" in remedy and "did not answer within" not in remedy
+    # A name the node gives that is no fact (an older runner) is kept as it is.
+    odd = CommandOutput("", "", None, skipped="hccn_tool timed out earlier on this host (link/0)")
+    assert str(make_facts(hccn_dot_tls__3=odd).per_device("hccn.tls")[3]).endswith("(link/0)")
+
+
 def test_a_probe_cut_off_by_a_lost_connection_says_so_not_the_deadline():
     # gather.py marks a probe whose SSH connection went away mid-run; its unfinished and
     # never-started commands name that cause (and its remedy), not --host-timeout.
