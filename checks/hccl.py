@@ -407,9 +407,15 @@ def test_device_ip_unique(cluster, verdict):
     if not dupes and owners and not listed_twice:
         verdict.passed(message=f"{len(owners)} device IPs, all distinct")
     if unreadable:
-        verdict.error(message=f"device IP unreadable on {', '.join(unreadable[:10])}"
-                              + (f" and {len(unreadable) - 10} more" if len(unreadable) > 10 else ""),
-                      outliers=tuple(dict.fromkeys(u.split()[0] for u in unreadable)))
+        # Per node, its NPUs as a set: a hung hccn_tool listed "node-03 npu0, node-03 npu1, ...".
+        per_node: dict[str, list[str]] = {}
+        for entry in unreadable:
+            name, npu = entry.rsplit(" npu", 1)
+            per_node.setdefault(name, []).append(npu)
+        shown = [f"{name} npu{fold(npus)}" for name, npus in per_node.items()]
+        verdict.error(message=f"device IP unreadable on {', '.join(shown[:10])}"
+                              + (f" and {len(shown) - 10} more node(s)" if len(shown) > 10 else ""),
+                      outliers=tuple(per_node))
     elif not owners and not dupes and outside:
         verdict.skipped(message=f"no node with RoCE ports hccn_tool can read ({fold(outside)}: "
                                 f"{not_applicable(cluster.facts[outside[0]], 'hccn.ip')})")

@@ -1378,6 +1378,16 @@ def test_one_machine_listed_twice_is_named_as_such_not_as_duplicate_device_ips()
     assert "device IP 29.1.112.10 on node-[01-02] npu0" in r.message
 
 
+def test_device_ip_unique_names_the_npus_it_could_not_read_as_a_set_per_node():
+    hosts = [make_host("node-01", address="10.0.0.1"), make_host("node-02", address="10.0.0.2")]
+    hung = {f"hccn_dot_ip__{i}": out("", rc=124) for i in range(8)}
+    others = {f"hccn_dot_ip__{i}": out(f"ipaddr:29.2.0.{i}\n") for i in range(8)}
+    results = run(hccl.test_device_ip_unique, cluster=cluster_of(
+        (hosts[0], make_facts("node-01", raw=node_raw(**hung))), (hosts[1], make_facts("node-02", raw=node_raw(**others)))))
+    [r] = [r for r in results if r.outcome == "error"]
+    assert r.message == "device IP unreadable on node-01 npu[0-7]" and r.outliers == ("node-01",), r
+
+
 def test_device_ip_unique_across_nodes():
     hosts = [make_host("node-01"), make_host("node-02")]
     other = {f"hccn_dot_ip__{i}": out(f"ipaddr:29.2.0.{i}\n") for i in range(8)}
