@@ -625,6 +625,9 @@ class PhaseTwo:
             self.cluster.facts[host.name].raw["hccn.ping"] = CommandOutput(stdout=f"schedule {mode}\n", stderr="",
                                                                            rc=0)
         by_name = dict((h.name, (h, ips)) for h, ips in nodes)
+        # NPUs whose device IP hccn_tool could not read (hung, failed): neither end of a pair.
+        unread = {h.name: {d for d, ip in self.cluster.facts[h.name].per_device("hccn.ip").items()
+                           if isinstance(ip, FactUnavailable)} for h, _ in nodes}
         lock = threading.Lock()
         settled: set[tuple[str, str]] = set()
 
@@ -644,10 +647,15 @@ class PhaseTwo:
             src_ips, dst_ips = by_name[src][1], by_name[dst][1]
             peer = dict(ranks(job))
             lines = []
-            for d in sorted(src_ips):
+            for d in sorted(set(src_ips) | unread[src]):
                 if d not in peer:
                     lines.append(f"{dst} {d} {d} - skipped no peer: {dst} has {len(devices[dst])} NPU(s), "
                                  f"none at this rank")
+                elif d in unread[src] or peer[d] in unread[dst]:
+                    # A device IP hccn_tool could not read is not "no device IP": not pinged, not judged.
+                    who = f"{src} npu{d}" if d in unread[src] else f"{dst} npu{peer[d]}"
+                    lines.append(f"{dst} {peer[d]} {d} - skipped the device IP of {who} could not be read "
+                                 f"(see hccl.device_ip)")
                 elif peer[d] not in dst_ips:
                     lines.append(f"{dst} {peer[d]} {d} - skipped no peer: {dst} npu{peer[d]} has no device IP")
             return lines

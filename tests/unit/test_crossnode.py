@@ -1544,8 +1544,8 @@ def test_npu_i_pings_npu_i_and_an_npu_left_without_a_peer_is_said():
     from preflight.gather import GatherSettings
     from preflight.probe import CommandOutput
 
-    records = {f"node-0{n}": {f"hccn.ip/{d}": f"ipaddr:29.0.{n}.{d}\nnetmask:255.255.0.0\n"
-                              for d in range(8) if (n, d) != (2, 3)} for n in (1, 2)}
+    records = {f"node-0{n}": {f"hccn.ip/{d}": "" if (n, d) == (2, 3) else f"ipaddr:29.0.{n}.{d}\nnetmask:255.255.0.0\n"
+                              for d in range(8)} for n in (1, 2)}
     hosts, cl = _cluster(records)
     phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=5))
     asked = {}
@@ -1592,6 +1592,37 @@ def test_npu_i_pings_npu_i_and_an_npu_left_without_a_peer_is_said():
     assert asked["node-01"] == [["0", "29.0.2.2"], ["1", "29.0.2.3"], ["2", "29.0.2.4"], ["3", "29.0.2.5"]]
 
 
+def test_a_device_ip_that_could_not_be_read_is_not_called_missing_nor_left_out():
+    """node-06 npu4's hccn_tool hung: its pair from node-05 read "no peer: node-06 npu4 has no device
+    IP", and its own pair to the next node had no result at all (its cell a pass)."""
+    from preflight.activeprobe import PhaseTwo
+    from preflight.gather import GatherSettings
+    from preflight.probe import CommandOutput
+
+    def ips(n, hung=()):
+        return {"probe.devices": "0 1 2", **{f"hccn.ip/{d}": f"ipaddr:29.0.{n}.{d}\n" for d in range(3) if d not in hung}}
+
+    hosts, cl = _cluster({"node-01": ips(1), "node-02": ips(2), "node-03": ips(3)})
+    cl.facts["node-02"].raw["hccn.ip/1"] = CommandOutput(stdout="", stderr="", rc=124)
+    phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=5))
+
+    def run(host, command, timeout):
+        pairs = [a.split("=") for a in shlex.split(command.split(" preflight ", 1)[1])]
+        return CommandOutput(stdout="".join(f"{d} {ip} rc=0 3 packets transmitted, 3 received\n" for d, ip in pairs),
+                             stderr="", rc=0)
+
+    phase.run = run
+    phase.device_ping("ring")
+    into = {r.subject: r for r in run_check(network.test_device_ping, host=hosts[0], facts=cl.facts["node-01"],
+                                            cluster=cl)}
+    assert into["npu1->node-02:npu1"].outcome == "error"
+    assert "the device IP of node-02 npu1 could not be read (see hccl.device_ip)" in into["npu1->node-02:npu1"].message
+    out_of = {r.subject: r for r in run_check(network.test_device_ping, host=hosts[1], facts=cl.facts["node-02"],
+                                              cluster=cl)}
+    assert out_of["npu1->node-03:npu1"].outcome == "error", out_of  # its own pair is there, not judged
+    assert out_of["npu0->node-03:npu0"].outcome == "passed"
+
+
 def test_an_abandoned_ping_run_names_every_pair_and_its_late_answer_is_ignored(monkeypatch):
     """A ping run stuck past its round's deadline (a connection that never answers) is abandoned:
     each of its pairs is an error saying so, and when the stuck call comes back later its lines are
@@ -1605,8 +1636,9 @@ def test_an_abandoned_ping_run_names_every_pair_and_its_late_answer_is_ignored(m
 
     monkeypatch.setattr(activeprobe, "PING_TIMEOUT", 0)
     monkeypatch.setattr(activeprobe, "PING_SLACK", 0)
-    hosts, cl = _cluster({f"node-0{n}": {f"hccn.ip/{d}": f"ipaddr:29.0.{n}.{d}\nnetmask:255.255.0.0\n"
-                                         for d in range(2)} for n in (1, 2, 3)})
+    hosts, cl = _cluster({f"node-0{n}": {"probe.devices": "0 1",
+                                         **{f"hccn.ip/{d}": f"ipaddr:29.0.{n}.{d}\nnetmask:255.255.0.0\n"
+                                            for d in range(2)}} for n in (1, 2, 3)})
     phase = PhaseTwo(cl, _LocalGatherer(), GatherSettings(command_timeout=10, connect_timeout=0.5))
     release, came_back = threading.Event(), threading.Event()
 
