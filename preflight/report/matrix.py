@@ -277,15 +277,18 @@ def fix_items(document: dict) -> list[FixItem]:
         key = (r["outcome"], r["check"], subject, _without_address(message, host, addresses.get(host)),
                _as_any_host(remedy, host, addresses.get(host)) or None, r.get("reference") or None,
                r.get("shard") if host is None else None)
-        groups.setdefault(key, []).append((host, message, remedy))
+        groups.setdefault(key, []).append((host, message, remedy, tuple(r.get("outliers") or ())))
     # One cause on every NPU of the same nodes (hccn_tool missing) is one item naming the NPUs as a
     # set, not one per NPU: (outcome, check, nodes, text with the NPU's number as <N>, ...) -> NPUs.
     by_npu: dict[tuple, list[tuple[int, str, str | None]]] = {}
     items: list = []
     for (outcome, check, subject, generic, remedy, reference, shard), members in sorted(
             groups.items(), key=lambda kv: (_ORDER[kv[0][0]], kv[0][1] != "cluster.reachable")):
-        hosts = [h for h, _, _ in members]
+        hosts = [h for h, _, _, _ in members]
         named = list(dict.fromkeys(h for h in hosts if h is not None))
+        # The nodes at fault when they are others than the ones reporting (a port probe's target,
+        # the node resolving a name wrongly): the item leads with them.
+        blamed = list(dict.fromkeys(o for *_, outliers in members for o in outliers if o not in named))
         message = members[0][1] if len(named) <= 1 else generic
         remedy = members[0][2] if len(named) <= 1 else remedy
         if named:
@@ -300,8 +303,12 @@ def fix_items(document: dict) -> list[FixItem]:
                 by_npu.setdefault(key, []).append((int(npu[1]), message, remedy))
                 continue
             where = " ".join(p for p in (on, subject) if p)
+            if blamed:
+                where = f"{subject or fold(blamed)} (from {on})"
         else:  # a cluster-wide check: its subject (a node, an address, a port) or the cluster itself
             where = f"{subject} (cluster-wide)" if subject else "the cluster"
+            if blamed and subject != fold(blamed):
+                where = f"{fold(blamed)} ({subject + ', ' if subject else ''}cluster-wide)"
             if shard:  # a merged report: which shard's cluster
                 where += f" of {shard}"
         items.append(FixItem(outcome, check, where, message, remedy, reference))

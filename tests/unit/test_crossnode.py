@@ -577,6 +577,11 @@ def test_a_blocked_port_shows_in_the_cell_of_the_node_probed_too():
     _, _, grid = cells(doc)
     assert grid[("node-03", "cluster.ray_ports")][0] == "failed"
     assert grid[("node-02", "cluster.ray_ports")][0] == "failed"  # its own result, naming node-03
+    # "What to fix" leads with the node probed, not the healthy prober.
+    from preflight.report.matrix import fix_items
+
+    wheres = [item.where for item in fix_items(doc)]
+    assert wheres == ["node-03:10002 (from node-02)", "node-03:19999 (from node-02)"], wheres
     # The source node's own fault (it cannot resolve the name) blames no one else.
     hosts, cl = _cluster({"node-02": {"tcp.hccl": "unresolved 10.0.0.3 60000 temporary Name or service not known\n"
                                                   "open 10.0.0.3 60015 temporary\n"}})

@@ -339,7 +339,8 @@ def test_remedies_appear_in_the_findings_list(parsed):
     down = next(f for f in findings if "cluster.reachable" in f)
     assert "on node-03" in down and "(2 other checks not evaluated)" in down
     cluster = next(f for f in findings if "cluster.ifname_agree" in f)
-    assert "on the cluster: HCCL_SOCKET_IFNAME differs on node-02" in cluster, cluster
+    # A cluster-wide finding leads with the node at fault.
+    assert "on node-02 (cluster-wide): HCCL_SOCKET_IFNAME differs on node-02" in cluster, cluster
     dev = next(f for f in findings if "davinci1" in f)
     assert dev.startswith("FAILED") and "on node-02 npu1" in dev and "Source: FAQ item" in dev
     assert not any("ulimit -n 65536" in f for f in findings)
