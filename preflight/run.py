@@ -672,20 +672,12 @@ class PreflightRun:
         if self.maxfail_ignored:
             tr.write_line(f"note: --maxfail {self.maxfail_ignored} (-x is 1; a pytest.ini's addopts may set it) was not "
                           f"applied: every check ran, as the report needs them all", yellow=True)
-        if self.fleet:
-            self._what_to_fix(tr)
-        # What pytest itself does not print: the run's own findings (a host it could not reach
-        # while cluster.reachable was not selected) and warnings, which fail no test without --strict.
-        own = [] if self.fleet else [r for r in self.store.all() if r.nodeid is None and r.outcome in ("failed", "error")]
-        for line in brief(own):
-            tr.write_line(line, red=True)
-        if not self.strict and not self.fleet:
-            warned = [r for r in self.store.all() if r.outcome == "warning"]
-            if warned:
-                tr.write_line(f"{len(warned)} warning(s), not blocking the verdict (--preflight-strict or --strict makes them so; "
-                              f"each with its remedy in matrix.html):", yellow=True)
-                for line in brief(warned):
-                    tr.write_line("  " + line, yellow=True)
+        # Every run ends with the findings grouped, each once for the nodes it is on, the node at
+        # fault first: pytest's sections above are one per check and host (a small cluster's five
+        # copies of one blocked port), and warnings, which fail no test, have no section at all.
+        # It also holds the run's own findings (a host it could not reach while cluster.reachable
+        # was not selected).
+        self._what_to_fix(tr)
         # pytest's own line below counts test items (a check on a host); these are the findings in
         # the reports, one per check, host and subject (an NPU, a variable), which it cannot count.
         if any(counts.values()):
@@ -726,8 +718,11 @@ class PreflightRun:
         items = fix_items({"hosts": self.hosts_json(), "results": self.store.all()})
         if not items:
             return
+        warned = sum(1 for item in items if item.outcome == "warning")
+        aside = (f"; {warned} warning(s) not blocking the verdict (--preflight-strict or --strict makes them so)"
+                 if warned and not self.strict else "")
         tr.write_line(f"What to fix ({len(items)} item(s), failures first, each finding once for the nodes it is "
-                      f"on; all of them in matrix.html):", bold=True)
+                      f"on; all of them in matrix.html{aside}):", bold=True)
         for n, item in enumerate(items[:MAX_FINDINGS_SHOWN], 1):
             label = item.outcome.upper() + (" (not blocking)" if item.outcome == "warning" and not self.strict else "")
             colour = {"warning": {"yellow": True}}.get(item.outcome, {"red": True})

@@ -94,8 +94,8 @@ def test_two_jobs_and_a_bad_one(pytester):
     out = text(result)
     # Both are warnings (ROLL's newer Ascend examples do both): named, not blocking; --strict blocks.
     assert result.ret == 0, out
-    assert "WARNING [job.roll_device_mapping] cluster: a.yaml:34" in out, out
-    assert "WARNING [job.roll_strategy] cluster: b.yaml:23" in out, out
+    assert "WARNING (not blocking) [job.roll_device_mapping] on a.yaml (cluster-wide): a.yaml:34" in out, out
+    assert "WARNING (not blocking) [job.roll_strategy] on b.yaml (cluster-wide): b.yaml:23" in out, out
     result = run(pytester, "--job", "a.yaml", "--job", "b.yaml", "--job-local", "-k", "roll_", "--strict")
     assert result.ret == 1
     assert "test_roll_device_mapping[a.yaml]" in text(result) and "test_roll_strategy[b.yaml]" in text(result)

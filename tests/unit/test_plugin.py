@@ -283,8 +283,11 @@ def test_a_warning_is_printed_in_the_terminal_without_strict(pytester, inv):
     pytester.makepyfile(test_mine=USER_CHECK)
     result = run(pytester, "--inventory", "inv.yaml", "test_mine.py", "-k", "warns")
     assert result.ret == 0, output(result)
-    result.stdout.fnmatch_lines(["*1 warning(s), not blocking the verdict (--preflight-strict or --strict makes them so; each with its remedy in matrix.html):",
-                                 "  WARNING [[]mine.always_warns[]] localhost: something odd; expected nothing odd",
+    result.stdout.fnmatch_lines(["What to fix (1 item(s), *; 1 warning(s) not blocking the verdict (--preflight-strict "
+                                 "or --strict makes them so)):",
+                                 "  1. WARNING (not blocking) [[]mine.always_warns[]] on localhost*: something odd; "
+                                 "expected nothing odd",
+                                 "*remedy: Nothing to do.",
                                  "verdict: READY"])
     result = run(pytester, "--inventory", "inv.yaml", "test_mine.py", "-k", "warns", "--strict")
     assert result.ret == 1 and "not blocking the verdict" not in output(result)
@@ -952,7 +955,7 @@ def test_a_dead_host_fails_the_run_when_no_selected_check_looks_at_it(pytester):
     text = output(result)
     assert result.ret == 1 and "verdict: NOT READY" in text, text
     # No test failed for it, so the summary says why the verdict is NOT READY.
-    assert "FAILED [cluster.reachable] dead: cannot log in" in text, text
+    assert "FAILED [cluster.reachable] on dead: cannot log in" in text, text
     doc = load(pytester.path / "reports" / "preflight.json")
     assert doc["ready"] is False
     dead = next(h for h in doc["hosts"] if h["name"] == "dead")
