@@ -205,7 +205,17 @@ def test_parallel_fits(job, job_facts, verdict):
         if total is not None:
             world_text = f"{total} NPUs on {len(npus)} inventory host(s)"
         elif npn is not None and not npn.unresolved:
-            total = npn.int_value(job.path)
+            # num_gpus_per_node is one node's size; the mappings say how many nodes (devices 0-15 on
+            # 8-NPU nodes are two), and only an inventory says whether the cluster has them.
+            per_node = npn.int_value(job.path)
+            used = [max(devices) for _, (_, devices) in job.device_mappings.items() if devices]
+            if used and per_node > 0 and max(used) >= per_node:
+                needed = max(used) // per_node + 1
+                verdict.skipped(job.name, message=f"{job.name}: the device mappings span {needed} node(s) of "
+                                                  f"{per_node} NPUs ({npn.shown()}); no inventory to hold them "
+                                                  f"against (give --inventory to check)")
+                return
+            total = per_node
             world_text = f"{npn.shown()} (one node)"
         else:
             verdict.skipped(job.name, message=_not_checked(job, [npn]) if npn is not None else

@@ -903,6 +903,19 @@ def test_roll_sizes_nodes_by_their_npus_not_by_num_gpus_per_node(tmp_path):
     assert r.outcome == "failed" and "uses NPU 15" in r.message
 
 
+def test_a_multi_node_roll_mapping_checked_without_an_inventory_is_not_failed_as_one_node(tmp_path):
+    """num_gpus_per_node: 8 with devices 0-15 and 16-23 is three 8-NPU nodes; --job-local (no
+    inventory) failed it as "expected device indexes below 8 (one node)"."""
+    text = roll_yaml(train="list(range(0, 16))", infer="list(range(16, 24))")
+    [r] = run(jc.test_parallel_fits, load_job(write(tmp_path, "r.yaml", text)))
+    assert r.outcome == "skipped", r.message
+    assert "the device mappings span 3 node(s) of 8 NPUs" in r.message and "give --inventory" in r.message
+    # Within one node: judged as before.
+    [r] = run(jc.test_parallel_fits, load_job(write(tmp_path, "s.yaml", roll_yaml(train="list(range(0, 4))",
+                                                                                  infer="list(range(4, 8))"))))
+    assert r.outcome == "passed", r.message
+
+
 def test_verl_world_size_takes_verls_defaults_for_what_the_job_leaves_out(tmp_path):
     # trainer.nnodes=2 without trainer.n_gpus_per_node: verl runs 2 x 8, whatever the inventory has.
     p = write(tmp_path, "v.sh", "python3 -m verl.trainer.main_ppo trainer.nnodes=2 "
