@@ -4,6 +4,7 @@ node for paths); every failure names the argument, its value and where it is wri
 from __future__ import annotations
 
 import math
+import os
 import re
 
 from preflight import faq
@@ -396,6 +397,16 @@ def test_weights_format(job, job_facts, verdict):
                      "mp_rank_* shards; re-run the conversion if it is missing.")
     elif layout == "megatron":
         verdict.passed(job.name, message=f"{load.shown()}: Megatron checkpoint {d.megatron_iteration() or ''}")
+    elif any(re.fullmatch(r"mp_rank_\d+(_\d+)*", name) for name in d.top_dirs()):
+        # --load at iter_0000001 itself: Megatron looks for the tracker file there, finds none and
+        # starts from random weights (FAQ 17), though the shards are right below.
+        parent = os.path.dirname(load.value.rstrip("/")) or "/"
+        _fail(verdict, job, load, observed=f"{load.shown()} holds the mp_rank_* shards themselves: it is one "
+                                           f"iteration's folder, not the checkpoint{_read_on(where, job_facts)}",
+              expected="--load naming the checkpoint folder (the one holding latest_checkpointed_iteration.txt and "
+                       "the iter_*/ or release/ folders)",
+              remedy=f"Point --load at {parent}, the folder above it (with its latest_checkpointed_iteration.txt); "
+                     f"Megatron picks the iteration from that file.")
     else:
         _fail(verdict, job, load, severity="warning",
               observed=f"{load.shown()} holds no checkpoint (no iter_*/release folder, no weights){_read_on(where, job_facts)}",

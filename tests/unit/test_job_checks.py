@@ -321,6 +321,16 @@ def test_a_megatron_checkpoint_its_tracker_does_not_point_at_fails(tmp_path, tra
     explained(r, says)
 
 
+def test_load_at_one_iteration_folder_says_to_point_at_its_parent(tmp_path):
+    """--load .../iter_0000500 (its mp_rank_* right below) was a warning, "holds no checkpoint ... or no
+    --load when training from scratch"; Megatron finds no tracker there and starts from random weights."""
+    mg = megatron_ckpt(tmp_path / "mm_path", tp=1, pp=4, iteration=500)
+    [r] = run(jc.test_weights_format, mm_job(tmp_path, load=str(mg / "iter_0000500")))
+    assert r.outcome == "failed" and r.severity == "error", r
+    explained(r, "holds the mp_rank_* shards themselves: it is one iteration's folder")
+    assert r.remedy.startswith(f"Point --load at {mg}, the folder above it"), r.remedy
+
+
 def test_hf_weights_converted_when_the_job_starts_pass(tmp_path):
     # MindSpeed-LLM's All-in-One training: --load <HF folder> --enable-hf2mg-convert --model-type-hf qwen3.
     hf = hf_model(tmp_path / "Qwen3-8B")
