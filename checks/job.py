@@ -742,6 +742,11 @@ def test_data_paths(job, job_facts, verdict):
                 else:
                     notes.append(f"{a.shown()} (relative path, not looked up on the nodes)")
                 continue
+            if a.name == "--data-path" and (st.status == "dir" or st.status == "file"
+                                            and a.value.endswith((".bin", ".idx"))):
+                # Megatron appends .bin and .idx to the prefix it is given: X.bin.bin, or DIR.bin.
+                missing.append(a)
+                continue
             if st.status in ("missing", "suffix", "noidx"):
                 # ROLL and verl download a model named by its Hub id (Qwen/Qwen2.5-7B-Instruct).
                 if job.kind in ("roll", "verl") and a.name in model_keys and _hub_id(a.value) and job_facts.local:
@@ -758,6 +763,20 @@ def test_data_paths(job, job_facts, verdict):
                                         f"{a.value}_text_document.bin does",
                                expected="PREFIX.bin and PREFIX.idx: Megatron opens exactly those",
                                remedy=f"Pass the prefix preprocess_data wrote: {a.name} {a.value}_text_document.")
+            elif st.status == "file":
+                prefix = a.value[:-4]
+                verdict.failed(job.name, host=host, where=f"{place}",
+                               observed=f"{job.cite(a)} names the {a.value[-4:]} file itself: Megatron adds .bin and "
+                                        f".idx to the prefix it is given, and would open {a.value}.bin",
+                               expected="the data prefix: PREFIX, for PREFIX.bin and PREFIX.idx",
+                               remedy=f"Pass the prefix without the suffix: {a.name} {prefix}.")
+            elif st.status == "dir":
+                verdict.failed(job.name, host=host, where=f"{place}",
+                               observed=f"{job.cite(a)} is a folder: Megatron opens PREFIX.bin and PREFIX.idx, and "
+                                        f"would look for {a.value.rstrip('/')}.bin",
+                               expected="the data prefix: PREFIX, for PREFIX.bin and PREFIX.idx",
+                               remedy=f"Pass the prefix of a .bin/.idx pair in that folder, e.g. {a.name} "
+                                      f"{a.value.rstrip('/')}/<name>_text_document (ls {a.value.rstrip('/')}/*.idx).")
             elif st.status == "noidx":
                 verdict.failed(job.name, host=host, where=f"{place}",
                                observed=f"{job.cite(a)}: {a.value}.bin is there but {a.value}.idx is not",

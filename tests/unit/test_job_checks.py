@@ -500,6 +500,28 @@ def test_a_model_path_with_a_space_is_one_path(tmp_path):
     assert outcomes(run(jc.test_data_paths, job)) == ["passed"]
 
 
+def test_a_data_path_naming_the_bin_file_or_its_folder_is_not_a_prefix(tmp_path):
+    """--data-path .../alpaca_text_document.bin or .../data passed as "present"; Megatron opens
+    PREFIX.bin and PREFIX.idx, so X.bin.bin and data.bin."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for suffix in ("bin", "idx"):
+        (data / f"alpaca_text_document.{suffix}").write_bytes(b"x")
+    hf = hf_model(tmp_path / "tok")
+    megatron_ckpt(tmp_path / "ckpt")
+    for given, words, remedy in ((data / "alpaca_text_document.bin", "names the .bin file itself",
+                                  f"--data-path {data / 'alpaca_text_document'}."),
+                                 (data, "is a folder: Megatron opens PREFIX.bin and PREFIX.idx",
+                                  f"--data-path {data}/<name>_text_document")):
+        job = load_job(write(tmp_path, "p.sh", llm_script(tokenizer=str(hf), load=str(tmp_path / "ckpt"),
+                                                          data=str(given))))
+        [r] = [x for x in run(jc.test_data_paths, job) if x.outcome != "passed"]
+        assert r.outcome == "failed" and words in r.message and remedy in r.remedy, (r.message, r.remedy)
+    job = load_job(write(tmp_path, "p.sh", llm_script(tokenizer=str(hf), load=str(tmp_path / "ckpt"),
+                                                      data=str(data / "alpaca_text_document"))))
+    assert outcomes(run(jc.test_data_paths, job)) == ["passed"]
+
+
 @pytest.mark.parametrize("local", [True, False], ids=["job-local", "node-probe"])
 def test_a_data_prefix_needs_its_own_bin_and_idx(tmp_path, local):
     """--data-path /data/alpaca beside alpaca_text_document.bin passed (Megatron opens alpaca.bin and
