@@ -62,15 +62,23 @@ def _read_on(where, job_facts) -> str:
 
 # -- M14 ----------------------------------------------------------------------------------
 
-@check("job.script_line_endings", title="Launch scripts have Unix (LF) line endings", scope="cluster",
-       reference=faq.M14, needs=NEEDS,
+@check("job.script_line_endings", title="Launch scripts have Unix (LF) line endings, each command whole",
+       scope="cluster", reference=faq.M14, needs=NEEDS,
        remedy="Convert the script to Unix line endings: dos2unix SCRIPT (or in vim :set ff=unix, then :w).")
 def test_script_line_endings(job, verdict):
     if not job.is_script:
         verdict.skipped(job.name, message=f"{job.name} is a config file, not a launch script")
         return
+    for line, why in job.broken:
+        # As bash reads the script, like its line endings: the launch runs, without these.
+        verdict.failed(f"{job.name}:{line}", where=f"{job.path}:{line}", observed=why,
+                       expected="the launch command whole: every line but its last ending in \\ with nothing "
+                                "after it, and no comment line inside it",
+                       remedy="Join the command again: end the line above with \\ (nothing after it), and move a "
+                              "commented-out flag out of the command (or delete it); then re-run the preflight.")
     if not job.crlf_lines:
-        verdict.passed(job.name, message=f"{job.name}: LF line endings")
+        if not job.broken:
+            verdict.passed(job.name, message=f"{job.name}: LF line endings, every command whole")
         return
     lines = job.crlf_lines
     shown = ", ".join(str(n) for n in lines[:5]) + (", ..." if len(lines) > 5 else "")

@@ -76,6 +76,9 @@ class Job:
     hidden: list[Arg] = field(default_factory=list)
     is_script: bool = False
     crlf_lines: tuple[int, ...] = ()
+    # (line, why) per command a broken line continuation split off the launch: words bash runs as
+    # a command of their own ('command not found') while the launch runs without them.
+    broken: list[tuple[int, str]] = field(default_factory=list)
     pp_layers: dict[str, LayerList] = field(default_factory=dict)
     model_json: str | None = None  # MindSpeed-MM --mm-model file, where it was found
     model_json_problem: str | None = None

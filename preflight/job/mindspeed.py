@@ -10,7 +10,7 @@ import re
 
 from . import (Arg, Job, JobError, LayerList, branch_reason, hidden_word, is_placeholder, passed_on_note,
                passes_script_args, single_quoted_reason, unresolved_reason)
-from .shell import ShellError, read_script
+from .shell import ShellError, broken_by, read_script
 from .yamlindex import compose, index_of, scalar
 
 # Switches (no value) a check reads: flag -> canonical name.
@@ -93,6 +93,16 @@ def parse_mindspeed(path: str, text: str) -> Job:
                                    "script (give --job-kind if it is another framework's)")
     job = Job(path=path, kind="mindspeed", is_script=True, crlf_lines=script.crlf_lines,
               data_args=("data_path", "mm_data", "dataset_dir"))
+    for cmd in script.commands:
+        # `--pipeline-model-parallel-size 2 \` as a command of its own: the line continuation above
+        # it is broken (a comment line, a space after the \), and the launch runs without these.
+        if cmd is not launch and cmd.words and cmd.words[0].text.startswith("--"):
+            flags = [w.text.split("=", 1)[0] for w in cmd.words if w.text.startswith("--")]
+            shown = ", ".join(flags[:6]) + (f" and {len(flags) - 6} more" if len(flags) > 6 else "")
+            job.broken.append((cmd.line, f"{path}:{cmd.line}: {cmd.words[0].text} starts a command of its own "
+                                         f"({broken_by(script, cmd.line)}): bash runs it as a command ('command "
+                                         f"not found') and the launch never gets these {len(flags)} flag(s): "
+                                         f"{shown}"))
     words = launch.words
     positional = []
     i = 0

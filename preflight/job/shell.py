@@ -852,3 +852,13 @@ def read_script(text: str) -> Script:
         raise ShellError(reader.line, "expansions nested too deeply to read") from None
     return Script(reader.commands, reader.vars, crlf, dict(reader.unknown), dict(reader.branch_lines),
                   list(reader.sourced), dict(reader.single_quoted), tuple(text.replace("\r\n", "\n").split("\n")))
+
+
+def broken_by(script, line: int) -> str:
+    """Why the command ended before ``line``: what is on the line above, as written."""
+    above = script.text_lines[line - 2] if 1 < line <= len(script.text_lines) + 1 else ""
+    if above.lstrip().startswith("#"):
+        return f"the comment on line {line - 1} ends the command before it; delete that line or move it out"
+    if above.rstrip() != above and above.rstrip().endswith("\\"):
+        return f"line {line - 1} has a space after its \\, which then continues nothing; remove the space"
+    return f"line {line - 1} does not end in \\; add it"

@@ -7,7 +7,7 @@ import re
 
 from . import (Arg, Job, JobError, branch_reason, hidden_word, passed_on_note, single_quoted_reason,
                 unresolved_reason)
-from .shell import ShellError, read_script
+from .shell import ShellError, broken_by, read_script
 
 KEYS = {
     "actor_rollout_ref.model.path": ("model_path", False),
@@ -33,16 +33,6 @@ _HYDRA = re.compile(r"\$\{(?:oc\.\w+:[^}]*|\.*[A-Za-z_]\w*(?:\.\w+)+)\}")
 _OVERRIDE = re.compile(r"^\+{0,2}([A-Za-z_][\w]*(?:\.[\w]+)+)=(.*)$", re.S)
 
 
-def _broken_by(script, line: int) -> str:
-    """Why the command ended before ``line``: what is on the line above, as written."""
-    above = script.text_lines[line - 2] if 1 < line <= len(script.text_lines) + 1 else ""
-    if above.lstrip().startswith("#"):
-        return f"the comment on line {line - 1} ends the command before it; delete that line or move it out"
-    if above.rstrip() != above and above.rstrip().endswith("\\"):
-        return f"line {line - 1} has a space after its \\, which then continues nothing; remove the space"
-    return f"line {line - 1} does not end in \\; add it"
-
-
 def parse_verl(path: str, text: str) -> Job:
     try:
         script = read_script(text)
@@ -58,7 +48,7 @@ def parse_verl(path: str, text: str) -> Job:
             best, best_n = cmd, n
     if best is None and orphans:
         raise JobError(path, orphans[0].line, f"{orphans[0].words[0].text} starts a command of its own "
-                                              f"({_broken_by(script, orphans[0].line)}): bash runs the verl command "
+                                              f"({broken_by(script, orphans[0].line)}): bash runs the verl command "
                                               f"without any of these overrides")
     if best is None:
         raise JobError(path, None, "no key=value overrides found (e.g. trainer.nnodes=2): not a verl command line")
@@ -67,9 +57,9 @@ def parse_verl(path: str, text: str) -> Job:
     for cmd in orphans:
         keys = [m.group(1) for w in cmd.words if (m := _OVERRIDE.match(w.text))]
         shown = ", ".join(keys[:6]) + (f" and {len(keys) - 6} more" if len(keys) > 6 else "")
-        job.notes.append(f"{path}:{cmd.line}: {cmd.words[0].text} starts a command of its own "
-                         f"({_broken_by(script, cmd.line)}): bash runs it as a command ('command not found') and "
-                         f"verl never gets these {len(keys)} override(s): {shown}")
+        job.broken.append((cmd.line, f"{path}:{cmd.line}: {cmd.words[0].text} starts a command of its own "
+                                     f"({broken_by(script, cmd.line)}): bash runs it as a command ('command not "
+                                     f"found') and verl never gets these {len(keys)} override(s): {shown}"))
     for w in best.words:
         if (note := passed_on_note(w.text, w.line, path, "overrides")) is not None:
             job.notes.append(note)

@@ -68,6 +68,28 @@ def test_crlf_script_fails_with_its_lines(tmp_path):
     assert outcomes(run(jc.test_script_line_endings, roll)) == ["skipped"]
 
 
+@pytest.mark.parametrize("breaker, why", [
+    ("    # --sequence-parallel \\\n", "the comment on line 3 ends the command before it"),
+    ("    --tensor-model-parallel-size 4 \\ \n", "line 3 has a space after its \\")])
+def test_a_broken_line_continuation_in_a_megatron_launch_fails(tmp_path, breaker, why):
+    """A commented-out flag (or a space after a \\) in the middle of torchrun's lines cut the command:
+    PP and --load were never passed, and the run read READY (found by review)."""
+    text = ("torchrun --nproc_per_node 8 pretrain_gpt.py \\\n"
+            "    --tensor-model-parallel-size 4 \\\n" + breaker +
+            "    --pipeline-model-parallel-size 2 \\\n    --load /tmp/x/ckpt\n")
+    job = load_job(write(tmp_path, "run.sh", text))
+    [r] = [r for r in run(jc.test_script_line_endings, job) if r.outcome == "failed"]
+    assert r.message.startswith(f"{tmp_path / 'run.sh'}:4") and why in r.message, r.message
+    assert "--pipeline-model-parallel-size starts a command of its own" in r.message
+    assert "never gets these 2 flag(s): --pipeline-model-parallel-size, --load" in r.message
+    assert "Join the command again" in r.remedy
+    # The same for verl's overrides: a failure, not a note.
+    v = write(tmp_path, "v.sh", "python3 -m verl.trainer.main_ppo \\\n    actor_rollout_ref.model.path=/m \\\n"
+                                "#    trainer.save_freq=1 \\\n    trainer.nnodes=1 \\\n    trainer.n_gpus_per_node=8\n")
+    [r] = [r for r in run(jc.test_script_line_endings, load_job(str(v), kind="verl")) if r.outcome == "failed"]
+    assert "verl never gets these 2 override(s): trainer.nnodes, trainer.n_gpus_per_node" in r.message
+
+
 # -- job.tp_kv_heads ----------------------------------------------------------------------------
 
 def test_tp_above_kv_heads_of_config_json(tmp_path):

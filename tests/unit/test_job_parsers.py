@@ -433,14 +433,14 @@ def test_a_verl_override_line_after_a_missing_backslash_is_named(tmp_path):
                                 "    trainer.n_gpus_per_node=16 \\\n    trainer.nnodes=1 \\\n    trainer.save_freq=20\n")
     job = load_job(str(p))
     assert job.arg("model_path").value == "Qwen/Qwen3-VL-8B-Instruct" and job.arg("nnodes") is None
-    [note] = [n for n in job.notes if "starts a command of its own" in n]
+    [(_, note)] = job.broken
     assert note.startswith(f"{p}:4: actor_rollout_ref.rollout.enable_chunked_prefill=True")
     assert "trainer.n_gpus_per_node, trainer.nnodes" in note and "4 override(s)" in note
     assert "(line 3 does not end in \\; add it)" in note
     # A commented-out override inside the continuation ends the command there (found by review).
     p = write(tmp_path, "c.sh", "python3 -m verl.trainer.main_ppo \\\n    actor_rollout_ref.model.path=/m \\\n"
                                 "#    trainer.save_freq=1 \\\n    trainer.nnodes=1 \\\n    trainer.n_gpus_per_node=8\n")
-    [note] = [n for n in load_job(str(p)).notes if "starts a command of its own" in n]
+    [(_, note)] = load_job(str(p)).broken
     assert "the comment on line 3 ends the command before it" in note
     # Every override cut off: the verl command runs with none of them, a usage error saying why.
     p = write(tmp_path, "s.sh", "python3 -m verl.trainer.main_ppo \\ \n    actor_rollout_ref.model.path=/m \\\n"
