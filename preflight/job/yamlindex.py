@@ -23,15 +23,33 @@ def compose(path: str, text: str):
         raise JobError(path, None, f"YAML: {exc}") from None
 
 
-def index_of(node, prefix=(), out=None):
-    """{dotted key: (value node, line)} for every mapping entry."""
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def index_of(node, prefix=(), out=None, depth=0):
+    """{dotted key: (value node, line)} for every mapping entry.  ``<<: *anchor`` merge keys are
+    followed as YAML (and OmegaConf) read them: the merged mapping's entries first (of several,
+    the first listed wins), the mapping's own entries over them, each replacing a merged entry of
+    the same key whole (the merge is shallow)."""
     out = {} if out is None else out
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode):
-                key = (*prefix, str(k.value))
-                out[".".join(key)] = (v, k.start_mark.line + 1)
-                index_of(v, key, out)
+    if not isinstance(node, yaml.MappingNode) or depth > 32:  # 32: an alias to its own ancestor
+        return out
+    merged = []
+    for k, v in node.value:
+        if isinstance(k, yaml.ScalarNode) and k.tag == _MERGE:
+            merged.extend(m for m in (v.value if isinstance(v, yaml.SequenceNode) else [v])
+                          if isinstance(m, yaml.MappingNode))
+    for source in reversed(merged):
+        index_of(source, prefix, out, depth + 1)
+    for k, v in node.value:
+        if isinstance(k, yaml.ScalarNode) and k.tag != _MERGE:
+            key = (*prefix, str(k.value))
+            dotted = ".".join(key)
+            if merged:  # a merged entry of this key goes whole, its sub-keys too
+                for stale in [name for name in out if name.startswith(dotted + ".")]:
+                    del out[stale]
+            out[dotted] = (v, k.start_mark.line + 1)
+            index_of(v, key, out, depth + 1)
     return out
 
 

@@ -458,6 +458,23 @@ def test_roll_colocated_and_disjoint(tmp_path):
     assert "npu[4-5]" in run(jc.test_roll_device_mapping, overlap)[0].message
 
 
+def test_roll_settings_merged_from_an_anchor_are_read(tmp_path):
+    """`actor_train: {<<: *base, ...}` was indexed as actor_train.<<.device_mapping: "no
+    actor_train.device_mapping", and the merged megatron_train strategy passed (found by review)."""
+    text = ("base: &b\n  strategy_args:\n    strategy_name: megatron_train\n  device_mapping: list(range(0,8))\n"
+            "num_gpus_per_node: 8\nactor_train:\n  <<: *b\n  name: train\n"
+            "actor_infer:\n  strategy_args:\n    strategy_name: vllm\n  device_mapping: list(range(0,8))\n")
+    job = load_job(write(tmp_path, "m.yaml", text), kind="roll")
+    [r] = run(jc.test_roll_device_mapping, job)
+    assert r.outcome == "warning" and "actor_train.device_mapping: list(range(0,8)) (" in r.message, r.message
+    assert "m.yaml:4) and actor_infer" in r.message
+    assert [r.outcome for r in run(jc.test_roll_strategy, job)] == ["warning"]
+    # The mapping's own entry replaces the merged one whole.
+    own = text.replace("  name: train\n", "  name: train\n  strategy_args:\n    strategy_name: deepspeed_train\n")
+    job = load_job(write(tmp_path, "o.yaml", own), kind="roll")
+    assert [r.outcome for r in run(jc.test_roll_strategy, job)] == ["passed"]
+
+
 def test_roll_megatron_strategy(tmp_path):
     [r] = run(jc.test_roll_strategy, load_job(write(tmp_path, "m.yaml", roll_yaml(strategy="megatron_train"))))
     assert r.outcome == "warning"  # newer ROLL runs it where MindSpeed's MegatronAdaptor is installed
