@@ -123,9 +123,11 @@ def _kv_heads(job, job_facts):
 def test_tp_kv_heads(job, job_facts, verdict):
     if _skip_unless(job, verdict, "mindspeed", "verl"):
         return
+    rollout = job.kind == "verl" and _rollout_tp_fits(job, job_facts, verdict)
     tp_arg = job.arg("tp")
     if tp_arg is None:
-        verdict.skipped(job.name, message=f"{job.name}: no tensor-model-parallel size set (TP 1)")
+        if not rollout:
+            verdict.skipped(job.name, message=f"{job.name}: no tensor-model-parallel size set (TP 1)")
         return
     unknown = _unknown(job, "tp", "num_query_groups")
     if unknown:
@@ -158,6 +160,39 @@ def test_tp_kv_heads(job, job_facts, verdict):
               expected=f"a tensor-parallel size that divides {kv}")
     else:
         verdict.passed(job.name, message=f"{tp_arg.shown()} divides {source}")
+
+
+def _rollout_tp_fits(job, job_facts, verdict) -> bool:
+    """verl's rollout TP against the model's heads, as vLLM refuses it at start-up: the attention
+    heads divisible by TP, and the KV heads divisible by TP or TP by them (replicated).  False
+    when the job sets no rollout TP."""
+    rtp = job.arg("rollout_tp")
+    if rtp is None:
+        return False
+    subject = f"{job.name} rollout"
+    if rtp.unresolved:
+        verdict.skipped(subject, message=_not_checked(job, [rtp]))
+        return True
+    tp = rtp.int_value(job.path)
+    d, _, where = _model_source(job, job_facts)
+    heads = d.config_value("num_attention_heads") if d is not None else None
+    if not heads:
+        verdict.error(subject, message=f"{job.name}: {rtp.shown()} set, but the model's attention heads are unknown "
+                                       f"(no readable config.json with num_attention_heads)")
+        return True
+    kv = d.config_value("num_key_value_heads") or heads
+    source = f"num_attention_heads {heads}, num_key_value_heads {kv} in {d.file('config.json')}{_read_on(where, job_facts)}"
+    if heads % tp:
+        verdict.failed(subject, where=job.where(rtp), observed=f"{rtp.shown()} does not divide {source} "
+                                                               f"({heads} % {tp} = {heads % tp}): vLLM refuses to start",
+                       expected=f"a rollout tensor-parallel size that divides {heads}")
+    elif kv % tp and tp % kv:
+        verdict.failed(subject, where=job.where(rtp), observed=f"{rtp.shown()} and {source}: neither divides the "
+                                                               f"other, and vLLM cannot split or replicate the KV heads",
+                       expected=f"a rollout tensor-parallel size that divides {kv}, or a multiple of it")
+    else:
+        verdict.passed(subject, message=f"{rtp.shown()} fits {source}")
+    return True
 
 
 # -- M9 -----------------------------------------------------------------------------------

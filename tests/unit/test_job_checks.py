@@ -987,6 +987,21 @@ def test_a_multi_node_roll_mapping_checked_without_an_inventory_is_not_failed_as
     assert r.outcome == "passed", r.message
 
 
+@pytest.mark.parametrize("tp, kv, outcome, words", [
+    (8, 4, "failed", "does not divide num_attention_heads 28"), (4, 4, "passed", "fits"),
+    (2, 4, "passed", "fits"), (7, 4, "failed", "neither divides the other")])
+def test_verl_rollout_tp_is_held_against_the_models_heads(tmp_path, tp, kv, outcome, words):
+    """rollout.tensor_model_parallel_size=8 on a 28-head model read "no tensor-model-parallel size set
+    (TP 1)"; vLLM refuses it at start-up (found by review)."""
+    model = hf_model(tmp_path / "Qwen2.5-7B", kv_heads=kv)
+    p = write(tmp_path, "v.sh", f"python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path={model} "
+                                f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp} trainer.nnodes=1\n")
+    results = run(jc.test_tp_kv_heads, load_job(p, kind="verl"))
+    [r] = [r for r in results if r.subject == "v.sh rollout"]
+    assert r.outcome == outcome and words in r.message, r.message
+    assert not [r for r in results if "no tensor-model-parallel size set" in r.message]
+
+
 def test_verl_world_size_takes_verls_defaults_for_what_the_job_leaves_out(tmp_path):
     # trainer.nnodes=2 without trainer.n_gpus_per_node: verl runs 2 x 8, whatever the inventory has.
     p = write(tmp_path, "v.sh", "python3 -m verl.trainer.main_ppo trainer.nnodes=2 "
