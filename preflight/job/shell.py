@@ -17,6 +17,7 @@ from ``GPT_ARGS="..."`` points at its own line, not at the ``torchrun`` line.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import operator
 import os
 import re
@@ -272,6 +273,48 @@ class _Reader:
                 out = out + LStr(sub.take(), line=sub.line)
         return out
 
+    def _operation(self, inner: str) -> str | None:
+        """The usual parameter operations on a variable the script set to a known value:
+        ``${#A[@]}``, ``${#X}``, ``${X%/}`` (``%``, ``%%``, ``#``, ``##`` with glob patterns),
+        ``${X^^}``, ``${X,,}``, ``${X/a/b}``, ``${X:1:3}``.  None when it is none of these, or
+        when its variable or pattern is not known here (the caller then keeps it unresolved)."""
+        count = re.fullmatch(r"#([A-Za-z_]\w*)(\[[@*]\])?", inner)
+        if count:
+            name = count.group(1)
+            if name in self.unknown:
+                return None
+            if count.group(2) and name in self.arrays:
+                return str(len(self.arrays[name]))
+            value = self.vars.get(name)
+            return str(len(value.text)) if value is not None and not count.group(2) else None
+        m = re.fullmatch(r"([A-Za-z_]\w*)(%%|%|##|#|\^\^|,,|\^|,|//|/|:(?=\d))(.*)", inner, re.S)
+        if not m or m.group(1) in self.unknown or self.vars.get(m.group(1)) is None:
+            return None
+        text, op, arg = self.vars[m.group(1)].text, m.group(2), m.group(3)
+        if any(c in arg for c in "$`\\\"'"):
+            return None  # a pattern built from other values: not evaluated here
+        if op in ("%", "%%"):
+            cuts = [i for i in range(len(text), -1, -1) if fnmatch.fnmatchcase(text[i:], arg)]
+            return text[:(cuts[-1] if op == "%%" else cuts[0])] if cuts else text
+        if op in ("#", "##"):
+            cuts = [i for i in range(len(text) + 1) if fnmatch.fnmatchcase(text[:i], arg)]
+            return text[(cuts[-1] if op == "##" else cuts[0]):] if cuts else text
+        if op in ("^^", ",,", "^", ","):
+            if arg:
+                return None  # a pattern of the letters to change
+            change = str.upper if op.startswith("^") else str.lower
+            return change(text) if len(op) == 2 else change(text[:1]) + text[1:]
+        if op in ("/", "//"):
+            old, _, new = arg.partition("/")
+            if not old or any(c in old for c in "*?[#%"):
+                return None  # a glob or anchored pattern: not evaluated here
+            return text.replace(old, new) if op == "//" else text.replace(old, new, 1)
+        parts = arg.split(":")  # ${X:offset[:length]}
+        if len(parts) > 2 or not all(p.strip().isdigit() for p in parts):
+            return None
+        start = int(parts[0])
+        return text[start:start + int(parts[1])] if len(parts) == 2 else text[start:]
+
     def dollar(self) -> LStr:
         """After a ``$``: the expansion (or the literal text when it cannot be known)."""
         line = self.line
@@ -303,6 +346,9 @@ class _Reader:
                 # A plain variable read as an array is an array of one: ${S[@]} and ${S[0]} are S.
                 first = a.group(2) in ("@", "*") or int(a.group(2)) == 0
                 return self.vars[a.group(1)] if first else LStr()
+            operated = self._operation(inner)
+            if operated is not None:
+                return LStr(operated, line=line)
             m = re.fullmatch(r"([A-Za-z_]\w*|\d+)(?:(:?[-=+?])(.*))?", inner, re.S)
             if not m:
                 return LStr("${" + inner + "}", line=line)

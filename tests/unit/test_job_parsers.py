@@ -594,6 +594,19 @@ python3 -m verl.trainer.main_ppo \\
     assert job.arg("nproc_per_node").line == 17
 
 
+def test_parameter_operations_on_known_values_are_evaluated():
+    """LOAD_DIR=${CKPT_DIR%/} with CKPT_DIR set above read as "set from outside the script; not
+    checked", and every check of the load path was skipped (found by review)."""
+    script = read_script("CKPT_DIR=/data/ckpt/\nNPUS=(0 1 2 3)\nMODEL_NAME=qwen\n"
+                         "torchrun --nproc_per_node ${#NPUS[@]} pretrain_gpt.py --load ${CKPT_DIR%/} "
+                         "--a ${MODEL_NAME^^} --b ${CKPT_DIR##*/data/} --c ${MODEL_NAME:1:2} --d ${CKPT_DIR//ckpt/save} "
+                         "--e ${#MODEL_NAME} --f ${CKPT_DIR%/*} --g ${UNSET%/} --h ${CKPT_DIR%$X}\n")
+    words = [w.text for w in script.commands[-1].words]
+    assert words[2] == "4" and words[4:] == [
+        "--load", "/data/ckpt", "--a", "QWEN", "--b", "ckpt/", "--c", "we", "--d", "/data/save/", "--e", "4",
+        "--f", "/data/ckpt", "--g", "${UNSET%/}", "--h", "${CKPT_DIR%$X}"], words
+
+
 def test_array_elements_are_words_and_defaults_lose_their_quotes():
     s = read_script('A=( "x y" z )\nB=${B:-"/m n"}\nrun "${A[@]}" ${A[*]} "${A[0]}" "$B" ${A[1]}\n')
     assert [w.text for w in s.commands[-1].words] == ["run", "x y", "z", "x", "y", "z", "x y", "/m n", "z"]
