@@ -265,9 +265,17 @@ def test_ifname_agree(cluster, verdict):
             verdict.skipped(variable, message=f"{variable} selects lo on all {len(per_host)} nodes: the loopback "
                                               f"interface, no common network (see env.socket_ifname)")
             continue
+        if unresolved[variable]:
+            # Their own result, so that their cells show it rather than the others' agreement.
+            verdict.error(f"{variable} on {fold(unresolved[variable])}", outliers=tuple(unresolved[variable]),
+                          message=f"not evaluated: {variable} selects no interface on {fold(unresolved[variable])} "
+                                  f"(see env.socket_ifname)",
+                          remedy="Fix the variable on those nodes as env.socket_ifname says, then re-run the "
+                                 "preflight.")
         if sides.unanimous:
+            where = " where it selects one" if unresolved[variable] else ""
             verdict.passed(variable, message=f"{variable} selects {sides.majority} on all "
-                                             f"{len(per_host)} nodes{skipped}")
+                                             f"{len(per_host)} nodes{where}{skipped}")
             continue
         verdict.failed(variable, outliers=sides.outliers, where=variable,
                        observed=f"{sides.describe()}{sides.versus(lambda hs, v: f'{fold(hs)} use {v}')}{skipped}",

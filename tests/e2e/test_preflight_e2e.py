@@ -153,9 +153,12 @@ def test_tls_on_for_one_npu(sim, inventory, tmp_path):
 def test_socket_interface_missing(sim, inventory, tmp_path):
     with sim.node("node-02").set_env(HCCL_SOCKET_IFNAME="eth9"):
         proc, doc = run_preflight(inventory, tmp_path)
-    assert problems(doc) == {("env.socket_ifname", "node-02", "HCCL_SOCKET_IFNAME", "failed")}
+    # node-02's own finding; the comparison marks node-02 as not compared (its cell not the others' pass).
+    assert problems(doc) == {("env.socket_ifname", "node-02", "HCCL_SOCKET_IFNAME", "failed"),
+                             ("cluster.ifname_agree", None, "HCCL_SOCKET_IFNAME on node-02", "error")}
     [bad] = [r for r in by_check(doc, "env.socket_ifname") if r["outcome"] == "failed"]
     assert "eth9" in bad["message"] and "eth0" in bad["message"]
+    assert "set HCCL_SOCKET_IFNAME=eth0 for node-02" in bad["remedy"], bad["remedy"]  # the others' value
     assert_explained(bad)
 
 

@@ -383,6 +383,24 @@ def test_tls_agree_marks_a_node_it_could_not_read_as_not_evaluated():
 
 # -- env -------------------------------------------------------------------------------
 
+def test_ifname_agree_marks_a_node_whose_variable_selects_nothing():
+    """Its cell showed the others' pass, and the message "all 2 nodes" in a 3-node cluster."""
+    from preflight.report.matrix import cells
+
+    hosts = [make_host(f"node-0{i}", address=f"10.0.0.{i}") for i in (1, 2, 3)]
+    bad = make_facts("node-03", raw=healthy_raw(env={"HCCL_SOCKET_IFNAME": "eth9"}))
+    cl = cluster_of((hosts[0], make_facts("node-01")), (hosts[1], make_facts("node-02")), (hosts[2], bad))
+    results = [r for r in run_check(env.test_ifname_agree, cluster=cl) if r.subject != env.ROUTE_SUBJECT]
+    [ok] = [r for r in results if r.outcome == "passed"]
+    assert ok.message.startswith("HCCL_SOCKET_IFNAME selects eth0 on all 2 nodes where it selects one"), ok.message
+    [unread] = [r for r in results if r.outcome == "error"]
+    assert unread.outliers == ("node-03",) and "see env.socket_ifname" in unread.message and unread.remedy
+    doc = {"hosts": [{"name": h.name, "reachable": True} for h in hosts], "results": [r.to_json() for r in results]}
+    _, _, grid = cells(doc)
+    assert grid[("node-03", "cluster.ifname_agree")][0] == "error"
+    assert grid[("node-01", "cluster.ifname_agree")][0] == "passed"
+
+
 def test_socket_ifname_present_and_missing():
     ok = run_check(env.test_socket_ifname, host=make_host(), facts=make_facts())
     assert outcomes(ok) == {("HCCL_SOCKET_IFNAME", "passed")}
