@@ -312,6 +312,17 @@ def test_parallel_fits(job, job_facts, verdict):
                 problems.append((ep, f"{ep.shown()} does not divide the {world // rest} ranks left by {named} in "
                                      f"the world size {world_text}",
                                  f"an expert-parallel size that divides world / ({kind} × PP) = {world // rest}"))
+        # Megatron asserts the global batch a multiple of micro batch × data parallel size, DP being
+        # what TP × PP × CP leave of the world.
+        gbs, mbs = job.arg("gbs"), job.arg("mbs")
+        if world is not None and product and not world % product and gbs is not None and \
+                not any(a is not None and a.unresolved for a in (gbs, mbs)):
+            dp, micro = world // product, mbs.int_value(job.path) if mbs is not None else 1
+            if gbs.int_value(job.path) % (micro * dp):
+                problems.append((gbs, f"{gbs.shown()} is not a multiple of "
+                                      f"{mbs.shown() if mbs is not None else 'the micro batch size 1'} × data-parallel "
+                                      f"size {dp} (world size {world_text} / {product_text})",
+                                 f"a global batch size divisible by {micro * dp}"))
         rtp = job.arg("rollout_tp")
         if world is not None and rtp is not None and not rtp.unresolved and world % rtp.int_value(job.path):
             problems.append((rtp, f"{rtp.shown()} does not divide the world size {world_text}",

@@ -31,6 +31,7 @@ FLAGS = {
     "--expert-tensor-parallel-size": ("etp", True),
     "--context-parallel-size": ("cp", True),
     "--micro-batch-size": ("mbs", True),
+    "--global-batch-size": ("gbs", True),
     "--seq-length": ("seq_length", True),
     "--distributed-timeout-minutes": ("distributed_timeout", True),
     "--num-layers": ("num_layers", True),

@@ -987,6 +987,20 @@ def test_a_multi_node_roll_mapping_checked_without_an_inventory_is_not_failed_as
     assert r.outcome == "passed", r.message
 
 
+@pytest.mark.parametrize("gbs, mbs, outcome", [(64, 2, "passed"), (60, 2, "failed"), (10, None, "failed"),
+                                                (16, None, "passed")])
+def test_the_global_batch_is_a_multiple_of_micro_batch_times_data_parallel(tmp_path, gbs, mbs, outcome):
+    """Megatron asserts it at start-up; 2 nodes x 8 with TP 2 x PP 2 leave DP 4."""
+    micro = f"--micro-batch-size {mbs} " if mbs else ""
+    p = write(tmp_path, "g.sh", "torchrun --nnodes 2 --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 "
+                                f"--pipeline-model-parallel-size 2 {micro}--global-batch-size {gbs}\n")
+    [r] = run(jc.test_parallel_fits, load_job(p))
+    assert r.outcome == outcome, r.message
+    if outcome == "failed":
+        want = 2 * 4 if mbs else 4
+        assert f"--global-batch-size {gbs} is not a multiple of" in r.message and f"divisible by {want}" in r.message
+
+
 @pytest.mark.parametrize("tp, kv, outcome, words", [
     (8, 4, "failed", "does not divide num_attention_heads 28"), (4, 4, "passed", "fits"),
     (2, 4, "passed", "fits"), (7, 4, "failed", "neither divides the other")])
