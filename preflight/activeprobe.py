@@ -651,11 +651,15 @@ class PhaseTwo:
                 if d not in peer:
                     lines.append(f"{dst} {d} {d} - skipped no peer: {dst} has {len(devices[dst])} NPU(s), "
                                  f"none at this rank")
-                elif d in unread[src] or peer[d] in unread[dst]:
-                    # A device IP hccn_tool could not read is not "no device IP": not pinged, not judged.
-                    who = f"{src} npu{d}" if d in unread[src] else f"{dst} npu{peer[d]}"
-                    lines.append(f"{dst} {peer[d]} {d} - skipped the device IP of {who} could not be read "
+                elif d in unread[src]:
+                    # Its own device IP unread: not pinged, not judged (an error on its own row).
+                    lines.append(f"{dst} {peer[d]} {d} - skipped the device IP of {src} npu{d} could not be read "
                                  f"(see hccl.device_ip)")
+                elif peer[d] in unread[dst]:
+                    # The peer's: not "no device IP", and not this node's fault (a skip here; the peer's
+                    # own rows say it).
+                    lines.append(f"{dst} {peer[d]} {d} - skipped no peer: the device IP of {dst} npu{peer[d]} "
+                                 f"could not be read (see hccl.device_ip)")
                 elif peer[d] not in dst_ips:
                     lines.append(f"{dst} {peer[d]} {d} - skipped no peer: {dst} npu{peer[d]} has no device IP")
             return lines
