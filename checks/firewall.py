@@ -74,7 +74,7 @@ def _cluster_port_drops(state, host, facts, cluster) -> list[tuple[str, str]]:
     ports, Ray's ports when the inventory has a Ray head, and MASTER_PORT where the node sets it."""
     if not state.port_rules:
         return []
-    from preflight.activeprobe import DEFAULT_HCCL_BASE_PORT, DEFAULT_RAY_PORTS, hccl_host_port_ranges
+    from preflight.activeprobe import DEFAULT_HCCL_BASE_PORT, DEFAULT_RAY_PORTS, hccl_host_port_ranges, master_host
     from preflight.ifname import effective_env
 
     env = effective_env(host, facts.optional("session.env", {}))
@@ -85,13 +85,18 @@ def _cluster_port_drops(state, host, facts, cluster) -> list[tuple[str, str]]:
     if cluster.with_role("head"):
         ray = {label: int(host.vars.get(key) or default) for key, label, default in DEFAULT_RAY_PORTS}
         first, last = ray.pop("worker range (first)"), ray.pop("worker range (last)")
-        used += [(f"Ray {label} {port}", port, port) for label, port in ray.items()]
+        if "head" in host.roles:  # GCS, dashboard and client listen on the head only
+            used += [(f"Ray {label} {port}", port, port) for label, port in ray.items()]
         used.append((f"Ray worker ports {first}-{last}", first, last))
     master = env.get("MASTER_PORT", "")
-    if master.isdigit():
+    owner = master_host(cluster, env["MASTER_ADDR"]) if env.get("MASTER_ADDR") else None
+    if master.isdigit() and owner is not None and owner.name == host.name:  # the master's port only
         used.append((f"MASTER_PORT {master}", int(master), int(master)))
+    accepts = dict(zip(state.port_rules, state.port_rule_accepts))
     hits = []
     for rule in state.port_rules:
+        if accepts.get(rule) and _peers_allowed(state, host, cluster, accepts[rule]):
+            continue  # the nodes' network is accepted ahead of it: the drop is for everyone else
         names = [name for name, low, high in used
                  if any(a <= high and low <= b for a, b in state.dropped_ports(rule))]
         if names:
@@ -99,14 +104,14 @@ def _cluster_port_drops(state, host, facts, cluster) -> list[tuple[str, str]]:
     return hits
 
 
-def _peers_allowed(state, host, cluster) -> list[str] | None:
-    """The accepted source networks, when they hold every address another reachable node sends
-    from and iptables' drops are all there is (firewalld, ufw and nftables are not read rule by
-    rule)."""
+def _peers_allowed(state, host, cluster, sources=None) -> list[str] | None:
+    """The accepted source networks (``sources``, else those ahead of every blanket drop), when
+    they hold every address another reachable node sends from and iptables' drops are all there is
+    (firewalld, ufw and nftables are not read rule by rule)."""
     if (state.firewalld or "").strip().lower() in ("running", "active") or state.ufw == "active" \
-            or state.nft_findings or not state.accepted_sources:
+            or state.nft_findings or not (state.accepted_sources if sources is None else sources):
         return None
-    networks = state.accepted_networks
+    networks = state.accepted_networks if sources is None else _networks(sources)
     peers = [(other, facts) for other, facts in cluster.reachable() if other.name != host.name]
     if not peers or not networks:
         return None
@@ -120,6 +125,16 @@ def _peers_allowed(state, host, cluster) -> list[str] | None:
         if not required or not all(any(a in n for n in networks if a.version == n.version) for a in required):
             return None
     return [str(n) for n in networks]
+
+
+def _networks(sources) -> list:
+    found = []
+    for source in sources:
+        try:
+            found.append(ipaddress.ip_network(source, strict=False))
+        except ValueError:
+            continue
+    return found
 
 
 def _own_targets(host, facts, counts) -> list[str]:

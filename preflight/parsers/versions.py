@@ -516,6 +516,8 @@ class FirewallState:
     # Drops of some TCP ports only (`-A INPUT -p tcp --dport 6379 -j DROP`, nft `tcp dport 6379
     # drop`): no blanket firewall, but a fault when a port is one the cluster uses.
     port_rules: tuple[str, ...] = ()
+    # Per iptables port rule (in order; nft's have none): the sources INPUT accepted ahead of it.
+    port_rule_accepts: tuple[tuple[str, ...], ...] = ()
 
     def dropped_ports(self, rule: str) -> list[tuple[int, int]]:
         """The TCP port ranges a port rule drops (``--dport 6379``, ``--dports 60000:60031,8265``,
@@ -596,6 +598,7 @@ def _both_accept(ours: tuple[str, ...], theirs: tuple[str, ...]) -> tuple[str, .
 def _parse_firewall(text: str) -> FirewallState:
     firewalld = ufw = policy = None
     rules, unreadable, nft, port_rules = [], [], [], []
+    accepted_before: dict[str, tuple[str, ...]] = {}
     # In order, per chain: ("accept", sources) for `-s NET -j ACCEPT`, ("drop",) for a blanket drop,
     # ("jump", chain) for INPUT's unconditional `-j CHAIN`; walked from INPUT after all are read
     # (iptables -S lists a chain INPUT jumps to after INPUT's own rules, though it comes first).
@@ -639,9 +642,16 @@ def _parse_firewall(text: str) -> FirewallState:
                 elif jump and jump.group(1) not in ("DROP", "REJECT", "LOG"):
                     steps[name].append(("jump", jump.group(1)))
                 elif re.search(r"-j (DROP|REJECT)\b", value) and name == "INPUT" and key == "iptables" \
-                        and re.search(r"--dports?\b", value) and not re.search(r"\s-s\s|\s-i\s|-p udp|--sports?\b",
-                                                                             value):
-                    port_rules.append(value)
+                        and re.search(r"--dports?\b", value) and not re.search(_NARROWED, value):
+                    if re.search(r"!\s+--dports?\b", value):
+                        # `! --dport 22`: every port but those, the cluster's among them: a blanket drop.
+                        rules.append(value)
+                        steps[name].append(("drop",))
+                    else:
+                        # Kept with the sources accepted before it: a drop of the port for everyone else.
+                        port_rules.append(value)
+                        accepted_before[value] = tuple(src for step in steps[name] if step[0] == "accept"
+                                                       for src in step[1])
                 elif re.search(r"-j (DROP|REJECT)\b", value) and (name == "INPUT") == (key == "iptables") \
                         and not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp|"
                                           r"-m mark\b|-m set\b|-m recent\b|-m limit\b|-m hashlimit\b", value):
@@ -665,7 +675,14 @@ def _parse_firewall(text: str) -> FirewallState:
                          nft_findings=_nft_findings(nft, iptables_read=policy is not None or bool(rules),
                                                     firewalld_running=running),
                          nft_input_chains=sum(1 for entry in nft if len(entry) == 5 and entry[3] == "policy"),
-                         port_rules=tuple(port_rules) + _nft_port_rules(nft, iptables_read=policy is not None))
+                         port_rules=tuple(port_rules) + _nft_port_rules(nft, iptables_read=policy is not None),
+                         port_rule_accepts=tuple(accepted_before.get(r, ()) for r in port_rules))
+
+
+# What makes a port drop selective beyond its ports (a source, a destination, an interface, a set,
+# a rate, a mark, a connection state other than new): not a drop of the port for the cluster.
+_NARROWED = (r"\s-s\s|\s-d\s|\s-i\s|-p udp|--sports?\b|INVALID|-m mark\b|-m set\b|-m recent\b|-m limit\b|"
+             r"-m hashlimit\b|-m iprange\b|--match-set\b|--src-range\b|--dst-range\b|-m owner\b")
 
 
 def _nft_port_rules(entries, iptables_read: bool) -> tuple[str, ...]:
@@ -713,7 +730,9 @@ _NFT_DECORATION = re.compile(r'\bcounter(?: packets \d+ bytes \d+)?|\blog(?: (?:
 # NEW -j DROP` and `-p tcp -j DROP` do: matches on the connection state or the protocol alone.  A
 # port, address, interface or set match makes it selective, as on the iptables side.
 _NFT_BLANKET = re.compile(r"(?:(?:ct state (?:new|\{ ?new ?\})|meta l4proto (?:tcp|\{ ?tcp, udp ?\})|"
-                          r"ip protocol (?:tcp|\{ ?tcp, udp ?\})|meta nfproto ipv4) )*(?:drop|reject(?: with .*)?)")
+                          r"ip protocol (?:tcp|\{ ?tcp, udp ?\})|meta nfproto ipv4|"
+                          # every port but these (SSH's): the cluster's among them
+                          r"tcp dport != (?:\{[^}]*\}|\S+)) )*(?:drop|reject(?: with .*)?)")
 
 
 def _nft_findings(entries, iptables_read: bool, firewalld_running: bool) -> tuple[str, ...]:

@@ -1852,8 +1852,28 @@ def test_firewall_names_a_drop_of_a_port_the_cluster_uses():
     # nftables, a range over HCCL's block; and MASTER_PORT where the node sets it.
     hccl = ("firewalld=not running\nnft_read=\nnft=inet filter input policy accept\n"
             "nft=inet filter input rule tcp dport { 29500, 60010-60020 } drop\n")
-    [r] = run(firewall.test_firewall, worker, facts_of(net_dot_firewall=out(hccl), env_={"MASTER_PORT": "29500"}), cl)
+    master = {"MASTER_ADDR": "node-01", "MASTER_PORT": "29500"}
+    [r] = run(firewall.test_firewall, head, facts_of(net_dot_firewall=out(hccl), env_=master), cl)
     assert r.outcome == "warning" and "HCCL host port 60000-60031, MASTER_PORT 29500" in r.message, r.message
+    # On a worker: the master's port and the head's Ray ports are not its to serve.
+    [r] = run(firewall.test_firewall, worker, facts_of(net_dot_firewall=out(hccl.replace("60010-60020", "1")),
+                                                       env_=master), cl)
+    assert r.outcome == "passed", r.message
+    [r] = run(firewall.test_firewall, worker, facts_of(net_dot_firewall=out(ray)), cl)
+    assert r.outcome == "passed", r.message
+    # The nodes' network accepted ahead of the drop: a drop for everyone else, no finding.
+    ahead = ray.replace("iptables=-A INPUT -p tcp", "iptables=-A INPUT -s 10.0.0.0/8 -j ACCEPT\niptables=-A INPUT -p tcp")
+    nodes = cluster_of((make_host("node-01", groups=["head"], address="10.0.0.1"), make_facts("node-01")),
+                       (make_host("node-02", groups=["worker"], address="10.0.0.2"), make_facts("node-02")))
+    [r] = run(firewall.test_firewall, nodes.hosts[0], facts_of(net_dot_firewall=out(ahead)), nodes)
+    assert r.outcome == "passed", r.message
+    # A drop narrowed to a set or a destination is not the port's; `! --dport 22` drops every other port.
+    narrowed = ray.replace("-p tcp -m tcp", "-p tcp -m set ! --match-set cluster src -m tcp")
+    [r] = run(firewall.test_firewall, head, facts_of(net_dot_firewall=out(narrowed)), cl)
+    assert r.outcome == "passed", r.message
+    [r] = run(firewall.test_firewall, head, facts_of(net_dot_firewall=out(ray.replace("--dport 6379", "! --dport 22"))),
+              cl)
+    assert r.outcome == "warning" and "! --dport 22" in r.message, r.message
     # A port no one in the cluster uses: no finding, but not "no active firewall" either.
     other = ray.replace("6379", "2049")
     [r] = run(firewall.test_firewall, head, facts_of(net_dot_firewall=out(other)), cl)
