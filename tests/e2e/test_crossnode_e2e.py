@@ -70,7 +70,8 @@ def test_healthy_cluster_cross_node_checks_pass(sim, tmp_path, shared):
 def test_dropped_hccl_port_names_the_pair_and_port(sim, tmp_path, require_iptables):
     with sim.node("node-02").firewall(60000, "DROP"):
         proc, doc = run_preflight(inventory(sim, tmp_path), tmp_path)
-    assert problems(doc) == {("cluster.hccl_ports", "node-01", "node-02:60000", "failed")}, \
+    assert problems(doc) == {("cluster.hccl_ports", "node-01", "node-02:60000", "failed"),
+                             ("net.firewall", "node-02", None, "warning")}, \
         [(r["host"], r["subject"], r["message"]) for r in doc["results"] if r["outcome"] in ("failed", "error")]
     [bad] = [r for r in by_check(doc, "cluster.hccl_ports") if r["outcome"] == "failed"]
     assert "node-01 -> node-02 HCCL port 60000" in bad["message"] and "dropped" in bad["message"]
@@ -222,7 +223,7 @@ def test_rendezvous_faults(sim, tmp_path, require_iptables):
     dropped = {(p[1], p[2]) for p in found if p[2] and p[2].endswith(":29500")}
     assert dropped == {("node-02", f"{sim.node('node-01').address}:29500"),
                        ("node-03", f"{sim.node('node-01').address}:29500")}
-    assert {p[0] for p in found} == {"cluster.rendezvous"}
+    assert {p[:2] for p in found if p[0] != "cluster.rendezvous"} == {("net.firewall", "node-01")}  # the rule
 
 
 def test_launcher_without_passwordless_ssh_to_one_worker(sim, tmp_path):
@@ -253,7 +254,8 @@ def test_ray_dashboard_port_dropped_is_a_warning(sim, tmp_path, require_iptables
     with sim.node("node-01").firewall(8265, "DROP"):
         proc, doc = run_preflight(inventory(sim, tmp_path), tmp_path)
     assert problems(doc) == {("cluster.ray_ports", "node-02", "node-01:8265", "warning"),
-                             ("cluster.ray_ports", "node-03", "node-01:8265", "warning")}
+                             ("cluster.ray_ports", "node-03", "node-01:8265", "warning"),
+                             ("net.firewall", "node-01", None, "warning")}
     assert proc.returncode == 0
 
 

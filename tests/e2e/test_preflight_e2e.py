@@ -214,11 +214,15 @@ def test_davinci_node_missing(sim, inventory, tmp_path):
 def test_ray_port_closed_by_a_firewall(sim, inventory, tmp_path, require_iptables):
     with sim.node("node-01").firewall(6379, "DROP"):
         proc, doc = run_preflight(inventory, tmp_path)
+    # The head's own firewall check names the rule (a warning: the port checks are the errors).
     assert problems(doc) == {("cluster.ray_ports", "node-02", "node-01:6379", "failed"),
-                             ("cluster.ray_ports", "node-03", "node-01:6379", "failed")}
+                             ("cluster.ray_ports", "node-03", "node-01:6379", "failed"),
+                             ("net.firewall", "node-01", None, "warning")}
     for bad in (r for r in by_check(doc, "cluster.ray_ports") if r["outcome"] == "failed"):
-        assert "no answer" in bad["message"]
+        assert "no answer" in bad["message"] and bad["outliers"] == ["node-01"]
         assert_explained(bad)
+    [rule] = [r for r in by_check(doc, "net.firewall") if r["outcome"] == "warning"]
+    assert "--dport 6379 -j DROP drops Ray GCS 6379" in rule["message"], rule["message"]
     # The temporary listener on the head is gone afterwards.
     assert still_listening(sim.node("node-01"), {6379}) == set()
 
@@ -229,7 +233,8 @@ def test_a_workers_ray_worker_range_dropped(sim, inventory, tmp_path, require_ip
     that node would hang)."""
     with sim.node("node-03").firewall(19999, "DROP"):
         proc, doc = run_preflight(inventory, tmp_path)
-    assert problems(doc) == {("cluster.ray_ports", "node-02", "node-03:19999", "failed")}
+    assert problems(doc) == {("cluster.ray_ports", "node-02", "node-03:19999", "failed"),
+                             ("net.firewall", "node-03", None, "warning")}
     assert proc.returncode == 1
     [bad] = [r for r in by_check(doc, "cluster.ray_ports") if r["outcome"] == "failed"]
     assert "node-02 -> node-03 Ray worker range (last) port" in bad["message"] and "no answer" in bad["message"]
@@ -241,9 +246,9 @@ def test_a_workers_ray_worker_range_dropped(sim, inventory, tmp_path, require_ip
 def test_ray_port_rejected(sim, inventory, tmp_path, require_iptables):
     with sim.node("node-01").firewall(6379, "REJECT"):
         proc, doc = run_preflight(inventory, tmp_path)
-    assert {p[3] for p in problems(doc)} == {"failed"}
-    assert {(p[0], p[1]) for p in problems(doc)} == {("cluster.ray_ports", "node-02"),
-                                                      ("cluster.ray_ports", "node-03")}
+    assert {(p[0], p[1], p[3]) for p in problems(doc)} == {("cluster.ray_ports", "node-02", "failed"),
+                                                            ("cluster.ray_ports", "node-03", "failed"),
+                                                            ("net.firewall", "node-01", "warning")}
     assert all("REJECT" in r["message"] for r in by_check(doc, "cluster.ray_ports") if r["outcome"] == "failed")
 
 
