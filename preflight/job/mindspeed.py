@@ -94,16 +94,23 @@ def parse_mindspeed(path: str, text: str) -> Job:
                                    "script (give --job-kind if it is another framework's)")
     job = Job(path=path, kind="mindspeed", is_script=True, crlf_lines=script.crlf_lines,
               data_args=("data_path", "mm_data", "dataset_dir"))
+    # `--pipeline-model-parallel-size 2 \` as a command of its own right after the launch's lines
+    # (only comment lines between): the line continuation is broken there (a comment line, a space
+    # after the \, a missing \), and the launch runs without these.  A `--tp)` case pattern or a
+    # command elsewhere is not the launch's.
+    end = max(w.line for w in launch.words)
     for cmd in script.commands:
-        # `--pipeline-model-parallel-size 2 \` as a command of its own: the line continuation above
-        # it is broken (a comment line, a space after the \), and the launch runs without these.
-        if cmd is not launch and cmd.words and cmd.words[0].text.startswith("--"):
-            flags = [w.text.split("=", 1)[0] for w in cmd.words if w.text.startswith("--")]
-            shown = ", ".join(flags[:6]) + (f" and {len(flags) - 6} more" if len(flags) > 6 else "")
-            job.broken.append((cmd.line, f"{path}:{cmd.line}: {cmd.words[0].text} starts a command of its own "
-                                         f"({broken_by(script, cmd.line)}): bash runs it as a command ('command "
-                                         f"not found') and the launch never gets these {len(flags)} flag(s): "
-                                         f"{shown}"))
+        if cmd.line <= end or not cmd.words:
+            continue
+        between = script.text_lines[end:cmd.line - 1]
+        if not cmd.words[0].text.startswith("--") or not all(t.lstrip().startswith("#") for t in between):
+            break
+        flags = [w.text.split("=", 1)[0] for w in cmd.words if w.text.startswith("--")]
+        shown = ", ".join(flags[:6]) + (f" and {len(flags) - 6} more" if len(flags) > 6 else "")
+        job.broken.append((cmd.line, f"{cmd.words[0].text} starts a command of its own ({broken_by(script, cmd.line)}): "
+                                     f"bash runs it as a command ('command not found') and the launch never gets these "
+                                     f"{len(flags)} flag(s): {shown}"))
+        end = max(w.line for w in cmd.words)
     words = launch.words
     positional = []
     i = 0

@@ -57,7 +57,7 @@ def parse_verl(path: str, text: str) -> Job:
     for cmd in orphans:
         keys = [m.group(1) for w in cmd.words if (m := _OVERRIDE.match(w.text))]
         shown = ", ".join(keys[:6]) + (f" and {len(keys) - 6} more" if len(keys) > 6 else "")
-        job.broken.append((cmd.line, f"{path}:{cmd.line}: {cmd.words[0].text} starts a command of its own "
+        job.broken.append((cmd.line, f"{cmd.words[0].text} starts a command of its own "
                                      f"({broken_by(script, cmd.line)}): bash runs it as a command ('command not "
                                      f"found') and verl never gets these {len(keys)} override(s): {shown}"))
     for w in best.words:

@@ -68,6 +68,16 @@ def test_crlf_script_fails_with_its_lines(tmp_path):
     assert outcomes(run(jc.test_script_line_endings, roll)) == ["skipped"]
 
 
+def test_a_script_parsing_its_own_options_is_no_broken_continuation(tmp_path):
+    """`case "$1" in --tp) ...` failed twice as flags cut off the launch (found by review); so did
+    a broken continuation in another command, blamed on the launch."""
+    text = ('while [ $# -gt 0 ]; do\n  case "$1" in\n    --tp) TP=$2; shift 2;;\n    --help) echo usage; exit 0;;\n'
+            '  esac\ndone\npython tools/preprocess_data.py --input x \\\n#  --workers 4 \\\n--output-prefix y\n'
+            'torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2\n')
+    job = load_job(write(tmp_path, "opts.sh", text))
+    assert job.broken == [] and outcomes(run(jc.test_script_line_endings, job)) == ["passed"]
+
+
 @pytest.mark.parametrize("breaker, why", [
     ("    # --sequence-parallel \\\n", "the comment on line 3 ends the command before it"),
     ("    --tensor-model-parallel-size 4 \\ \n", "line 3 has a space after its \\")])
@@ -82,6 +92,7 @@ def test_a_broken_line_continuation_in_a_megatron_launch_fails(tmp_path, breaker
     assert r.message.startswith(f"{tmp_path / 'run.sh'}:4") and why in r.message, r.message
     assert "--pipeline-model-parallel-size starts a command of its own" in r.message
     assert "never gets these 2 flag(s): --pipeline-model-parallel-size, --load" in r.message
+    assert r.message.count(str(tmp_path / "run.sh")) == 1, r.message  # the place once
     assert "Join the command again" in r.remedy
     # The same for verl's overrides: a failure, not a note.
     v = write(tmp_path, "v.sh", "python3 -m verl.trainer.main_ppo \\\n    actor_rollout_ref.model.path=/m \\\n"

@@ -434,7 +434,7 @@ def test_a_verl_override_line_after_a_missing_backslash_is_named(tmp_path):
     job = load_job(str(p))
     assert job.arg("model_path").value == "Qwen/Qwen3-VL-8B-Instruct" and job.arg("nnodes") is None
     [(_, note)] = job.broken
-    assert note.startswith(f"{p}:4: actor_rollout_ref.rollout.enable_chunked_prefill=True")
+    assert job.broken[0][0] == 4 and note.startswith("actor_rollout_ref.rollout.enable_chunked_prefill=True")
     assert "trainer.n_gpus_per_node, trainer.nnodes" in note and "4 override(s)" in note
     assert "(line 3 does not end in \\; add it)" in note
     # A commented-out override inside the continuation ends the command there (found by review).
