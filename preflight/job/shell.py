@@ -278,27 +278,37 @@ class _Reader:
         ``${#A[@]}``, ``${#X}``, ``${X%/}`` (``%``, ``%%``, ``#``, ``##`` with glob patterns),
         ``${X^^}``, ``${X,,}``, ``${X/a/b}``, ``${X:1:3}``.  None when it is none of these, or
         when its variable or pattern is not known here (the caller then keeps it unresolved)."""
+        def known(text: str) -> bool:
+            # A value holding an expansion the reader left as written ($(cat hostfile), ${ROOT}):
+            # what bash makes of it is not this text.
+            return not any(c in text for c in "$`")
+
         count = re.fullmatch(r"#([A-Za-z_]\w*)(\[[@*]\])?", inner)
         if count:
             name = count.group(1)
             if name in self.unknown:
                 return None
             if count.group(2) and name in self.arrays:
-                return str(len(self.arrays[name]))
+                elements = self.arrays[name]
+                # An unquoted $(...) element splits into words no one counted here.
+                return str(len(elements)) if all(known(e.text) for e in elements) else None
             value = self.vars.get(name)
-            return str(len(value.text)) if value is not None and not count.group(2) else None
+            return str(len(value.text)) if value is not None and not count.group(2) and known(value.text) else None
         m = re.fullmatch(r"([A-Za-z_]\w*)(%%|%|##|#|\^\^|,,|\^|,|//|/|:(?=\d))(.*)", inner, re.S)
         if not m or m.group(1) in self.unknown or self.vars.get(m.group(1)) is None:
             return None
         text, op, arg = self.vars[m.group(1)].text, m.group(2), m.group(3)
-        if any(c in arg for c in "$`\\\"'"):
-            return None  # a pattern built from other values: not evaluated here
+        if any(c in arg for c in "$`\\\"'") or not known(text) or len(text) > 4096:
+            return None  # built from other values, or a long value (each cut is a match): not evaluated here
+        arg = arg.replace("[^", "[!")  # bash's negated class is fnmatch's [!...]
         if op in ("%", "%%"):
-            cuts = [i for i in range(len(text), -1, -1) if fnmatch.fnmatchcase(text[i:], arg)]
-            return text[:(cuts[-1] if op == "%%" else cuts[0])] if cuts else text
+            ends = range(len(text) + 1) if op == "%%" else range(len(text), -1, -1)  # longest / shortest
+            cut = next((i for i in ends if fnmatch.fnmatchcase(text[i:], arg)), None)
+            return text if cut is None else text[:cut]
         if op in ("#", "##"):
-            cuts = [i for i in range(len(text) + 1) if fnmatch.fnmatchcase(text[:i], arg)]
-            return text[(cuts[-1] if op == "##" else cuts[0]):] if cuts else text
+            ends = range(len(text), -1, -1) if op == "##" else range(len(text) + 1)
+            cut = next((i for i in ends if fnmatch.fnmatchcase(text[:i], arg)), None)
+            return text if cut is None else text[cut:]
         if op in ("^^", ",,", "^", ","):
             if arg:
                 return None  # a pattern of the letters to change

@@ -605,6 +605,14 @@ def test_parameter_operations_on_known_values_are_evaluated():
     assert words[2] == "4" and words[4:] == [
         "--load", "/data/ckpt", "--a", "QWEN", "--b", "ckpt/", "--c", "we", "--d", "/data/save/", "--e", "4",
         "--f", "/data/ckpt", "--g", "${UNSET%/}", "--h", "${CKPT_DIR%$X}"], words
+    # Values holding what the reader left as written are not operated on: NODES=($(cat hostfile)) has
+    # as many elements as the file has lines, not 1 (review), and ${ROOT}/a/b is not 12 long.
+    script = read_script("NODES=($(cat hostfile))\nX=${ROOT}/a/b\nA=abc\n"
+                         "torchrun --nnodes ${#NODES[@]} p.py --a ${#X} --b ${X#*/} --c ${X:0:3} --d ${X^^} "
+                         "--e ${A%[^c]} --f ${A%b?}\n")
+    words = [w.text for w in script.commands[-1].words]
+    assert words == ["torchrun", "--nnodes", "${#NODES[@]}", "p.py", "--a", "${#X}", "--b", "${X#*/}", "--c",
+                     "${X:0:3}", "--d", "${X^^}", "--e", "abc", "--f", "a"], words
 
 
 def test_array_elements_are_words_and_defaults_lose_their_quotes():
