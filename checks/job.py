@@ -134,6 +134,9 @@ def test_tp_kv_heads(job, job_facts, verdict):
         verdict.skipped(job.name, message=_not_checked(job, unknown))
         return
     tp = tp_arg.int_value(job.path)
+    if tp < 1:
+        verdict.skipped(job.name, message=f"{tp_arg.shown()}: not a size (job.parallel_fits says so)")
+        return
     if tp == 1:
         verdict.passed(job.name, message=f"{tp_arg.shown()}: one rank holds every KV head")
         return
@@ -174,11 +177,18 @@ def _rollout_tp_fits(job, job_facts, verdict) -> bool:
         verdict.skipped(subject, message=_not_checked(job, [rtp]))
         return True
     tp = rtp.int_value(job.path)
+    if tp <= 1:
+        if tp == 1:
+            verdict.passed(subject, message=f"{rtp.shown()}: one rank holds every head")
+        else:
+            verdict.failed(subject, where=job.where(rtp), observed=f"{rtp.shown()}", expected="a size of 1 or more")
+        return True
     d, _, where = _model_source(job, job_facts)
     heads = d.config_value("num_attention_heads") if d is not None else None
     if not heads:
-        verdict.error(subject, message=f"{job.name}: {rtp.shown()} set, but the model's attention heads are unknown "
-                                       f"(no readable config.json with num_attention_heads)")
+        # A Hub id or a model not on this machine: nothing to hold it against (no fault of the job).
+        verdict.skipped(subject, message=f"{job.name}: {rtp.shown()} set, but the model's attention heads are "
+                                         f"unknown (no readable config.json with num_attention_heads): not checked")
         return True
     kv = d.config_value("num_key_value_heads") or heads
     source = f"num_attention_heads {heads}, num_key_value_heads {kv} in {d.file('config.json')}{_read_on(where, job_facts)}"
@@ -240,6 +250,14 @@ def _world_unknown(job) -> list:
 def test_parallel_fits(job, job_facts, verdict):
     npus = job_facts.npus()
     problems = []  # (arg, observed, expected)
+    # A size of 0 (or below) is refused by the framework and would divide by zero below.
+    sizes = [a for a in (job.arg(k) for k in ("tp", "pp", "cp", "ep", "etp", "mbs", "gbs", "rollout_tp", "nnodes",
+                                              "nproc_per_node", "world_size"))
+             if a is not None and not a.unresolved and a.int_value(job.path) < 1]
+    if sizes:
+        for arg in sizes:
+            _fail(verdict, job, arg, observed=f"{arg.shown()}", expected="a size of 1 or more")
+        return
     world, world_text = _world(job)
     if job.kind == "roll":
         # ROLL sizes its nodes by the NPUs each has (current_platform.device_count() replaces the
@@ -277,6 +295,7 @@ def test_parallel_fits(job, job_facts, verdict):
             math.prod(a.int_value(job.path) for a in parts) if parts else 1)
         product_text = " × ".join(a.shown() for a in parts) + f" = {product}" if parts else "1"
         nn, npn = job.arg("nnodes"), job.arg("nproc_per_node")
+        job_world = world is not None  # from the job itself, before the inventory's NPUs stand in
         if npus and all(npus.values()):
             per_node = min(npus.values())
             if npn is not None and not npn.unresolved and npn.int_value(job.path) > per_node:
@@ -315,8 +334,9 @@ def test_parallel_fits(job, job_facts, verdict):
         # Megatron asserts the global batch a multiple of micro batch × data parallel size, DP being
         # what TP × PP × CP leave of the world.
         gbs, mbs = job.arg("gbs"), job.arg("mbs")
-        if world is not None and product and not world % product and gbs is not None and \
-                not any(a is not None and a.unresolved for a in (gbs, mbs)):
+        # Only on the job's own world size: the inventory's NPUs may be more than the job uses.
+        if world is not None and product and not world % product and gbs is not None and job_world and \
+                "decrease_batch" not in job.args and not any(a is not None and a.unresolved for a in (gbs, mbs)):
             dp, micro = world // product, mbs.int_value(job.path) if mbs is not None else 1
             if gbs.int_value(job.path) % (micro * dp):
                 problems.append((gbs, f"{gbs.shown()} is not a multiple of "

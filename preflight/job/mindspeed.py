@@ -21,6 +21,8 @@ SWITCHES = {
     "--group-query-attention": "gqa",
     # A pipeline stage whose layers are all frozen gets a dummy optimizer (MindSpeed-MM, FAQ #10).
     "--enable-dummy-optimizer": "dummy_optimizer",
+    # Megatron core rounds the global batch down to a multiple of micro batch x DP instead of asserting.
+    "--decrease-batch-size-if-needed": "decrease_batch",
 }
 
 # flag -> canonical name; the ones whose value must be an integer are marked.

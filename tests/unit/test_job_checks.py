@@ -998,6 +998,26 @@ def test_a_multi_node_roll_mapping_checked_without_an_inventory_is_not_failed_as
     assert r.outcome == "passed", r.message
 
 
+def test_a_size_of_zero_is_named_not_a_crash(tmp_path):
+    p = write(tmp_path, "z.sh", "torchrun --nnodes 1 --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 0 "
+                                "--micro-batch-size 0 --global-batch-size 8\n")
+    results = run(jc.test_parallel_fits, load_job(p))
+    assert [r.outcome for r in results] == ["failed", "failed"], [r.message for r in results]
+    assert "--tensor-model-parallel-size 0; expected a size of 1 or more" in results[0].message
+    assert run(jc.test_tp_kv_heads, load_job(p))[0].outcome == "skipped"
+
+
+def test_the_global_batch_is_not_judged_on_the_inventorys_npus_nor_when_megatron_rounds_it(tmp_path):
+    """3 x 8 NPUs in the inventory for a job that gives no world size of its own: DP is not known
+    from the job (review); --decrease-batch-size-if-needed rounds the batch down instead of asserting."""
+    p = write(tmp_path, "g.sh", "torchrun pretrain_gpt.py --tensor-model-parallel-size 2 --global-batch-size 64\n")
+    hosts = [make_host(f"node-0{i}", npus_per_node=8) for i in (1, 2, 3)]
+    assert [r.outcome for r in run(jc.test_parallel_fits, load_job(p), hosts=hosts)] == ["passed"]
+    p = write(tmp_path, "d.sh", "torchrun --nnodes 1 --nproc_per_node 8 pretrain_gpt.py --global-batch-size 6 "
+                                "--decrease-batch-size-if-needed\n")
+    assert [r.outcome for r in run(jc.test_parallel_fits, load_job(p))] == ["passed"]
+
+
 @pytest.mark.parametrize("gbs, mbs, outcome", [(64, 2, "passed"), (60, 2, "failed"), (10, None, "failed"),
                                                 (16, None, "passed")])
 def test_the_global_batch_is_a_multiple_of_micro_batch_times_data_parallel(tmp_path, gbs, mbs, outcome):
@@ -1025,6 +1045,16 @@ def test_verl_rollout_tp_is_held_against_the_models_heads(tmp_path, tp, kv, outc
     [r] = [r for r in results if r.subject == "v.sh rollout"]
     assert r.outcome == outcome and words in r.message, r.message
     assert not [r for r in results if "no tensor-model-parallel size set" in r.message]
+
+
+@pytest.mark.parametrize("model, tp, outcome", [("Qwen/Qwen2.5-7B-Instruct", 4, "skipped"),
+                                                ("Qwen/Qwen2.5-7B-Instruct", 1, "passed"), ("/nowhere/m", 0, "failed")])
+def test_verl_rollout_tp_without_a_readable_model_is_not_an_error(tmp_path, model, tp, outcome):
+    """A Hub id made the run NOT READY, even with rollout TP 1 (review); TP 0 crashed."""
+    p = write(tmp_path, "v.sh", f"python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path={model} "
+                                f"actor_rollout_ref.rollout.tensor_model_parallel_size={tp} trainer.nnodes=1\n")
+    [r] = [r for r in run(jc.test_tp_kv_heads, load_job(p, kind="verl")) if r.subject == "v.sh rollout"]
+    assert r.outcome == outcome, r.message
 
 
 def test_verl_world_size_takes_verls_defaults_for_what_the_job_leaves_out(tmp_path):
