@@ -250,8 +250,8 @@ def _world_unknown(job) -> list:
 def test_parallel_fits(job, job_facts, verdict):
     npus = job_facts.npus()
     problems = []  # (arg, observed, expected)
-    # A size of 0 (or below) is refused by the framework and would divide by zero below.
-    sizes = [a for a in (job.arg(k) for k in ("tp", "pp", "cp", "ep", "etp", "mbs", "gbs", "rollout_tp", "nnodes",
+    # A parallel size of 0 (or below) is refused by the framework, and would divide by zero below.
+    sizes = [a for a in (job.arg(k) for k in ("tp", "pp", "cp", "ep", "etp", "rollout_tp", "nnodes",
                                               "nproc_per_node", "world_size"))
              if a is not None and not a.unresolved and a.int_value(job.path) < 1]
     if sizes:
@@ -334,9 +334,13 @@ def test_parallel_fits(job, job_facts, verdict):
         # Megatron asserts the global batch a multiple of micro batch × data parallel size, DP being
         # what TP × PP × CP leave of the world.
         gbs, mbs = job.arg("gbs"), job.arg("mbs")
+        batches = [a for a in (gbs, mbs) if a is not None and not a.unresolved and a.int_value(job.path) < 1]
+        if batches and not problems:
+            # (GBS=$((MBS*ACC*DP)) is 0 when TP x PP leave no DP: that finding, above, is the cause.)
+            problems.extend((a, f"{a.shown()}", "a batch size of 1 or more") for a in batches)
         # Only on the job's own world size: the inventory's NPUs may be more than the job uses.
-        if world is not None and product and not world % product and gbs is not None and job_world and \
-                "decrease_batch" not in job.args and not any(a is not None and a.unresolved for a in (gbs, mbs)):
+        if world is not None and product and not world % product and gbs is not None and job_world and not batches \
+                and "decrease_batch" not in job.args and not any(a is not None and a.unresolved for a in (gbs, mbs)):
             dp, micro = world // product, mbs.int_value(job.path) if mbs is not None else 1
             if gbs.int_value(job.path) % (micro * dp):
                 problems.append((gbs, f"{gbs.shown()} is not a multiple of "

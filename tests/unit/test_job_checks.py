@@ -1002,8 +1002,12 @@ def test_a_size_of_zero_is_named_not_a_crash(tmp_path):
     p = write(tmp_path, "z.sh", "torchrun --nnodes 1 --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 0 "
                                 "--micro-batch-size 0 --global-batch-size 8\n")
     results = run(jc.test_parallel_fits, load_job(p))
-    assert [r.outcome for r in results] == ["failed", "failed"], [r.message for r in results]
+    assert [r.outcome for r in results] == ["failed"], [r.message for r in results]
     assert "--tensor-model-parallel-size 0; expected a size of 1 or more" in results[0].message
+    p = write(tmp_path, "m.sh", "torchrun --nnodes 1 --nproc_per_node 8 pretrain_gpt.py --micro-batch-size 0 "
+                                "--global-batch-size 8\n")
+    [r] = run(jc.test_parallel_fits, load_job(p))
+    assert r.outcome == "failed" and "--micro-batch-size 0; expected a batch size of 1 or more" in r.message
     assert run(jc.test_tp_kv_heads, load_job(p))[0].outcome == "skipped"
 
 
