@@ -478,7 +478,7 @@ def test_weights_format(job, job_facts, verdict):
     elif any(re.fullmatch(r"mp_rank_\d+(_\d+)*", name) for name in d.top_dirs()):
         # --load at iter_0000001 itself: Megatron looks for the tracker file there, finds none and
         # starts from random weights (FAQ 17), though the shards are right below.
-        parent = os.path.dirname(load.value.rstrip("/")) or "/"
+        parent = os.path.dirname(load.value.rstrip("/")) or ("/" if load.value.startswith("/") else ".")
         _fail(verdict, job, load, observed=f"{load.shown()} holds the mp_rank_* shards themselves: it is one "
                                            f"iteration's folder, not the checkpoint{_read_on(where, job_facts)}",
               expected="--load naming the checkpoint folder (the one holding latest_checkpointed_iteration.txt and "

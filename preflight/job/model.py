@@ -62,8 +62,8 @@ PATHS_COMMAND = r"""
 printf '%s\n' "$PF_JOB_PATHS" | while IFS= read -r p; do
   [ -n "$p" ] || continue
   b=$(printf %s "$p" | base64 -w 0)
-  if [ -d "$p" ]; then printf 'P dir - %s\n' "$b"
-  elif [ -e "$p" ]; then printf 'P file %s %s\n' "$(stat -Lc %s -- "$p" 2>/dev/null)" "$b"
+  if [ -d "$p" ] && [ ! -e "$p.bin" ]; then printf 'P dir - %s\n' "$b"
+  elif [ -e "$p" ] && [ ! -d "$p" ]; then printf 'P file %s %s\n' "$(stat -Lc %s -- "$p" 2>/dev/null)" "$b"
   elif [ -e "$p.bin" ]; then
     k=prefix; [ -e "$p.idx" ] || k=noidx
     printf 'P %s %s %s\n' "$k" "$(stat -Lc %s -- "$p.bin" 2>/dev/null)" "$b"
@@ -449,9 +449,9 @@ def read_paths_local(paths, base: str | None = None) -> str:
     for given in paths:
         b = _enc(given)
         p = _at(base, given)
-        if os.path.isdir(p):
+        if os.path.isdir(p) and not os.path.exists(p + ".bin"):  # a folder beside its own data prefix is the prefix
             out.append(f"P dir - {b}")
-        elif os.path.exists(p):
+        elif os.path.exists(p) and not os.path.isdir(p):
             out.append(f"P file {os.path.getsize(p)} {b}")
         elif os.path.exists(p + ".bin"):
             kind = "prefix" if os.path.exists(p + ".idx") else "noidx"

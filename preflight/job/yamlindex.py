@@ -45,7 +45,7 @@ def index_of(node, prefix=(), out=None, depth=0):
         if isinstance(k, yaml.ScalarNode) and k.tag != _MERGE:
             key = (*prefix, str(k.value))
             dotted = ".".join(key)
-            if merged:  # a merged entry of this key goes whole, its sub-keys too
+            if dotted in out:  # replacing a merged entry (or a lower-priority merge's): whole, sub-keys too
                 for stale in [name for name in out if name.startswith(dotted + ".")]:
                     del out[stale]
             out[dotted] = (v, k.start_mark.line + 1)

@@ -486,6 +486,16 @@ def test_roll_settings_merged_from_an_anchor_are_read(tmp_path):
     assert [r.outcome for r in run(jc.test_roll_strategy, job)] == ["passed"]
 
 
+def test_of_several_merged_anchors_the_first_wins_whole():
+    import yaml
+
+    from preflight.job.yamlindex import index_of
+
+    text = "A: &A {s: {p: 1}}\nB: &B {s: {q: 2}, t: 3}\nc: {<<: [*A, *B]}\n"
+    keys = sorted(k for k in index_of(yaml.compose(text, Loader=yaml.SafeLoader)) if k.startswith("c"))
+    assert keys == ["c", "c.s", "c.s.p", "c.t"], keys  # c.s is A's whole: no q from B (review)
+
+
 def test_roll_megatron_strategy(tmp_path):
     [r] = run(jc.test_roll_strategy, load_job(write(tmp_path, "m.yaml", roll_yaml(strategy="megatron_train"))))
     assert r.outcome == "warning"  # newer ROLL runs it where MindSpeed's MegatronAdaptor is installed
@@ -548,6 +558,26 @@ def test_a_model_path_with_a_space_is_one_path(tmp_path):
         f'    --load "{tmp_path / "my ckpt"}" --data-path {tmp_path / "alpaca_text_document"}\n')))
     assert job.arg("tokenizer").value == str(hf) and job.arg("load").value == str(tmp_path / "my ckpt")
     assert outcomes(run(jc.test_data_paths, job)) == ["passed"]
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["job-local", "node-probe"])
+def test_a_data_prefix_beside_a_folder_of_its_name_is_the_prefix(tmp_path, local):
+    """/data/enwiki/ and /data/enwiki.bin/.idx: Megatron opens enwiki.bin; the folder was reported first."""
+    import subprocess
+
+    from preflight.job.model import PATHS_COMMAND, parse_paths, read_paths_local
+
+    (tmp_path / "enwiki").mkdir()
+    for suffix in ("bin", "idx"):
+        (tmp_path / f"enwiki.{suffix}").write_bytes(b"x")
+    paths = [str(tmp_path / "enwiki")]
+    if local:
+        stats = parse_paths(read_paths_local(paths))
+    else:
+        env = {"PATH": "/usr/bin:/bin", "PF_JOB_PATHS": paths[0]}
+        stats = parse_paths(subprocess.run(["bash", "-c", PATHS_COMMAND], env=env, capture_output=True, text=True,
+                                           timeout=30).stdout)
+    assert stats[paths[0]].status == "prefix"
 
 
 def test_a_data_path_naming_the_bin_file_or_its_folder_is_not_a_prefix(tmp_path):
