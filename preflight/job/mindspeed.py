@@ -105,7 +105,8 @@ def parse_mindspeed(path: str, text: str) -> Job:
         if cmd.line <= end or not cmd.words:
             continue
         between = script.text_lines[end:cmd.line - 1]
-        if not cmd.words[0].text.startswith("--") or not all(t.lstrip().startswith("#") for t in between):
+        if not cmd.words[0].text.startswith("--") or not all(not t.strip() or t.lstrip().startswith("#")
+                                                             for t in between):
             break
         flags = [w.text.split("=", 1)[0] for w in cmd.words if w.text.startswith("--")]
         shown = ", ".join(flags[:6]) + (f" and {len(flags) - 6} more" if len(flags) > 6 else "")

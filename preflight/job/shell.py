@@ -298,9 +298,12 @@ class _Reader:
         if not m or m.group(1) in self.unknown or self.vars.get(m.group(1)) is None:
             return None
         text, op, arg = self.vars[m.group(1)].text, m.group(2), m.group(3)
-        if any(c in arg for c in "$`\\\"'") or not known(text) or len(text) > 4096:
-            return None  # built from other values, or a long value (each cut is a match): not evaluated here
-        arg = arg.replace("[^", "[!")  # bash's negated class is fnmatch's [!...]
+        if any(c in arg for c in "$`\\\"'") or "[[:" in arg or not known(text) or len(text) > 4096:
+            # Built from other values, a POSIX class fnmatch lacks, or a long value (each cut is a
+            # match): not evaluated here.
+            return None
+        if op in ("%", "%%", "#", "##"):
+            arg = arg.replace("[^", "[!")  # bash's negated class is fnmatch's [!...]
         if op in ("%", "%%"):
             ends = range(len(text) + 1) if op == "%%" else range(len(text), -1, -1)  # longest / shortest
             cut = next((i for i in ends if fnmatch.fnmatchcase(text[i:], arg)), None)
@@ -915,6 +918,8 @@ def broken_by(script, line: int) -> str:
     above = script.text_lines[line - 2] if 1 < line <= len(script.text_lines) + 1 else ""
     if above.lstrip().startswith("#"):
         return f"the comment on line {line - 1} ends the command before it; delete that line or move it out"
+    if not above.strip():
+        return f"line {line - 1} is empty, which ends the command before it; delete that line"
     if above.rstrip() != above and above.rstrip().endswith("\\"):
         return f"line {line - 1} has a space after its \\, which then continues nothing; remove the space"
     return f"line {line - 1} does not end in \\; add it"

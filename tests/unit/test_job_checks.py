@@ -80,7 +80,8 @@ def test_a_script_parsing_its_own_options_is_no_broken_continuation(tmp_path):
 
 @pytest.mark.parametrize("breaker, why", [
     ("    # --sequence-parallel \\\n", "the comment on line 3 ends the command before it"),
-    ("    --tensor-model-parallel-size 4 \\ \n", "line 3 has a space after its \\")])
+    ("    --tensor-model-parallel-size 4 \\ \n", "line 3 has a space after its \\"),
+    ("\n", "line 3 is empty, which ends the command before it")])
 def test_a_broken_line_continuation_in_a_megatron_launch_fails(tmp_path, breaker, why):
     """A commented-out flag (or a space after a \\) in the middle of torchrun's lines cut the command:
     PP and --load were never passed, and the run read READY (found by review)."""
