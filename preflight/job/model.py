@@ -62,8 +62,11 @@ PATHS_COMMAND = r"""
 printf '%s\n' "$PF_JOB_PATHS" | while IFS= read -r p; do
   [ -n "$p" ] || continue
   b=$(printf %s "$p" | base64 -w 0)
-  if [ -d "$p" ] && [ ! -e "$p.bin" ]; then printf 'P dir - %s\n' "$b"
-  elif [ -e "$p" ] && [ ! -d "$p" ]; then printf 'P file %s %s\n' "$(stat -Lc %s -- "$p" 2>/dev/null)" "$b"
+  if [ -d "$p" ] && [ -e "$p.bin" ] && [ -e "$p.idx" ]; then
+    # A folder beside a data prefix of its name: a prefix to Megatron's --data-path, a folder to the rest.
+    printf 'P dirprefix %s %s\n' "$(stat -Lc %s -- "$p.bin" 2>/dev/null)" "$b"
+  elif [ -d "$p" ]; then printf 'P dir - %s\n' "$b"
+  elif [ -e "$p" ]; then printf 'P file %s %s\n' "$(stat -Lc %s -- "$p" 2>/dev/null)" "$b"
   elif [ -e "$p.bin" ]; then
     k=prefix; [ -e "$p.idx" ] || k=noidx
     printf 'P %s %s %s\n' "$k" "$(stat -Lc %s -- "$p.bin" 2>/dev/null)" "$b"
@@ -364,7 +367,8 @@ class PathStat:
     path: str
     # file, dir, prefix (a Megatron data prefix: PATH.bin and PATH.idx exist), noidx (PATH.bin
     # without PATH.idx), suffix (only PATH_text_document.bin: the prefix lacks preprocess_data's
-    # suffix), missing
+    # suffix), dirprefix (a folder PATH beside PATH.bin and PATH.idx: a prefix to --data-path, a
+    # folder to the rest), missing
     status: str
     size: int | None
 
@@ -449,9 +453,12 @@ def read_paths_local(paths, base: str | None = None) -> str:
     for given in paths:
         b = _enc(given)
         p = _at(base, given)
-        if os.path.isdir(p) and not os.path.exists(p + ".bin"):  # a folder beside its own data prefix is the prefix
+        if os.path.isdir(p) and os.path.exists(p + ".bin") and os.path.exists(p + ".idx"):
+            # A folder beside a data prefix of its name: a prefix to --data-path, a folder to the rest.
+            out.append(f"P dirprefix {os.path.getsize(p + '.bin')} {b}")
+        elif os.path.isdir(p):
             out.append(f"P dir - {b}")
-        elif os.path.exists(p) and not os.path.isdir(p):
+        elif os.path.exists(p):
             out.append(f"P file {os.path.getsize(p)} {b}")
         elif os.path.exists(p + ".bin"):
             kind = "prefix" if os.path.exists(p + ".idx") else "noidx"

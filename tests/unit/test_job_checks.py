@@ -578,7 +578,17 @@ def test_a_data_prefix_beside_a_folder_of_its_name_is_the_prefix(tmp_path, local
         env = {"PATH": "/usr/bin:/bin", "PF_JOB_PATHS": paths[0]}
         stats = parse_paths(subprocess.run(["bash", "-c", PATHS_COMMAND], env=env, capture_output=True, text=True,
                                            timeout=30).stdout)
-    assert stats[paths[0]].status == "prefix"
+    assert stats[paths[0]].status == "dirprefix"
+    hf = hf_model(tmp_path / "tok")
+    megatron_ckpt(tmp_path / "ckpt")
+    job = load_job(write(tmp_path, "p.sh", llm_script(tokenizer=str(hf), load=str(tmp_path / "ckpt"),
+                                                      data=paths[0])))
+    assert outcomes(run(jc.test_data_paths, job)) == ["passed"]
+    # A model folder beside a stray X.bin (no .idx) is a folder, as before (review).
+    (hf.parent / "tok.bin").write_bytes(b"x")
+    job = load_job(write(tmp_path, "q.sh", llm_script(tokenizer=str(hf), load=str(tmp_path / "ckpt"),
+                                                      data=paths[0])))
+    assert outcomes(run(jc.test_data_paths, job)) == ["passed"]
 
 
 def test_a_data_path_naming_the_bin_file_or_its_folder_is_not_a_prefix(tmp_path):
