@@ -1,6 +1,7 @@
 """Host firewalls on multi-node hosts."""
 
 import ipaddress
+import re
 from collections import Counter
 
 from preflight import faq
@@ -63,8 +64,8 @@ def test_firewall(host, facts, cluster, verdict):
                                   "<table> <chain> handle <n>), or accept the training nodes' network ahead of it; "
                                   "persist the change where the rules are loaded from.")
         elif state.port_rules:
-            verdict.passed(message=f"no blanket firewall ({tools}); {len(state.port_rules)} rule(s) dropping other "
-                                   f"ports, none the cluster uses: {'; '.join(state.port_rules[:3])}")
+            verdict.passed(message=f"no blanket firewall ({tools}); {len(state.port_rules)} rule(s) dropping some "
+                                   f"ports, none of the cluster's for the other nodes: {'; '.join(state.port_rules[:3])}")
         else:
             verdict.passed(message=f"no active firewall ({tools})")
 
@@ -74,7 +75,8 @@ def _cluster_port_drops(state, host, facts, cluster) -> list[tuple[str, str]]:
     ports, Ray's ports when the inventory has a Ray head, and MASTER_PORT where the node sets it."""
     if not state.port_rules:
         return []
-    from preflight.activeprobe import DEFAULT_HCCL_BASE_PORT, DEFAULT_RAY_PORTS, hccl_host_port_ranges, master_host
+    from preflight.activeprobe import (DEFAULT_HCCL_BASE_PORT, DEFAULT_RAY_PORTS, hccl_host_port_ranges, master_host,
+                                       rendezvous_plan)
     from preflight.ifname import effective_env
 
     env = effective_env(host, facts.optional("session.env", {}))
@@ -89,14 +91,22 @@ def _cluster_port_drops(state, host, facts, cluster) -> list[tuple[str, str]]:
             used += [(f"Ray {label} {port}", port, port) for label, port in ray.items()]
         used.append((f"Ray worker ports {first}-{last}", first, last))
     master = env.get("MASTER_PORT", "")
-    owner = master_host(cluster, env["MASTER_ADDR"]) if env.get("MASTER_ADDR") else None
-    if master.isdigit() and owner is not None and owner.name == host.name:  # the master's port only
+    # The master's port only: on the node MASTER_ADDR names (this node's value, else the one the
+    # nodes share); on every node when no inventory host is named.
+    address = env.get("MASTER_ADDR") or getattr(rendezvous_plan(cluster), "address", None)
+    owner = master_host(cluster, address) if address else None
+    if master.isdigit() and (owner is None or owner.name == host.name):
         used.append((f"MASTER_PORT {master}", int(master), int(master)))
-    accepts = dict(zip(state.port_rules, state.port_rule_accepts))
+    own = {ipaddress.ip_address(a) for a in node_addresses(facts) if _ip(a)}
+    accepts = list(state.port_rule_accepts) + [()] * (len(state.port_rules) - len(state.port_rule_accepts))
     hits = []
-    for rule in state.port_rules:
-        if accepts.get(rule) and _peers_allowed(state, host, cluster, accepts[rule]):
+    for rule, accepted in zip(state.port_rules, accepts):
+        if accepted and _peers_allowed(state, host, cluster, accepted):
             continue  # the nodes' network is accepted ahead of it: the drop is for everyone else
+        destination = re.search(r"\s-d (\S+)", rule)
+        if destination and own and not any(a in n for n in _networks(destination.group(1).split(","))
+                                           for a in own if a.version == n.version):
+            continue  # to an address that is not this node's own (a container's, a VIP's)
         names = [name for name, low, high in used
                  if any(a <= high and low <= b for a, b in state.dropped_ports(rule))]
         if names:

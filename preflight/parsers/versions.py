@@ -522,12 +522,21 @@ class FirewallState:
     def dropped_ports(self, rule: str) -> list[tuple[int, int]]:
         """The TCP port ranges a port rule drops (``--dport 6379``, ``--dports 60000:60031,8265``,
         nft ``tcp dport { 6379, 10002-19999 }``)."""
-        m = re.search(r"--dports? (\S+)|tcp dport (\{[^}]*\}|\S+)", rule)
+        m = re.search(r"--dports? (\S+)|tcp dport (?:!= )?(\{[^}]*\}|\S+)", rule)
         spans = []
         for part in re.split(r"[,\s]+", (m.group(1) or m.group(2)).strip("{} ") if m else ""):
             low, _, high = part.replace(":", "-").partition("-")
             if low.isdigit() and (not high or high.isdigit()):
                 spans.append((int(low), int(high or low)))
+        if re.search(r"!\s+--dports?\b|tcp dport != ", rule):  # every port but these
+            rest, start = [], 1
+            for low, high in sorted(spans):
+                if low > start:
+                    rest.append((start, low - 1))
+                start = max(start, high + 1)
+            if start <= 65535:
+                rest.append((start, 65535))
+            return rest
         return spans
 
     @property
@@ -598,7 +607,7 @@ def _both_accept(ours: tuple[str, ...], theirs: tuple[str, ...]) -> tuple[str, .
 def _parse_firewall(text: str) -> FirewallState:
     firewalld = ufw = policy = None
     rules, unreadable, nft, port_rules = [], [], [], []
-    accepted_before: dict[str, tuple[str, ...]] = {}
+    port_accepts: list[tuple[str, ...]] = []  # per port rule, in order (identical rules may differ here)
     # In order, per chain: ("accept", sources) for `-s NET -j ACCEPT`, ("drop",) for a blanket drop,
     # ("jump", chain) for INPUT's unconditional `-j CHAIN`; walked from INPUT after all are read
     # (iptables -S lists a chain INPUT jumps to after INPUT's own rules, though it comes first).
@@ -643,15 +652,11 @@ def _parse_firewall(text: str) -> FirewallState:
                     steps[name].append(("jump", jump.group(1)))
                 elif re.search(r"-j (DROP|REJECT)\b", value) and name == "INPUT" and key == "iptables" \
                         and re.search(r"--dports?\b", value) and not re.search(_NARROWED, value):
-                    if re.search(r"!\s+--dports?\b", value):
-                        # `! --dport 22`: every port but those, the cluster's among them: a blanket drop.
-                        rules.append(value)
-                        steps[name].append(("drop",))
-                    else:
-                        # Kept with the sources accepted before it: a drop of the port for everyone else.
-                        port_rules.append(value)
-                        accepted_before[value] = tuple(src for step in steps[name] if step[0] == "accept"
-                                                       for src in step[1])
+                    # Kept with the sources accepted before it (a drop of the ports for everyone else);
+                    # `! --dport 22` drops every port but those (FirewallState.dropped_ports).
+                    port_rules.append(value)
+                    port_accepts.append(tuple(src for step in steps[name] if step[0] == "accept"
+                                              for src in step[1]))
                 elif re.search(r"-j (DROP|REJECT)\b", value) and (name == "INPUT") == (key == "iptables") \
                         and not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp|"
                                           r"-m mark\b|-m set\b|-m recent\b|-m limit\b|-m hashlimit\b", value):
@@ -676,12 +681,13 @@ def _parse_firewall(text: str) -> FirewallState:
                                                     firewalld_running=running),
                          nft_input_chains=sum(1 for entry in nft if len(entry) == 5 and entry[3] == "policy"),
                          port_rules=tuple(port_rules) + _nft_port_rules(nft, iptables_read=policy is not None),
-                         port_rule_accepts=tuple(accepted_before.get(r, ()) for r in port_rules))
+                         port_rule_accepts=tuple(port_accepts))
 
 
 # What makes a port drop selective beyond its ports (a source, a destination, an interface, a set,
 # a rate, a mark, a connection state other than new): not a drop of the port for the cluster.
-_NARROWED = (r"\s-s\s|\s-d\s|\s-i\s|-p udp|--sports?\b|INVALID|-m mark\b|-m set\b|-m recent\b|-m limit\b|"
+# (A destination, -d, is judged by net.firewall: on INPUT it is mostly the node's own address.)
+_NARROWED = (r"\s-s\s|\s-i\s|-p udp|--sports?\b|INVALID|-m mark\b|-m set\b|-m recent\b|-m limit\b|"
              r"-m hashlimit\b|-m iprange\b|--match-set\b|--src-range\b|--dst-range\b|-m owner\b")
 
 
@@ -695,7 +701,7 @@ def _nft_port_rules(entries, iptables_read: bool) -> tuple[str, ...]:
         if (family, table, chain) == ("ip", "filter", "INPUT") and iptables_read:
             continue  # iptables-nft's INPUT: read from iptables -S already
         body = " ".join(_NFT_DECORATION.sub("", rest).split())
-        if re.fullmatch(r"(?:(?:ct state \S+|meta l4proto tcp|ip protocol tcp) )*tcp dport (?:\{[^}]*\}|\S+) "
+        if re.fullmatch(r"(?:(?:ct state \S+|meta l4proto tcp|ip protocol tcp) )*tcp dport (?:!= )?(?:\{[^}]*\}|\S+) "
                         r"(?:drop|reject(?: with .*)?)", body):
             found.append(f"nftables chain {family} {table} {chain} rule `{rest}`")
     return tuple(found)
@@ -730,9 +736,7 @@ _NFT_DECORATION = re.compile(r'\bcounter(?: packets \d+ bytes \d+)?|\blog(?: (?:
 # NEW -j DROP` and `-p tcp -j DROP` do: matches on the connection state or the protocol alone.  A
 # port, address, interface or set match makes it selective, as on the iptables side.
 _NFT_BLANKET = re.compile(r"(?:(?:ct state (?:new|\{ ?new ?\})|meta l4proto (?:tcp|\{ ?tcp, udp ?\})|"
-                          r"ip protocol (?:tcp|\{ ?tcp, udp ?\})|meta nfproto ipv4|"
-                          # every port but these (SSH's): the cluster's among them
-                          r"tcp dport != (?:\{[^}]*\}|\S+)) )*(?:drop|reject(?: with .*)?)")
+                          r"ip protocol (?:tcp|\{ ?tcp, udp ?\})|meta nfproto ipv4) )*(?:drop|reject(?: with .*)?)")
 
 
 def _nft_findings(entries, iptables_read: bool, firewalld_running: bool) -> tuple[str, ...]:

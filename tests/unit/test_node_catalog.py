@@ -1874,10 +1874,31 @@ def test_firewall_names_a_drop_of_a_port_the_cluster_uses():
     [r] = run(firewall.test_firewall, head, facts_of(net_dot_firewall=out(ray.replace("--dport 6379", "! --dport 22"))),
               cl)
     assert r.outcome == "warning" and "! --dport 22" in r.message, r.message
+    # ... but one that excepts the cluster's ports drops none of them.
+    spared = ray.replace("-m tcp --dport 6379", "-m multiport ! --dports 22,6379,8265,10001:19999,60000:60031")
+    [r] = run(firewall.test_firewall, head, facts_of(net_dot_firewall=out(spared)), cl)
+    assert r.outcome == "passed", r.message
+    # The same rule twice, an accept of the nodes between: the first still drops them (review).
+    twice = ray.replace("iptables=-A INPUT -p tcp -m tcp --dport 6379 -j DROP\n",
+                        "iptables=-A INPUT -p tcp -m tcp --dport 6379 -j DROP\niptables=-A INPUT -s 10.0.0.0/8 -j ACCEPT\n"
+                        "iptables=-A INPUT -p tcp -m tcp --dport 6379 -j DROP\n")
+    [r] = run(firewall.test_firewall, nodes.hosts[0], facts_of(net_dot_firewall=out(twice)), nodes)
+    assert r.outcome == "warning", r.message
+    # To this node's own address (-d): its drop; to another (a container's): not.
+    own = ray.replace("-p tcp -m tcp --dport", "-d 10.0.0.1/32 -p tcp -m tcp --dport")
+    [r] = run(firewall.test_firewall, nodes.hosts[0], facts_of(net_dot_firewall=out(own)), nodes)
+    assert r.outcome == "warning", r.message
+    [r] = run(firewall.test_firewall, nodes.hosts[0], facts_of(net_dot_firewall=out(own.replace("10.0.0.1/32",
+                                                                                                  "172.17.0.2/32"))), nodes)
+    assert r.outcome == "passed", r.message
+    # MASTER_PORT with no MASTER_ADDR to say whose: checked on every node, as before.
+    port = ray.replace("--dport 6379", "--dport 29500")
+    [r] = run(firewall.test_firewall, worker, facts_of(net_dot_firewall=out(port), env_={"MASTER_PORT": "29500"}), cl)
+    assert r.outcome == "warning" and "MASTER_PORT 29500" in r.message, r.message
     # A port no one in the cluster uses: no finding, but not "no active firewall" either.
     other = ray.replace("6379", "2049")
     [r] = run(firewall.test_firewall, head, facts_of(net_dot_firewall=out(other)), cl)
-    assert r.outcome == "passed" and r.message.startswith("no blanket firewall") and "none the cluster uses" in r.message
+    assert r.outcome == "passed" and r.message.startswith("no blanket firewall") and "none of the cluster's" in r.message
     # Without a Ray head in the inventory, 6379 is nobody's.
     plain = cluster_of((make_host("node-01"), make_facts("node-01")), (make_host("node-02"), make_facts("node-02")))
     [r] = run(firewall.test_firewall, make_host("node-01"), facts_of(net_dot_firewall=out(ray)), plain)
