@@ -177,11 +177,11 @@ def _rollout_tp_fits(job, job_facts, verdict) -> bool:
         verdict.skipped(subject, message=_not_checked(job, [rtp]))
         return True
     tp = rtp.int_value(job.path)
-    if tp <= 1:
-        if tp == 1:
-            verdict.passed(subject, message=f"{rtp.shown()}: one rank holds every head")
-        else:
-            verdict.failed(subject, where=job.where(rtp), observed=f"{rtp.shown()}", expected="a size of 1 or more")
+    if tp < 1:
+        verdict.skipped(subject, message=f"{rtp.shown()}: not a size (job.parallel_fits says so)")
+        return True
+    if tp == 1:
+        verdict.passed(subject, message=f"{rtp.shown()}: one rank holds every head")
         return True
     d, _, where = _model_source(job, job_facts)
     heads = d.config_value("num_attention_heads") if d is not None else None
@@ -308,7 +308,8 @@ def test_parallel_fits(job, job_facts, verdict):
             if world is None and not _world_unknown(job):
                 world = sum(npus.values())
                 world_text = f"{world} NPUs on {len(npus)} inventory host(s)"
-        if world is not None and product is not None and world % product:
+        layout_problem = world is not None and product is not None and bool(world % product)
+        if layout_problem:
             problems.append((parts[0] if parts else None,
                              f"{product_text} does not divide the world size {world_text}",
                              f"TP × PP × CP a divisor of {world}"))
@@ -335,7 +336,7 @@ def test_parallel_fits(job, job_facts, verdict):
         # what TP × PP × CP leave of the world.
         gbs, mbs = job.arg("gbs"), job.arg("mbs")
         batches = [a for a in (gbs, mbs) if a is not None and not a.unresolved and a.int_value(job.path) < 1]
-        if batches and not problems:
+        if batches and not layout_problem:
             # (GBS=$((MBS*ACC*DP)) is 0 when TP x PP leave no DP: that finding, above, is the cause.)
             problems.extend((a, f"{a.shown()}", "a batch size of 1 or more") for a in batches)
         # Only on the job's own world size: the inventory's NPUs may be more than the job uses.
