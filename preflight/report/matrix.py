@@ -304,7 +304,8 @@ def fix_items(document: dict) -> list[FixItem]:
                 continue
             where = " ".join(p for p in (on, subject) if p)
             if blamed:
-                where = f"{subject or fold(blamed)} (from {on})"
+                where = f"{subject or fold(blamed)} (from {fold(named)}" + (
+                    f", {len(named)} hosts)" if len(named) > 1 else ")")
         else:  # a cluster-wide check: its subject (a node, an address, a port) or the cluster itself
             where = f"{subject} (cluster-wide)" if subject else "the cluster"
             if blamed and subject != fold(blamed):
