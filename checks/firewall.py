@@ -93,7 +93,7 @@ def _cluster_port_drops(state, host, facts, cluster) -> list[tuple[str, str]]:
     master = env.get("MASTER_PORT", "")
     # The master's port only: on the node MASTER_ADDR names (this node's value, else the one the
     # nodes share); on every node when no inventory host is named.
-    address = env.get("MASTER_ADDR") or getattr(rendezvous_plan(cluster), "address", None)
+    address = env.get("MASTER_ADDR") or _shared_master_addr(cluster, rendezvous_plan)
     owner = master_host(cluster, address) if address else None
     if master.isdigit() and (owner is None or owner.name == host.name):
         used.append((f"MASTER_PORT {master}", int(master), int(master)))
@@ -135,6 +135,19 @@ def _peers_allowed(state, host, cluster, sources=None) -> list[str] | None:
         if not required or not all(any(a in n for n in networks if a.version == n.version) for a in required):
             return None
     return [str(n) for n in networks]
+
+
+def _shared_master_addr(cluster, rendezvous_plan):
+    """The MASTER_ADDR most nodes share (or the job's), made once per run: every node with a port
+    rule asks, and the plan reads every node's environment."""
+    cached = getattr(cluster, "_master_addr", ())
+    if cached == ():
+        cached = getattr(rendezvous_plan(cluster), "address", None)
+        try:
+            cluster._master_addr = cached
+        except AttributeError:
+            pass
+    return cached
 
 
 def _networks(sources) -> list:
