@@ -24,12 +24,16 @@ def test_firewall(host, facts, cluster, verdict):
         verdict.skipped(message="a single-node inventory: no traffic between nodes to block")
         return
     state = facts.get("net.firewall")
-    found = state.active
+    used = _cluster_ports(host, facts, cluster)
+    # `! --dport 22,6379,...` drops every port but those: no finding when the cluster's are all among them.
+    found = [f for f in state.active if not (re.search(r"!\s+--dports?\b|tcp dport != ", f)
+                                             and not _hits(state, f, used))]
     allowed = _peers_allowed(state, host, cluster) if found else None
-    if allowed:
+    hits = _cluster_port_drops(state, host, facts, cluster, used)
+    if allowed and not hits:
         verdict.passed(message=f"{'; '.join(found)}, but the nodes' network is accepted ahead of it "
                                f"(-s {', '.join(allowed)}: the addresses every other node sends from, its own and HCCL's, are there)")
-    elif found:
+    elif found and not allowed:
         verdict.failed(observed="; ".join(found), expected="no host firewall between the training nodes")
     elif state.unreadable and _in_container(facts):
         # A container without NET_ADMIN cannot read the rules, and they are the host's anyway.
@@ -53,7 +57,6 @@ def test_firewall(host, facts, cluster, verdict):
                 f"iptables INPUT policy {state.input_policy}" if state.input_policy else None,
                 f"{state.nft_input_chains} nftables input chain(s) accepting" if state.nft_input_chains else None]
         tools = ", ".join(s for s in seen if s) or "no firewall tool"
-        hits = _cluster_port_drops(state, host, facts, cluster)
         if hits:
             # No blanket firewall, but a rule for one of the ports the nodes connect to (it had
             # read "no active firewall" on the very node whose Ray port was dropped).
@@ -70,11 +73,10 @@ def test_firewall(host, facts, cluster, verdict):
             verdict.passed(message=f"no active firewall ({tools})")
 
 
-def _cluster_port_drops(state, host, facts, cluster) -> list[tuple[str, str]]:
-    """(rule, which cluster ports it drops) for this node's port-specific drop rules: its HCCL host
-    ports, Ray's ports when the inventory has a Ray head, and MASTER_PORT where the node sets it."""
-    if not state.port_rules:
-        return []
+def _cluster_ports(host, facts, cluster) -> list[tuple[str, int, int]]:
+    """(name, first, last) of the TCP ports the other nodes connect to on this node: its HCCL host
+    ports, Ray's when the inventory has a Ray head (GCS, dashboard and client on the head only), and
+    MASTER_PORT on the node MASTER_ADDR names."""
     from preflight.activeprobe import (DEFAULT_HCCL_BASE_PORT, DEFAULT_RAY_PORTS, hccl_host_port_ranges, master_host,
                                        rendezvous_plan)
     from preflight.ifname import effective_env
@@ -87,7 +89,7 @@ def _cluster_port_drops(state, host, facts, cluster) -> list[tuple[str, str]]:
     if cluster.with_role("head"):
         ray = {label: int(host.vars.get(key) or default) for key, label, default in DEFAULT_RAY_PORTS}
         first, last = ray.pop("worker range (first)"), ray.pop("worker range (last)")
-        if "head" in host.roles:  # GCS, dashboard and client listen on the head only
+        if "head" in host.roles:
             used += [(f"Ray {label} {port}", port, port) for label, port in ray.items()]
         used.append((f"Ray worker ports {first}-{last}", first, last))
     master = env.get("MASTER_PORT", "")
@@ -97,20 +99,35 @@ def _cluster_port_drops(state, host, facts, cluster) -> list[tuple[str, str]]:
     owner = master_host(cluster, address) if address else None
     if master.isdigit() and (owner is None or owner.name == host.name):
         used.append((f"MASTER_PORT {master}", int(master), int(master)))
-    own = {ipaddress.ip_address(a) for a in node_addresses(facts) if _ip(a)}
+    return used
+
+
+def _hits(state, rule: str, used) -> str:
+    """The cluster ports ``rule`` drops, named ("" for none)."""
+    dropped = state.dropped_ports(rule)
+    return ", ".join(name for name, low, high in used if any(a <= high and low <= b for a, b in dropped))
+
+
+def _cluster_port_drops(state, host, facts, cluster, used) -> list[tuple[str, str]]:
+    """(rule, which cluster ports it drops) for this node's port-specific drop rules, leaving out
+    those the nodes' network is accepted ahead of and those for another destination."""
+    if not state.port_rules:
+        return []
+    counts = Counter(a for _, f in cluster.reachable() for a in node_addresses(f))
+    # The addresses the other nodes reach this one by (not loopback, nor docker0's shared one).
+    reached = {ipaddress.ip_address(a) for a in _own_targets(host, facts, counts) if _ip(a)}
     accepts = list(state.port_rule_accepts) + [()] * (len(state.port_rules) - len(state.port_rule_accepts))
     hits = []
     for rule, accepted in zip(state.port_rules, accepts):
         if accepted and _peers_allowed(state, host, cluster, accepted):
             continue  # the nodes' network is accepted ahead of it: the drop is for everyone else
         destination = re.search(r"\s-d (\S+)", rule)
-        if destination and own and not any(a in n for n in _networks(destination.group(1).split(","))
-                                           for a in own if a.version == n.version):
-            continue  # to an address that is not this node's own (a container's, a VIP's)
-        names = [name for name, low, high in used
-                 if any(a <= high and low <= b for a, b in state.dropped_ports(rule))]
+        if destination and reached and not any(a in n for n in _networks(destination.group(1).split(","))
+                                               for a in reached if a.version == n.version):
+            continue  # to an address the other nodes do not use (a container's, docker0's, loopback)
+        names = _hits(state, rule, used)
         if names:
-            hits.append((rule, ", ".join(names)))
+            hits.append((rule, names))
     return hits
 
 

@@ -298,7 +298,7 @@ class _Reader:
         if not m or m.group(1) in self.unknown or self.vars.get(m.group(1)) is None:
             return None
         text, op, arg = self.vars[m.group(1)].text, m.group(2), m.group(3)
-        if any(c in arg for c in "$`\\\"'") or "[[:" in arg or not known(text) or len(text) > 4096:
+        if any(c in arg for c in "$`\\\"'") or "[:" in arg or not known(text) or len(text) > 4096:
             # Built from other values, a POSIX class fnmatch lacks, or a long value (each cut is a
             # match): not evaluated here.
             return None
@@ -914,7 +914,16 @@ def read_script(text: str) -> Script:
 
 
 def broken_by(script, line: int) -> str:
-    """Why the command ended before ``line``: what is on the line above, as written."""
+    """Why the command ended before ``line``: what is on the lines above, as written (the first of
+    the comment or empty lines right above it ends the command)."""
+    first = line - 1
+    while first > 1 and first - 2 < len(script.text_lines) and (
+            not script.text_lines[first - 2].strip() or script.text_lines[first - 2].lstrip().startswith("#")):
+        first -= 1  # up over the comment and empty lines between the command and its cut-off part
+    if first < line - 1:
+        kinds = {"empty" if not script.text_lines[n - 1].strip() else "a comment" for n in range(first, line)}
+        return (f"lines {first}-{line - 1} ({' and '.join(sorted(kinds))}) end the command before it; delete them "
+                f"or move them out")
     above = script.text_lines[line - 2] if 1 < line <= len(script.text_lines) + 1 else ""
     if above.lstrip().startswith("#"):
         return f"the comment on line {line - 1} ends the command before it; delete that line or move it out"

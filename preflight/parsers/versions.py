@@ -652,11 +652,16 @@ def _parse_firewall(text: str) -> FirewallState:
                     steps[name].append(("jump", jump.group(1)))
                 elif re.search(r"-j (DROP|REJECT)\b", value) and name == "INPUT" and key == "iptables" \
                         and re.search(r"--dports?\b", value) and not re.search(_NARROWED, value):
-                    # Kept with the sources accepted before it (a drop of the ports for everyone else);
-                    # `! --dport 22` drops every port but those (FirewallState.dropped_ports).
-                    port_rules.append(value)
-                    port_accepts.append(tuple(src for step in steps[name] if step[0] == "accept"
-                                              for src in step[1]))
+                    if re.search(r"!\s+--dports?\b", value):
+                        # `! --dport 22`: every port but those, the cluster's among them: judged as a
+                        # blanket drop (accepts ahead of it, jumps and the legacy tables included).
+                        rules.append(value)
+                        steps[name].append(("drop",))
+                    else:
+                        # Kept with the sources accepted before it: a drop of the ports for everyone else.
+                        port_rules.append(value)
+                        port_accepts.append(tuple(src for step in steps[name] if step[0] == "accept"
+                                                  for src in step[1]))
                 elif re.search(r"-j (DROP|REJECT)\b", value) and (name == "INPUT") == (key == "iptables") \
                         and not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp|"
                                           r"-m mark\b|-m set\b|-m recent\b|-m limit\b|-m hashlimit\b", value):
@@ -686,8 +691,9 @@ def _parse_firewall(text: str) -> FirewallState:
 
 # What makes a port drop selective beyond its ports (a source, a destination, an interface, a set,
 # a rate, a mark, a connection state other than new): not a drop of the port for the cluster.
-# (A destination, -d, is judged by net.firewall: on INPUT it is mostly the node's own address.)
-_NARROWED = (r"\s-s\s|\s-i\s|-p udp|--sports?\b|INVALID|-m mark\b|-m set\b|-m recent\b|-m limit\b|"
+# (A destination, -d, is judged by net.firewall: on INPUT it is mostly the node's own address;
+# `! -d` spares one.)
+_NARROWED = (r"\s-s\s|\s-i\s|!\s+-d\s|-p udp|--sports?\b|INVALID|-m mark\b|-m set\b|-m recent\b|-m limit\b|"
              r"-m hashlimit\b|-m iprange\b|--match-set\b|--src-range\b|--dst-range\b|-m owner\b")
 
 
@@ -701,8 +707,9 @@ def _nft_port_rules(entries, iptables_read: bool) -> tuple[str, ...]:
         if (family, table, chain) == ("ip", "filter", "INPUT") and iptables_read:
             continue  # iptables-nft's INPUT: read from iptables -S already
         body = " ".join(_NFT_DECORATION.sub("", rest).split())
-        if re.fullmatch(r"(?:(?:ct state \S+|meta l4proto tcp|ip protocol tcp) )*tcp dport (?:!= )?(?:\{[^}]*\}|\S+) "
-                        r"(?:drop|reject(?: with .*)?)", body):
+        qualifier = r"(?:ct state (?:\{[^}]*\}|\S+)|meta l4proto tcp|ip protocol tcp|meta nfproto ipv4) "
+        if re.fullmatch(rf"(?:{qualifier})*tcp dport (?:\{{[^}}]*\}}|\d\S*) (?:{qualifier})*(?:drop|reject(?: with .*)?)",
+                        body):
             found.append(f"nftables chain {family} {table} {chain} rule `{rest}`")
     return tuple(found)
 
@@ -736,7 +743,9 @@ _NFT_DECORATION = re.compile(r'\bcounter(?: packets \d+ bytes \d+)?|\blog(?: (?:
 # NEW -j DROP` and `-p tcp -j DROP` do: matches on the connection state or the protocol alone.  A
 # port, address, interface or set match makes it selective, as on the iptables side.
 _NFT_BLANKET = re.compile(r"(?:(?:ct state (?:new|\{ ?new ?\})|meta l4proto (?:tcp|\{ ?tcp, udp ?\})|"
-                          r"ip protocol (?:tcp|\{ ?tcp, udp ?\})|meta nfproto ipv4) )*(?:drop|reject(?: with .*)?)")
+                          r"ip protocol (?:tcp|\{ ?tcp, udp ?\})|meta nfproto ipv4|"
+                          # every port but these (SSH's): the cluster's among them
+                          r"tcp dport != (?:\{[^}]*\}|\S+)) )*(?:drop|reject(?: with .*)?)")
 
 
 def _nft_findings(entries, iptables_read: bool, firewalld_running: bool) -> tuple[str, ...]:

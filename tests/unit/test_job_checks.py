@@ -81,7 +81,8 @@ def test_a_script_parsing_its_own_options_is_no_broken_continuation(tmp_path):
 @pytest.mark.parametrize("breaker, why", [
     ("    # --sequence-parallel \\\n", "the comment on line 3 ends the command before it"),
     ("    --tensor-model-parallel-size 4 \\ \n", "line 3 has a space after its \\"),
-    ("\n", "line 3 is empty, which ends the command before it")])
+    ("\n", "line 3 is empty, which ends the command before it"),
+    ("    # --sequence-parallel \\\n\n", "lines 3-4 (a comment and empty) end the command before it")])
 def test_a_broken_line_continuation_in_a_megatron_launch_fails(tmp_path, breaker, why):
     """A commented-out flag (or a space after a \\) in the middle of torchrun's lines cut the command:
     PP and --load were never passed, and the run read READY (found by review)."""
@@ -90,7 +91,8 @@ def test_a_broken_line_continuation_in_a_megatron_launch_fails(tmp_path, breaker
             "    --pipeline-model-parallel-size 2 \\\n    --load /tmp/x/ckpt\n")
     job = load_job(write(tmp_path, "run.sh", text))
     [r] = [r for r in run(jc.test_script_line_endings, job) if r.outcome == "failed"]
-    assert r.message.startswith(f"{tmp_path / 'run.sh'}:4") and why in r.message, r.message
+    line = 5 if breaker.count("\n") == 2 else 4
+    assert r.message.startswith(f"{tmp_path / 'run.sh'}:{line}") and why in r.message, r.message
     assert "--pipeline-model-parallel-size starts a command of its own" in r.message
     assert "never gets these 2 flag(s): --pipeline-model-parallel-size, --load" in r.message
     assert r.message.count(str(tmp_path / "run.sh")) == 1, r.message  # the place once

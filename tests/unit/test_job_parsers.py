@@ -609,11 +609,11 @@ def test_parameter_operations_on_known_values_are_evaluated():
     # as many elements as the file has lines, not 1 (review), and ${ROOT}/a/b is not 12 long.
     script = read_script("NODES=($(cat hostfile))\nX=${ROOT}/a/b\nA=abc\n"
                          "torchrun --nnodes ${#NODES[@]} p.py --a ${#X} --b ${X#*/} --c ${X:0:3} --d ${X^^} "
-                         "--e ${A%[^c]} --f ${A%b?} --g ${A%%[[:space:]]*} --h ${A/b/[^x]}\n")
+                         "--e ${A%[^c]} --f ${A%b?} --g ${A%%[[:space:]]*} --h ${A/b/[^x]} --i ${A%%[^[:alnum:]]*}\n")
     words = [w.text for w in script.commands[-1].words]
     assert words == ["torchrun", "--nnodes", "${#NODES[@]}", "p.py", "--a", "${#X}", "--b", "${X#*/}", "--c",
                      "${X:0:3}", "--d", "${X^^}", "--e", "abc", "--f", "a", "--g", "${A%%[[:space:]]*}",
-                     "--h", "a[^x]c"], words
+                     "--h", "a[^x]c", "--i", "${A%%[^[:alnum:]]*}"], words
 
 
 def test_array_elements_are_words_and_defaults_lose_their_quotes():

@@ -1905,6 +1905,35 @@ def test_firewall_names_a_drop_of_a_port_the_cluster_uses():
     assert r.outcome == "passed", r
 
 
+def test_firewall_port_rules_against_accepts_jumps_legacy_and_destinations():
+    """Review cases: each was a false pass or a false failure in one version of the port rules."""
+    head, worker = make_host("node-01", groups=["head"], address="10.0.0.1"), make_host("node-02", address="10.0.0.2")
+    cl = cluster_of((head, make_facts("node-01")), (worker, make_facts("node-02")))
+
+    def outcome(text):
+        [r] = run(firewall.test_firewall, head, facts_of(net_dot_firewall=out("firewalld=not running\n" + text)), cl)
+        return r.outcome
+
+    # Accepted through a chain INPUT jumps to, ahead of `! --dport 22`: the nodes pass.
+    assert outcome("iptables=-P INPUT ACCEPT\niptables=-A INPUT -j NODES\n"
+                   "iptables=-A INPUT -p tcp -m tcp ! --dport 22 -j DROP\n"
+                   "iptables_chain=-A NODES -s 10.0.0.0/8 -j ACCEPT\n") == "passed"
+    # A port drop before the accept that lets the nodes through a later blanket drop: still a drop.
+    assert outcome("iptables=-P INPUT ACCEPT\niptables=-A INPUT -p tcp -m tcp --dport 6379 -j DROP\n"
+                   "iptables=-A INPUT -s 10.0.0.0/8 -j ACCEPT\niptables=-A INPUT -j DROP\n") == "warning"
+    # iptables-legacy's `! --dport 22`; nft's with qualifiers around the port match.
+    assert outcome("iptables=-P INPUT ACCEPT\niptables_legacy=-P INPUT ACCEPT\n"
+                   "iptables_legacy=-A INPUT -p tcp -m tcp ! --dport 22 -j DROP\n") == "warning"
+    assert outcome("nft_read=\nnft=inet filter input policy accept\n"
+                   "nft=inet filter input rule meta nfproto ipv4 tcp dport != 22 drop\n") == "warning"
+    assert outcome("nft_read=\nnft=inet filter input policy accept\n"
+                   "nft=inet filter input rule tcp dport 6379 ct state new drop\n") == "warning"
+    # `! -d` spares an address; -d to loopback or another host's address is not the nodes' way in.
+    for rule, want in (("! -d 10.0.0.1/32", "passed"), ("-d 127.0.0.1/32", "passed"), ("-d 10.0.0.1/32", "warning")):
+        assert outcome(f"iptables=-P INPUT ACCEPT\niptables=-A INPUT {rule} -p tcp -m tcp --dport 6379 -j DROP\n") \
+            == want, rule
+
+
 def test_firewall_judges_nftables_and_iptables_rules_alike():
     """`ct state new drop` stops every new connection as iptables' `--ctstate NEW -j DROP` does, and
     was not a finding; an ipset blacklist (`-m set`) drops chosen sources only, and was one."""
