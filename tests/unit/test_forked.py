@@ -82,9 +82,19 @@ def test_a_child_killed_midway_is_reported_with_its_signal():
     assert not leftovers()
 
 
-def test_ctrl_c_reaches_the_child_which_hands_over_then_the_parent_raises(tmp_path):
+def test_ctrl_c_reaches_the_child_which_hands_over_then_the_parent_raises(tmp_path, monkeypatch):
     main = threading.get_ident()
     sleeping = tmp_path / "child-sleeping"
+    # Ctrl-C once the parent waits for the child too: one that lands while the parent is still in
+    # os.fork() is the parent's own (the child never hears of it), not what this test is about.
+    waiting = threading.Event()
+    real_wait = forked._wait
+
+    def wait(pid):
+        waiting.set()
+        return real_wait(pid)
+
+    monkeypatch.setattr(forked, "_wait", wait)
 
     def produce(write):
         try:
@@ -97,8 +107,9 @@ def test_ctrl_c_reaches_the_child_which_hands_over_then_the_parent_raises(tmp_pa
     def ctrl_c_once_the_child_sleeps():
         # Not after a fixed delay: on a loaded machine the fork can come later than any delay.
         deadline = time.monotonic() + 30
-        while not sleeping.exists() and time.monotonic() < deadline:
+        while not (sleeping.exists() and waiting.is_set()) and time.monotonic() < deadline:
             time.sleep(0.02)
+        time.sleep(0.2)  # the parent from _wait's first line into os.waitpid
         signal.pthread_kill(main, signal.SIGINT)
 
     # Ctrl-C as `kill -INT <pid of the run>` sends it: to the parent only; it passes it on.
