@@ -1,12 +1,12 @@
 """Host firewalls on multi-node hosts."""
 
 import ipaddress
-import re
 from collections import Counter
 
 from preflight import faq
 from preflight.activeprobe import hccl_endpoint, node_addresses
 from preflight.check import check
+from preflight.parsers.versions import networks_of
 
 
 @check("net.firewall", title="No firewall (firewalld, ufw, a blanket iptables or nftables drop) on multi-node hosts",
@@ -26,8 +26,7 @@ def test_firewall(host, facts, cluster, verdict):
     state = facts.get("net.firewall")
     used = _cluster_ports(host, facts, cluster)
     # `! --dport 22,6379,...` drops every port but those: no finding when the cluster's are all among them.
-    found = [f for f in state.active if not (re.search(r"!\s+--dports?\b|tcp dport != ", f)
-                                             and not _hits(state, f, used))]
+    found = [f for f in state.active if not (state.excepts_ports(f) and not _hits(state, f, used))]
     allowed = _peers_allowed(state, host, cluster) if found else None
     hits = _cluster_port_drops(state, host, facts, cluster, used)
     if allowed and not hits:
@@ -77,13 +76,12 @@ def _cluster_ports(host, facts, cluster) -> list[tuple[str, int, int]]:
     """(name, first, last) of the TCP ports the other nodes connect to on this node: its HCCL host
     ports, Ray's when the inventory has a Ray head (GCS, dashboard and client on the head only), and
     MASTER_PORT on the node MASTER_ADDR names."""
-    from preflight.activeprobe import (DEFAULT_HCCL_BASE_PORT, DEFAULT_RAY_PORTS, hccl_host_port_ranges, master_host,
+    from preflight.activeprobe import (DEFAULT_RAY_PORTS, hccl_base_port, hccl_host_port_ranges, master_host,
                                        rendezvous_plan)
     from preflight.ifname import effective_env
 
     env = effective_env(host, facts.optional("session.env", {}))
-    base = env.get("HCCL_IF_BASE_PORT", "")
-    base = int(base) if base.isdigit() and 1024 <= int(base) <= 65520 else DEFAULT_HCCL_BASE_PORT
+    base = hccl_base_port(env)
     used = [(f"HCCL host port {low}" + (f"-{high}" if high != low else ""), low, high)
             for low, high in (hccl_host_port_ranges(env.get("HCCL_HOST_SOCKET_PORT_RANGE", "")) or [(base, base + 31)])]
     if cluster.with_role("head"):
@@ -121,9 +119,9 @@ def _cluster_port_drops(state, host, facts, cluster, used) -> list[tuple[str, st
     for rule, accepted in zip(state.port_rules, accepts):
         if accepted and _peers_allowed(state, host, cluster, accepted):
             continue  # the nodes' network is accepted ahead of it: the drop is for everyone else
-        destination = re.search(r"\s-d (\S+)", rule)
-        if destination and reached and not any(a in n for n in _networks(destination.group(1).split(","))
-                                               for a in reached if a.version == n.version):
+        destination = state.destinations(rule)
+        if destination is not None and reached and not any(a in n for n in destination for a in reached
+                                                           if a.version == n.version):
             continue  # to an address the other nodes do not use (a container's, docker0's, loopback)
         names = _hits(state, rule, used)
         if names:
@@ -138,7 +136,7 @@ def _peers_allowed(state, host, cluster, sources=None) -> list[str] | None:
     if (state.firewalld or "").strip().lower() in ("running", "active") or state.ufw == "active" \
             or state.nft_findings or not (state.accepted_sources if sources is None else sources):
         return None
-    networks = state.accepted_networks if sources is None else _networks(sources)
+    networks = state.accepted_networks if sources is None else networks_of(sources)
     peers = [(other, facts) for other, facts in cluster.reachable() if other.name != host.name]
     if not peers or not networks:
         return None
@@ -165,16 +163,6 @@ def _shared_master_addr(cluster, rendezvous_plan):
         except AttributeError:
             pass
     return cached
-
-
-def _networks(sources) -> list:
-    found = []
-    for source in sources:
-        try:
-            found.append(ipaddress.ip_network(source, strict=False))
-        except ValueError:
-            continue
-    return found
 
 
 def _own_targets(host, facts, counts) -> list[str]:

@@ -914,14 +914,22 @@ def hccl_ports_of(host, facts) -> tuple[int, list[int]]:
     from .ifname import effective_env
 
     env = effective_env(host, facts.optional("session.env", {}))
-    value = env.get("HCCL_IF_BASE_PORT", "")
-    base = int(value) if value.isascii() and value.isdigit() and 1024 <= int(value) <= 65520 else \
-        DEFAULT_HCCL_BASE_PORT
+    base = hccl_base_port(env)
     ranges = hccl_host_port_ranges(env.get("HCCL_HOST_SOCKET_PORT_RANGE", ""))
     if ranges is not None:
         return base, sorted({p for first, last in (ranges[:1] + ranges[-1:]) for p in (first, last)})
     offsets = HCCL_PORTS_PROBED_85 if _cann_at_least(facts, "8.5.RC1") else HCCL_PORTS_PROBED
     return base, [base + off for off in offsets]
+
+
+def _valid_base_port(value: str) -> bool:
+    return value.isascii() and value.isdigit() and 1024 <= int(value) <= 65520
+
+
+def hccl_base_port(env: dict) -> int:
+    """HCCL_IF_BASE_PORT as HCCL takes it: the node's value when HCCL accepts it, else 60000."""
+    value = env.get("HCCL_IF_BASE_PORT", "")
+    return int(value) if _valid_base_port(value) else DEFAULT_HCCL_BASE_PORT
 
 
 def hccl_port_settings_invalid(host, facts) -> list[tuple[str, str, str]]:
@@ -932,7 +940,7 @@ def hccl_port_settings_invalid(host, facts) -> list[tuple[str, str, str]]:
     env = effective_env(host, facts.optional("session.env", {}))
     bad = []
     base = env.get("HCCL_IF_BASE_PORT")
-    if base is not None and not (base.isascii() and base.isdigit() and 1024 <= int(base) <= 65520):
+    if base is not None and not _valid_base_port(base):
         bad.append(("HCCL_IF_BASE_PORT", base, "a port number in [1024, 65520] (default 60000)"))
     ranges = env.get("HCCL_HOST_SOCKET_PORT_RANGE")
     if ranges is not None and ranges.strip() and hccl_host_port_ranges(ranges) is None:

@@ -7,6 +7,8 @@ so a check is tested on what a node prints, not on hand-made objects.
 from __future__ import annotations
 
 import json
+import socket
+import threading
 from pathlib import Path
 from types import MappingProxyType
 
@@ -128,3 +130,27 @@ class _AsItem:
             if mark.name == name:
                 return mark
         return None
+
+
+def fake_agent(tmp_path, answer: bytes | None):
+    """A unix socket at which an ssh-agent accepts and answers ``answer`` (None: never answers):
+    (its path, the listening socket, the connections accepted)."""
+    path = str(tmp_path / "agent.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(64)
+    accepted = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            if answer is not None:
+                conn.recv(64)
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return path, server, accepted

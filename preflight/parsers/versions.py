@@ -542,13 +542,19 @@ class FirewallState:
     @property
     def accepted_networks(self) -> list:
         """accepted_sources as ipaddress networks (a source that is none, e.g. a name, left out)."""
-        networks = []
-        for source in self.accepted_sources:
-            try:
-                networks.append(ipaddress.ip_network(source, strict=False))
-            except ValueError:
-                continue
-        return networks
+        return networks_of(self.accepted_sources)
+
+    @staticmethod
+    def excepts_ports(rule: str) -> bool:
+        """Whether a drop rule (or a finding quoting one) drops every port but those it names
+        (``! --dport 22``, nft ``tcp dport != 22``)."""
+        return bool(re.search(r"!\s+--dports?\b|tcp dport != ", rule))
+
+    @staticmethod
+    def destinations(rule: str) -> list | None:
+        """The networks an iptables rule's ``-d`` limits it to, or None for a rule without one."""
+        m = re.search(r"\s-d (\S+)", rule)
+        return networks_of(m.group(1).split(",")) if m else None
 
     @property
     def active(self) -> list[str]:
@@ -565,6 +571,17 @@ class FirewallState:
         found.extend(self.nft_findings)
         found.extend(self.legacy_findings)
         return found
+
+
+def networks_of(sources) -> list:
+    """Addresses and subnets as ipaddress networks (one that is none, e.g. a name, left out)."""
+    found = []
+    for source in sources:
+        try:
+            found.append(ipaddress.ip_network(source, strict=False))
+        except ValueError:
+            continue
+    return found
 
 
 def parse_firewall(text: str) -> FirewallState:

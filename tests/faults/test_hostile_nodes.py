@@ -15,6 +15,7 @@ import time
 import pytest
 
 from tests.e2e.test_preflight_e2e import problems, run_env, run_preflight
+from tests.factsets import fake_agent
 
 # Connect timeout of the runs here: short enough for the silent peers, long enough for a login
 # on a loaded 2-core machine (the baseline every test compares against is one such run).
@@ -330,20 +331,7 @@ def test_a_hung_ssh_agent_is_left_out_and_named(sim, tmp_path, monkeypatch):
     host for --host-timeout + 5 s, reported as "cannot log in" with an sshd remedy (found by
     review).  It is asked once, within the connect timeout, and left out: the key in ~/.ssh logs
     in; without one, each login refused names SSH_AUTH_SOCK."""
-    agent_path = str(tmp_path / "agent.sock")
-    agent = socket.socket(socket.AF_UNIX)
-    agent.bind(agent_path)
-    agent.listen(64)
-    held = []
-
-    def serve():
-        while True:
-            try:
-                held.append(agent.accept()[0])  # and never a word
-            except OSError:
-                return
-
-    threading.Thread(target=serve, daemon=True).start()
+    agent_path, agent, held = fake_agent(tmp_path, None)  # accepts, and never a word
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     monkeypatch.setenv("SSH_AUTH_SOCK", agent_path)

@@ -56,6 +56,7 @@ def test_connections_built_side_by_side_all_see_the_config(monkeypatch, tmp_path
 import pytest  # noqa: E402
 
 import preflight.transport.ssh as ssh_module  # noqa: E402
+from tests.factsets import fake_agent  # noqa: E402
 from preflight.transport import TransportError  # noqa: E402
 
 
@@ -629,27 +630,7 @@ def test_a_probe_whose_jump_host_was_given_up_reports_the_jump_host(monkeypatch)
 
 # -- an ssh-agent that never answers is asked once, within the connect timeout, then left out -----
 
-def _agent(tmp_path, answer: bytes | None):
-    """A unix socket at which an "agent" accepts and answers ``answer`` (None: never answers)."""
-    path = str(tmp_path / "agent.sock")
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(path)
-    server.listen(16)
-    accepted = []
-
-    def serve():
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            accepted.append(conn)
-            if answer is not None:
-                conn.recv(64)
-                conn.sendall(answer)
-
-    threading.Thread(target=serve, daemon=True).start()
-    return path, server, accepted
+_agent = fake_agent
 
 
 def test_an_ssh_agent_that_never_answers_is_asked_once_then_left_out(tmp_path, monkeypatch):
