@@ -8,7 +8,6 @@ gatherer, and the report writers.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.metadata
 import math
 import os
@@ -435,19 +434,7 @@ def pytest_sessionfinish(session, exitstatus):
         # written: a full disk, a path that does not exist.
         if run is None or run.is_xdist_worker:
             raise
-        html = getattr(session.config.option, "htmlpath", None)
-        # A failed write names no file (ENOSPC); a failed open does (--junitxml=/no/such/dir/x.xml).
-        page = bool(html) and (exc.filename is None or os.path.abspath(exc.filename) == os.path.abspath(html))
-        run.report_failed(session, str(html if page else exc.filename or "a report"), exc,
-                          ours=page and html.startswith(run.run_dir))
-        if page:
-            with contextlib.suppress(OSError):
-                if html.startswith(run.run_dir):
-                    os.unlink(html)  # cut short: no half page left behind under this run's name
-            # Nor its "Generated html report: ..." line below our "NOT WRITTEN".
-            for plugin in session.config.pluginmanager.get_plugins():
-                if type(plugin).__module__.startswith("pytest_html") and hasattr(plugin, "_report_path"):
-                    session.config.pluginmanager.unregister(plugin)
+        run.plugin_report_failed(session, exc)
         result = None
     if run is not None:
         run.point_latest()

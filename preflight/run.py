@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -620,6 +621,22 @@ class PreflightRun:
         # The process's exit code only: the verdict (ready(), from self.exitstatus) stays what the
         # checks found.
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def plugin_report_failed(self, session, exc: OSError) -> None:
+        """What another plugin failed to write at the session's end: pytest-html's page (a failed
+        write names no file, ENOSPC) or another report (a failed open names it: --junitxml)."""
+        html = getattr(session.config.option, "htmlpath", None)
+        page = bool(html) and (exc.filename is None or os.path.abspath(exc.filename) == os.path.abspath(html))
+        self.report_failed(session, str(html if page else exc.filename or "a report"), exc,
+                           ours=page and html.startswith(self.run_dir))
+        if page:
+            with contextlib.suppress(OSError):
+                if html.startswith(self.run_dir):
+                    os.unlink(html)  # cut short: no half page left behind under this run's name
+            # Nor its "Generated html report: ..." line below our "NOT WRITTEN".
+            for plugin in session.config.pluginmanager.get_plugins():
+                if type(plugin).__module__.startswith("pytest_html") and hasattr(plugin, "_report_path"):
+                    session.config.pluginmanager.unregister(plugin)
 
     def point_latest(self) -> None:
         """report_dir/{preflight.json, matrix.html, matrix.css, preflight.html, latest} -> this run's files."""
