@@ -308,7 +308,9 @@ def fix_items(document: dict) -> list[FixItem]:
                     f", {len(named)} hosts)" if len(named) > 1 else ")")
         else:  # a cluster-wide check: its subject (a node, an address, a port) or the cluster itself
             where = f"{subject} (cluster-wide)" if subject else "the cluster"
-            if blamed and subject != fold(blamed):
+            # A subject that already names them ("HCCL_SOCKET_IFNAME on node-03") is not named twice.
+            if blamed and subject != fold(blamed) and not re.search(
+                    rf"(?<![\w.-]){re.escape(fold(blamed))}(?![\w.-])", subject or ""):
                 where = f"{fold(blamed)} ({subject + ', ' if subject else ''}cluster-wide)"
             if shard:  # a merged report: which shard's cluster
                 where += f" of {shard}"

@@ -644,3 +644,23 @@ def test_one_port_dropped_from_every_node_is_one_item():
     [item] = fix_items({"hosts": hosts, "results": results})
     assert item.where == "node-[002-040] (39 hosts) node-001:6379"
     assert item.message == "<node> -> node-001 Ray GCS port (10.0.0.1:6379): no answer within 3s"
+
+
+def test_a_cluster_wide_subject_naming_its_outliers_does_not_name_them_twice():
+    """cluster.ifname_agree on a node whose interfaces were not read: the subject names the node."""
+    from preflight.report.matrix import fix_items
+
+    hosts = [{"name": f"node-0{i}", "reachable": True} for i in range(1, 5)]
+    once = result("cluster.ifname_agree", None, "error", "interfaces unreadable",
+                  subject="HCCL_SOCKET_IFNAME on node-[03-04]", outliers=("node-03", "node-04"))
+    [item] = fix_items({"hosts": hosts, "results": [once]})
+    assert item.where == "HCCL_SOCKET_IFNAME on node-[03-04] (cluster-wide)"
+    # A subject naming another node than the one at fault still leads with the node at fault.
+    other = dict(once, subject="HCCL_SOCKET_IFNAME on node-03", outliers=["node-04"])
+    [item] = fix_items({"hosts": hosts, "results": [other]})
+    assert item.where == "node-04 (HCCL_SOCKET_IFNAME on node-03, cluster-wide)"
+    # node-1 is not named by a subject naming node-10.
+    hosts = [{"name": "node-1", "reachable": True}, {"name": "node-10", "reachable": True}]
+    near = dict(once, subject="HCCL_SOCKET_IFNAME on node-10", outliers=["node-1"])
+    [item] = fix_items({"hosts": hosts, "results": [near]})
+    assert item.where == "node-1 (HCCL_SOCKET_IFNAME on node-10, cluster-wide)"
