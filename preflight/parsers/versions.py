@@ -598,9 +598,15 @@ def parse_firewall(text: str) -> FirewallState:
     drops_here = state.input_policy in ("DROP", "REJECT") or bool(state.blanket_rules)
     accepted = (_both_accept(state.accepted_sources, old.accepted_sources) if drops_here
                 else old.accepted_sources) if findings else state.accepted_sources
+    # iptables-legacy's port rules after ours and nft's, each with the sources legacy's INPUT
+    # accepted ahead of it (nft's rules have none: the accepts are padded up to them).
+    accepts = state.port_rule_accepts + ((),) * (len(state.port_rules) - len(state.port_rule_accepts))
     return dataclasses.replace(state, legacy_findings=findings, accepted_sources=accepted,
                                unreadable=state.unreadable + tuple(u.replace("iptables", "iptables-legacy", 1)
-                                                                   for u in old.unreadable))
+                                                                   for u in old.unreadable),
+                               port_rules=state.port_rules + tuple(f"iptables-legacy: {rule}"
+                                                                   for rule in old.port_rules),
+                               port_rule_accepts=accepts + old.port_rule_accepts)
 
 
 def _both_accept(ours: tuple[str, ...], theirs: tuple[str, ...]) -> tuple[str, ...]:

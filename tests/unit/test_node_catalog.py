@@ -1926,6 +1926,26 @@ def test_firewall_port_rules_against_accepts_jumps_legacy_and_destinations():
                    "iptables_legacy=-A INPUT -p tcp -m tcp ! --dport 22 -j DROP\n") == "warning"
     assert outcome("nft_read=\nnft=inet filter input policy accept\n"
                    "nft=inet filter input rule meta nfproto ipv4 tcp dport != 22 drop\n") == "warning"
+    # iptables-legacy's drop of Ray's port alone (kube-proxy or docker in legacy mode): it was not read;
+    # unless legacy's INPUT accepts the nodes ahead of it; with nft's port rules before it.
+    legacy = "iptables=-P INPUT ACCEPT\niptables_legacy=-P INPUT ACCEPT\n"
+    assert outcome(legacy + "iptables_legacy=-A INPUT -p tcp -m tcp --dport 6379 -j DROP\n") == "warning"
+    assert outcome(legacy + "iptables_legacy=-A INPUT -s 10.0.0.0/8 -j ACCEPT\n"
+                            "iptables_legacy=-A INPUT -p tcp -m tcp --dport 6379 -j DROP\n") == "passed"
+    assert outcome(legacy + "iptables_legacy=-A INPUT -p tcp -m tcp --dport 2049 -j DROP\n") == "passed"
+    both = pv.parse_firewall(legacy + "iptables=-A INPUT -s 10.9.0.0/16 -j ACCEPT\n"
+                             "iptables=-A INPUT -p tcp -m tcp --dport 8265 -j DROP\n"
+                             "nft_read=\nnft=inet filter input policy accept\nnft=inet filter input rule tcp dport 6380 drop\n"
+                             "iptables_legacy=-A INPUT -s 10.0.0.0/8 -j ACCEPT\n"
+                             "iptables_legacy=-A INPUT -p tcp -m tcp --dport 6379 -j DROP\n")
+    assert both.port_rules == ("-A INPUT -p tcp -m tcp --dport 8265 -j DROP",
+                               "nftables chain inet filter input rule `tcp dport 6380 drop`",
+                               "iptables-legacy: -A INPUT -p tcp -m tcp --dport 6379 -j DROP"), both.port_rules
+    assert both.port_rule_accepts == (("10.9.0.0/16",), (), ("10.0.0.0/8",))
+    [r] = run(firewall.test_firewall, head, facts_of(net_dot_firewall=out(
+        "firewalld=not running\n" + legacy + "iptables_legacy=-A INPUT -p tcp -m tcp --dport 6379 -j DROP\n")), cl)
+    assert "iptables-legacy: -A INPUT -p tcp -m tcp --dport 6379 -j DROP drops Ray GCS 6379" in r.message, r.message
+    assert "iptables-legacy for a rule it holds" in r.remedy
     assert outcome("nft_read=\nnft=inet filter input policy accept\n"
                    "nft=inet filter input rule tcp dport 6379 ct state new drop\n") == "warning"
     # `! -d` spares an address; -d to loopback or another host's address is not the nodes' way in.
