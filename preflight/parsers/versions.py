@@ -629,8 +629,8 @@ def _both_accept(ours: tuple[str, ...], theirs: tuple[str, ...]) -> tuple[str, .
 
 def _parse_firewall(text: str) -> FirewallState:
     firewalld = ufw = policy = None
-    rules, unreadable, nft, port_rules = [], [], [], []
-    port_accepts: list[tuple[str, ...]] = []  # per port rule, in order (identical rules may differ here)
+    rules, unreadable, nft = [], [], []
+    found_ports: list[str] = []  # port drop rules as read; each is a ("port", index) step of its chain
     # In order, per chain: ("accept", sources) for `-s NET -j ACCEPT`, ("drop",) for a blanket drop,
     # ("jump", chain) for INPUT's unconditional `-j CHAIN`; walked from INPUT after all are read
     # (iptables -S lists a chain INPUT jumps to after INPUT's own rules, though it comes first).
@@ -673,18 +673,19 @@ def _parse_firewall(text: str) -> FirewallState:
                     steps[name].append(("accept", accept.group(1).split(",")))
                 elif jump and jump.group(1) not in ("DROP", "REJECT", "LOG"):
                     steps[name].append(("jump", jump.group(1)))
-                elif re.search(r"-j (DROP|REJECT)\b", value) and name == "INPUT" and key == "iptables" \
+                elif re.search(r"-j (DROP|REJECT)\b", value) and (name == "INPUT") == (key == "iptables") \
                         and re.search(r"--dports?\b", value) and not re.search(_NARROWED, value):
+                    via = "" if name == "INPUT" else f" (INPUT jumps to {name})"
                     if re.search(r"!\s+--dports?\b", value):
                         # `! --dport 22`: every port but those, the cluster's among them: judged as a
                         # blanket drop (accepts ahead of it, jumps and the legacy tables included).
-                        rules.append(value)
+                        rules.append(value + via)
                         steps[name].append(("drop",))
                     else:
-                        # Kept with the sources accepted before it: a drop of the ports for everyone else.
-                        port_rules.append(value)
-                        port_accepts.append(tuple(src for step in steps[name] if step[0] == "accept"
-                                                  for src in step[1]))
+                        # Kept with the sources accepted before it (walked once all chains are read):
+                        # a drop of the ports for everyone else.
+                        steps[name].append(("port", len(found_ports)))
+                        found_ports.append(value + via)
                 elif re.search(r"-j (DROP|REJECT)\b", value) and (name == "INPUT") == (key == "iptables") \
                         and not re.search(r"--dports?\b|--sports?\b|\s-s\s|\s-i\s|INVALID|-p icmp|--icmp|"
                                           r"-m mark\b|-m set\b|-m recent\b|-m limit\b|-m hashlimit\b", value):
@@ -703,13 +704,16 @@ def _parse_firewall(text: str) -> FirewallState:
     if not seen:
         raise ParseError(f"no firewall state lines: {_excerpt(text)}")
     running = (firewalld or "").strip().lower() in ("running", "active")
+    # Per port rule a packet reaches (in the order it does): the sources accepted ahead of it.
+    port_accepts = _accepted_before_ports(steps)
+    port_rules = [found_ports[index] for index in port_accepts]
     return FirewallState(firewalld=firewalld, ufw=ufw, input_policy=policy, blanket_rules=tuple(rules),
                          unreadable=tuple(unreadable), accepted_sources=tuple(_accepted_first(steps)),
                          nft_findings=_nft_findings(nft, iptables_read=policy is not None or bool(rules),
                                                     firewalld_running=running),
                          nft_input_chains=sum(1 for entry in nft if len(entry) == 5 and entry[3] == "policy"),
                          port_rules=tuple(port_rules) + _nft_port_rules(nft, iptables_read=policy is not None),
-                         port_rule_accepts=tuple(port_accepts))
+                         port_rule_accepts=tuple(port_accepts.values()))
 
 
 # What makes a port drop selective beyond its ports (a source, a destination, an interface, a set,
@@ -754,6 +758,26 @@ def _accepted_first(steps: dict) -> list[str]:
 
     walk("INPUT", frozenset({"INPUT"}))
     return sources
+
+
+def _accepted_before_ports(steps: dict) -> dict[int, tuple[str, ...]]:
+    """Per port rule (its index) that a packet reaches, walking INPUT and the chains it jumps to
+    in the order a packet does: the source networks accepted ahead of it (identical rules may
+    differ here).  A rule in a chain INPUT does not jump to is not reached."""
+    accepted: list[str] = []
+    found: dict[int, tuple[str, ...]] = {}
+
+    def walk(chain: str, seen: frozenset) -> None:
+        for step in steps.get(chain, ()):
+            if step[0] == "accept":
+                accepted.extend(step[1])
+            elif step[0] == "port":
+                found[step[1]] = tuple(accepted)
+            elif step[0] == "jump" and step[1] not in seen:
+                walk(step[1], seen | {step[1]})
+
+    walk("INPUT", frozenset({"INPUT"}))
+    return found
 
 
 # An nft rule that matches nothing before its verdict: what is left once counters, logging and

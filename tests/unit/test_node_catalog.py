@@ -1926,6 +1926,24 @@ def test_firewall_port_rules_against_accepts_jumps_legacy_and_destinations():
                    "iptables_legacy=-A INPUT -p tcp -m tcp ! --dport 22 -j DROP\n") == "warning"
     assert outcome("nft_read=\nnft=inet filter input policy accept\n"
                    "nft=inet filter input rule meta nfproto ipv4 tcp dport != 22 drop\n") == "warning"
+    # In a chain INPUT jumps to: `! --dport 22` and a drop of Ray's port (neither was read), the
+    # nodes' network accepted ahead of it in INPUT or in the chain (not credited before), or after it.
+    chain = "iptables=-P INPUT ACCEPT\niptables=-A INPUT -j NODES\n"
+    assert outcome(chain + "iptables_chain=-A NODES -p tcp -m tcp ! --dport 22 -j DROP\n") == "warning"
+    assert outcome(chain + "iptables_chain=-A NODES -p tcp -m tcp --dport 6379 -j DROP\n") == "warning"
+    assert outcome("iptables=-P INPUT ACCEPT\niptables=-A INPUT -s 10.0.0.0/8 -j ACCEPT\niptables=-A INPUT -j NODES\n"
+                   "iptables_chain=-A NODES -p tcp -m tcp --dport 6379 -j DROP\n") == "passed"
+    assert outcome("iptables=-P INPUT ACCEPT\niptables=-A INPUT -j NODES\niptables=-A INPUT -s 10.0.0.0/8 -j ACCEPT\n"
+                   "iptables_chain=-A NODES -p tcp -m tcp --dport 6379 -j DROP\n") == "warning"
+    assert outcome("iptables=-P INPUT ACCEPT\niptables=-A INPUT -j TRUSTED\n"
+                   "iptables=-A INPUT -p tcp -m tcp --dport 6379 -j DROP\n"
+                   "iptables_chain=-A TRUSTED -s 10.0.0.0/8 -j ACCEPT\n") == "passed"
+    # A chain INPUT does not jump to (listed, but no packet of INPUT's reaches it): not a finding.
+    assert outcome("iptables=-P INPUT ACCEPT\n"
+                   "iptables_chain=-A OTHER -p tcp -m tcp --dport 6379 -j DROP\n") == "passed"
+    [r] = run(firewall.test_firewall, head, facts_of(net_dot_firewall=out(
+        "firewalld=not running\n" + chain + "iptables_chain=-A NODES -p tcp -m tcp --dport 6379 -j DROP\n")), cl)
+    assert "-A NODES -p tcp -m tcp --dport 6379 -j DROP (INPUT jumps to NODES) drops Ray GCS 6379" in r.message
     # iptables-legacy's drop of Ray's port alone (kube-proxy or docker in legacy mode): it was not read;
     # unless legacy's INPUT accepts the nodes ahead of it; with nft's port rules before it.
     legacy = "iptables=-P INPUT ACCEPT\niptables_legacy=-P INPUT ACCEPT\n"
