@@ -78,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
             for a in args]
     # This module imported the preflight package already, so pytest cannot assertion-rewrite the
     # plugin module; the checks do not rely on assert rewriting, so that warning is noise here.
-    return int(pytest.main(["-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning", *args]))
+    # A conftest.py where it is run (a project's checkout: importing torch, its own fixtures and
+    # hooks) is not the checker's: --noconftest keeps it out, as the plugin list is kept explicit.
+    return int(pytest.main(["-p", "no:cacheprovider", "--noconftest", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+                            *args]))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -549,6 +549,16 @@ def test_console_script_behaves_like_pytest(pytester, inv):
     assert not (pytester.path / ".pytest_cache").exists()  # runs without a cache directory
 
 
+def test_console_script_leaves_the_current_directorys_conftest_alone(pytester, inv):
+    """Run from a project's checkout, `preflight` loaded its conftest.py (which may import torch,
+    or fail): the checker's run is its own."""
+    pytester.makeconftest("raise RuntimeError('the project conftest was imported')\n")
+    result = _cli(pytester, "--inventory", "inv.yaml", "--report-dir", "d")
+    text = output(result)
+    assert result.ret == 1 and "the project conftest was imported" not in text, text
+    assert load(pytester.path / "d" / "preflight.json")["results"]
+
+
 def test_console_script_without_arguments_prints_usage(pytester):
     result = _cli(pytester)
     assert result.ret == 4
