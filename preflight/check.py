@@ -87,7 +87,8 @@ class Verdict:
             severity=severity or self.info.severity,
             # What a check quotes may come from a node: it reaches the terminal and the reports.
             message=_visible(message),
-            remedy=self.info.remedy if remedy is None else remedy,
+            # A remedy a check writes may quote a node's value too (an env value, MASTER_ADDR).
+            remedy=self.info.remedy if remedy is None else _visible(remedy),
             reference=self.info.reference,
             observed=_visible(observed),
             expected=_visible(expected),

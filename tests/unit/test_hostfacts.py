@@ -251,6 +251,19 @@ def test_a_tools_terminal_escapes_never_reach_the_operators_terminal():
         assert "\\x1b]0;PWNED\\x07\\x1b[2J" in text, text
 
 
+def test_a_remedy_quoting_a_nodes_value_cannot_send_terminal_escapes():
+    # env.socket_ifname's remedy quotes HCCL_SOCKET_IFNAME as the node set it; pytest's failure
+    # section (render_failures) prints the remedy as it is.
+    hostile = "==eth0\x1b]0;PWNED\x07\x1b[2J"
+    info = CheckInfo(id="env.socket_ifname", severity="error", title="t", remedy="r", reference="FAQ")
+    verdict = Verdict(info, "node-01")
+    verdict.failed("HCCL_SOCKET_IFNAME", observed="odd", expected="=eth0", remedy=f"export X={hostile}")
+    verdict.error("npu1", message="odd", remedy=f"run {hostile}")
+    for result in verdict.results:
+        assert "\x1b" not in result.remedy and "\x07" not in result.remedy, result.remedy
+        assert "\\x1b]0;PWNED\\x07\\x1b[2J" in result.remedy, result.remedy
+
+
 @pytest.mark.parametrize("text, shown", [
     ('TP=$(curl -s -H "Authorization: Bearer sk-LEAK10" http://cfg/tp)',
      'TP=$(curl -s -H "Authorization: Bearer <redacted>" http://cfg/tp)'),
