@@ -103,13 +103,18 @@ class HostKeyStore:
     def lookup(self, paths: tuple[str, ...], name: str) -> dict[str, paramiko.PKey]:
         found: dict[str, paramiko.PKey] = {}
         for path in paths:
+            self._load(path)
+        # As OpenSSH: a key @revoked in any of the files (the global one, most often) is refused,
+        # also where another file lists it for the host.
+        revoked = set().union(*(self._revoked[path] for path in paths))
+        for path in paths:
             entry = self._load(path).lookup(name)
             keys = [entry[keytype] for keytype in entry.keys()] if entry else []
             # A wildcard line counts as OpenSSH counts it: a key it gives for this host that differs
             # from the one presented is a changed key, never a new one to accept.
             keys += [key for patterns, key in self._patterns[path] if _matches_patterns(name, patterns)]
             for key in keys:
-                if (key.get_name(), key.get_base64()) not in self._revoked[path]:
+                if (key.get_name(), key.get_base64()) not in revoked:
                     found.setdefault(key.get_name(), key)
         return found
 

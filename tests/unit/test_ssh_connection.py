@@ -267,6 +267,21 @@ def test_known_hosts_marker_lines_are_honoured_not_fatal(tmp_path):
     assert exc.value.kind == "hostkey" and "@revoked" in str(exc.value)
 
 
+def test_a_key_revoked_in_another_known_hosts_file_is_not_a_known_one(tmp_path):
+    """@revoked in /etc/ssh/ssh_known_hosts, the key still listed in ~/.ssh/known_hosts: OpenSSH
+    refuses it; preloaded as known, paramiko accepted it without asking the policy."""
+    key = paramiko.RSAKey.generate(1024)
+    user, system = tmp_path / "known_hosts", tmp_path / "ssh_known_hosts"
+    user.write_text(_key_line("node-02", key))
+    system.write_text(f"@revoked * {key.get_name()} {key.get_base64()}\n")
+    store = HostKeyStore()
+    assert store.lookup((str(user), str(system)), "node-02") == {}
+    policy = _KnownHostsPolicy(store, (str(user), str(system)), accept_new=True, label="node-02")
+    with pytest.raises(TransportError) as exc:
+        policy.missing_host_key(None, "node-02", key)
+    assert exc.value.kind == "hostkey" and "@revoked" in str(exc.value)
+
+
 def test_a_wildcard_known_hosts_line_is_a_known_key_never_a_new_one(tmp_path):
     """known_hosts naming hosts by pattern ([10.0.0.*]:2222, *.cluster): paramiko matched names
     exactly, so the host read as unknown, and --accept-new-host-keys recorded whatever key it
