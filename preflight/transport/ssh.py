@@ -168,7 +168,8 @@ class _KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
         self.alias = alias
 
     def missing_host_key(self, client, hostname, key):
-        hostname = self.alias or hostname
+        # OpenSSH looks a host up (and records it) by its name in lower case: Node-01 is node-01.
+        hostname = self.alias or hostname.lower()
         revoked_in = self.store.revoked(self.paths, key)
         if revoked_in:
             raise TransportError("hostkey", f"host key of {self.label} ({hostname}, {key.get_name()} "
@@ -599,11 +600,11 @@ class SshContext:
         alias = str(conn.ssh_config.get("hostkeyalias") or "").strip() or None
         # Preloading this host's known keys lets paramiko detect a changed key itself and
         # prefer the known key type in the handshake; a missing key reaches the policy.
-        for keytype, key in self.hostkeys.lookup(paths, alias or name).items():
+        for keytype, key in self.hostkeys.lookup(paths, alias or name.lower()).items():
             conn.client.get_host_keys().add(name, keytype, key)
         conn.client.set_missing_host_key_policy(
             _KnownHostsPolicy(self.hostkeys, paths, self.settings.accept_new_host_keys, label, alias))
-        conn.hostkey_entry = (alias or name, paths[0] if paths else None)  # for a changed key's remedy
+        conn.hostkey_entry = (alias or name.lower(), paths[0] if paths else None)  # for a changed key's remedy
 
     def gateway(self, host, spec: str, jump: tuple[str | None, str, int | None],
                 chain: tuple[str, ...] = (), before: str | None = None) -> tuple[Connection, threading.Semaphore]:

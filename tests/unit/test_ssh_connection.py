@@ -282,6 +282,26 @@ def test_a_key_revoked_in_another_known_hosts_file_is_not_a_known_one(tmp_path):
     assert exc.value.kind == "hostkey" and "@revoked" in str(exc.value)
 
 
+def test_a_host_named_in_capitals_is_looked_up_as_openssh_does_in_lower_case(tmp_path, monkeypatch):
+    """Inventory name Node-01, known_hosts line node-01 (OpenSSH lowercases the name): the key was
+    not found, so --accept-new-host-keys recorded whatever key the host presented, a changed one."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    known, other = paramiko.RSAKey.generate(1024), paramiko.RSAKey.generate(1024)
+    path = tmp_path / "known_hosts"
+    path.write_text(_key_line("node-01", known))
+    ctx = SshContext(SshSettings(accept_new_host_keys=True))
+    host = Host(name="Node-01", address="Node-01", known_hosts=str(path))
+    conn, _ = ctx.connection(host, "Node-01", "root", 22, None, "Node-01")
+    assert conn.client.get_host_keys().lookup("Node-01") is not None  # preloaded: paramiko compares itself
+    policy = _KnownHostsPolicy(ctx.hostkeys, (str(path),), accept_new=True, label="Node-01")
+    with pytest.raises(TransportError) as exc:
+        policy.missing_host_key(None, "NODE-01", paramiko.ECDSAKey.generate())
+    assert exc.value.kind == "hostkey"
+    assert path.read_text() == _key_line("node-01", known)  # nothing recorded
+    policy.missing_host_key(None, "Node-02", other)  # a new host: recorded as OpenSSH would
+    assert path.read_text().endswith(_key_line("node-02", other))
+
+
 def test_a_wildcard_known_hosts_line_is_a_known_key_never_a_new_one(tmp_path):
     """known_hosts naming hosts by pattern ([10.0.0.*]:2222, *.cluster): paramiko matched names
     exactly, so the host read as unknown, and --accept-new-host-keys recorded whatever key it
