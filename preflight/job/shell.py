@@ -920,15 +920,18 @@ def broken_by(script, line: int) -> str:
     while first > 1 and first - 2 < len(script.text_lines) and (
             not script.text_lines[first - 2].strip() or script.text_lines[first - 2].lstrip().startswith("#")):
         first -= 1  # up over the comment and empty lines between the command and its cut-off part
+    # The command's own last line, above them: without its \ it ends the command too.
+    last = script.text_lines[first - 2] if 1 < first <= len(script.text_lines) + 1 else ""
+    unended = "" if last.rstrip().endswith("\\") or not last.strip() else f"; and line {first - 1} does not end in \\; add it"
     if first < line - 1:
         kinds = {"empty" if not script.text_lines[n - 1].strip() else "a comment" for n in range(first, line)}
         return (f"lines {first}-{line - 1} ({' and '.join(sorted(kinds))}) end the command before it; delete them "
-                f"or move them out")
+                f"or move them out{unended}")
     above = script.text_lines[line - 2] if 1 < line <= len(script.text_lines) + 1 else ""
     if above.lstrip().startswith("#"):
-        return f"the comment on line {line - 1} ends the command before it; delete that line or move it out"
+        return f"the comment on line {line - 1} ends the command before it; delete that line or move it out{unended}"
     if not above.strip():
-        return f"line {line - 1} is empty, which ends the command before it; delete that line"
+        return f"line {line - 1} is empty, which ends the command before it; delete that line{unended}"
     if above.rstrip() != above and above.rstrip().endswith("\\"):
         return f"line {line - 1} has a space after its \\, which then continues nothing; remove the space"
     return f"line {line - 1} does not end in \\; add it"

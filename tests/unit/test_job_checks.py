@@ -104,6 +104,19 @@ def test_a_broken_line_continuation_in_a_megatron_launch_fails(tmp_path, breaker
     assert "verl never gets these 2 override(s): trainer.nnodes, trainer.n_gpus_per_node" in r.message
 
 
+def test_a_lost_backslash_above_an_empty_line_is_named_with_it(tmp_path):
+    """Deleting the empty line alone left the command cut: the line above lacks its \\ too."""
+    for gap, why in (("\n", "line 3 is empty, which ends the command before it; delete that line; and line 2 "
+                             "does not end in \\; add it"),
+                     ("# --sp\n\n", "lines 3-4 (a comment and empty) end the command before it; delete them or "
+                                     "move them out; and line 2 does not end in \\; add it")):
+        text = ("torchrun --nproc_per_node 8 pretrain_gpt.py \\\n    --tensor-model-parallel-size 4\n" + gap +
+                "    --pipeline-model-parallel-size 2 \\\n    --load /tmp/x/ckpt\n")
+        job = load_job(write(tmp_path, "run.sh", text))
+        [r] = [r for r in run(jc.test_script_line_endings, job) if r.outcome == "failed"]
+        assert why in r.message, r.message
+
+
 # -- job.tp_kv_heads ----------------------------------------------------------------------------
 
 def test_tp_above_kv_heads_of_config_json(tmp_path):
