@@ -10,7 +10,7 @@ its matrix page::
 Hosts and their results are concatenated; a host found in two shards is kept from the first
 and named in ``merge.duplicates`` (the merged run is then not ready).  Cluster-wide results
 (``host: null``) judged each shard alone: they are kept, each with ``shard`` naming its file
-(as each host is), and they do not compare nodes across shards.  ``ready`` is true only when
+(as each host is), and they do not compare nodes across shards (``merge.notes`` says so).  ``ready`` is true only when
 every shard is ready and complete and every shard ran the same checks; ``merge.not_ready``
 says why not, ``merge.notes`` what else differs between the shards (preflight version,
 ``--strict``).  Exit code: 0 ready, 1 not ready, 4 a file that cannot be read or an output
@@ -163,6 +163,14 @@ def _differences(docs: list[tuple[str, dict]]) -> tuple[list[str], list[str]]:
     strict = [path for path, doc in docs if doc.get("strict") is True]
     if strict and len(strict) < len(docs):
         notes.append(f"only {', '.join(strict)} ran with --strict: warnings did not fail the other shards")
+    # Each shard's cluster-wide and cross-node checks saw its own nodes only: two shards each agreeing
+    # within (TLS off on one, on on the other; one device IP in both) merged as READY, said nowhere.
+    across = sorted({r["check"] for _, doc in docs for r in doc["results"] if r["check"] != CHECK_ID
+                     and r["outcome"] != "skipped" and (r.get("host") is None or r["check"].startswith("cluster."))})
+    if across and sum(1 for _, doc in docs if doc["hosts"]) > 1:
+        notes.append(f"cluster-wide checks compared the nodes of each shard only, never nodes of different "
+                     f"shards: {shown(across)} (shards that each agree within may differ from each other); "
+                     f"to judge the fleet, run them from one controller over every shard's hosts (-k cluster.)")
     return holes, notes
 
 

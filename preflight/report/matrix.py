@@ -210,7 +210,7 @@ def _merge_notes(merged) -> str:
     if why:
         parts.append("<p><b>Not ready because:</b></p><ul>" + "".join(f"<li>{text(w)}</li>" for w in why) + "</ul>")
     if notes:
-        parts.append("<p><b>Shards differ:</b></p><ul>" + "".join(f"<li>{text(n)}</li>" for n in notes) + "</ul>")
+        parts.append("<p><b>About the shards:</b></p><ul>" + "".join(f"<li>{text(n)}</li>" for n in notes) + "</ul>")
     return "".join(parts)
 
 

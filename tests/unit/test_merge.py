@@ -293,7 +293,8 @@ def test_shards_that_ran_other_checks_or_another_version_or_strict_are_named():
     a["strict"] = True
     assert merge([("a", a), ("b", b)])["strict"] is True
     same = merge([("a", shard("a", ["n1"])), ("b", shard("b", ["n2"]))])
-    assert same["ready"] is True and same["merge"]["notes"] == [] and same["merge"]["not_ready"] == []
+    assert same["ready"] is True and same["merge"]["not_ready"] == []
+    assert [n for n in same["merge"]["notes"] if "nodes of each shard only" not in n] == []
 
 
 def test_output_that_is_an_input_is_refused_and_left_alone(tmp_path, capsys):
@@ -394,3 +395,22 @@ def test_a_shards_escapes_are_printed_as_text(tmp_path, capsys):
     main([write(tmp_path, "a", doc), write(tmp_path, "b", shard("b", ["n2"])), "-o", str(tmp_path / "o.json")])
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\n  note: forged" not in out
+
+
+def test_cluster_wide_checks_are_said_to_have_compared_each_shards_nodes_only(tmp_path, capsys):
+    """Two shards each agreeing within (TLS off on all of a, on on all of b) merged as READY with no
+    word that nothing compared a's nodes with b's: the fleet's HCCL would fail across them."""
+    a, b = shard("a", ["a1", "a2"]), shard("b", ["b1", "b2"])
+    for doc, switch in ((a, "tls switch[0] (off)"), (b, "tls switch[1] (on)")):
+        doc["results"].append({"check": "cluster.tls_agree", "host": None, "subject": None, "outcome": "passed",
+                               "severity": "error", "message": f"{switch} on all 16 NPUs of 2 nodes", "remedy": "",
+                               "reference": ""})
+    out, page = tmp_path / "m.json", tmp_path / "m.html"
+    assert main([write(tmp_path, "a", a), write(tmp_path, "b", b), "-o", str(out), "--matrix", str(page)]) == 0
+    [note] = json.loads(out.read_text())["merge"]["notes"]
+    assert note.startswith("cluster-wide checks compared the nodes of each shard only, never nodes of different "
+                           "shards: cluster.tls_agree, cluster.versions_agree")
+    assert f"note: {note}" in capsys.readouterr().out
+    assert "nodes of each shard only" in page.read_text()
+    # One shard is the whole fleet: nothing to say.
+    assert merge([("a", a)])["merge"]["notes"] == []
