@@ -1014,10 +1014,23 @@ def _read_facts_file(path: str) -> dict:
 # gets one usage error naming the place, not an INTERNALERROR or every check "crashed".
 _OUTPUT_TYPES = {"stdout": (str,), "stderr": (str,), "rc": (int, type(None)), "truncated": (bool,),
                  "skipped": (str, type(None)), "elapsed_s": (int, float)}
+# A host's own fields: a wrong type was a traceback once every check had run and no report
+# ("error": 5, "gather_s": "1"), or every check of the host crashed ("command_timeout": "10").
+_HOST_TYPES = {"address": (str,), "reachable": (bool,), "error": (str, type(None)),
+               "error_kind": (str, type(None)), "gather_s": (int, float), "command_timeout": (int, float, type(None))}
+_INVENTORY_TYPES = {"connection": (str,), "user": (str, type(None)), "port": (int, type(None)),
+                    "identity_file": (str, type(None)), "jump_host": (str, type(None)),
+                    "known_hosts": (str, type(None)), "ssh_config": (str, type(None)), "line": (int, type(None))}
 
 
 def _facts_entry_problem(entry: dict, where: str) -> str | None:
+    types = _HOST_TYPES if where == "hosts" else _INVENTORY_TYPES
+    for field, wanted in types.items():
+        if field in entry and not isinstance(entry[field], wanted):
+            return f"{field} has the wrong type"
     if where == "hosts":
+        if entry.get("reachable") is False and not entry.get("error"):
+            return "error is empty: an unreachable host needs the reason it was not reached"
         raw = entry.get("raw", {})
         if not isinstance(raw, dict):
             return "raw is not a mapping"
@@ -1033,6 +1046,8 @@ def _facts_entry_problem(entry: dict, where: str) -> str | None:
         return "groups is not a list of names"
     if not isinstance(vars_, dict):
         return "vars is not a mapping"
+    if entry.get("connection", "ssh") not in ("ssh", "local"):
+        return "connection is not ssh or local"
     return None
 
 

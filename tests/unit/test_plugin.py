@@ -505,14 +505,27 @@ def test_a_facts_file_beside_an_inventory_that_cannot_be_read_writes_no_report(p
     '"inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
     '{"schema": 1, "hosts": [{"host": "x", "raw": {"npu_smi.info": {"stdout": 5}}}], '
     '"inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
+    # A host's own fields of the wrong type: a traceback after every check, with no report, or
+    # every check of the host crashed; an unreachable host without its reason, likewise.
+    '{"schema": 1, "hosts": [{"host": "x", "reachable": false, "error": 5}], '
+    '"inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
+    '{"schema": 1, "hosts": [{"host": "x", "gather_s": "1"}], "inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
+    '{"schema": 1, "hosts": [{"host": "x", "command_timeout": "10"}], '
+    '"inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
+    '{"schema": 1, "hosts": [{"host": "x", "reachable": false}], "inventory": {"hosts": [{"name": "x", "address": "x"}]}}',
+    '{"schema": 1, "hosts": [], "inventory": {"hosts": [{"name": "x", "address": "x", "user": 5}]}}',
+    '{"schema": 1, "hosts": [], "inventory": {"hosts": [{"name": "x", "address": "x", "connection": "telnet"}]}}',
 ], ids=["host-entry-without-host", "inventory-host-without-address", "markup-as-a-name", "space-in-a-name",
-        "groups-a-number", "vars-a-list", "output-a-number", "stdout-a-number"])
+        "groups-a-number", "vars-a-list", "output-a-number", "stdout-a-number", "error-a-number",
+        "gather_s-a-string", "command_timeout-a-string", "unreachable-without-error", "user-a-number",
+        "unknown-connection"])
 def test_malformed_facts_file_is_a_usage_error(pytester, content):
     (pytester.path / "f.json").write_text(content)
     result = run(pytester, "--facts-in", "f.json")
     text = output(result)
     assert "Traceback" not in text and "INTERNALERROR" not in text
     assert result.ret == 4, text
+    assert "f.json: " in text, text  # the file and the place named
 
 
 # ------------------------------------------------------------------------------ 6: out of the way
