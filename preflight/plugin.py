@@ -223,6 +223,13 @@ class _WorkerResults:
             self.run.receive(report)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        """pytest-xdist hook: the items in the order a serial run runs them (every worker collects
+        the same), so the reports list results in that order, not as the workers happened to finish."""
+        if not self.run.collection_order:
+            self.run.collection_order = {nodeid: i for i, nodeid in enumerate(ids)}
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
         """pytest-xdist hook: every worker gets the same private folder, so one gathers for all."""
         if self.share is None:

@@ -172,6 +172,11 @@ class ResultStore:
         with self._lock:
             return list(self._results)
 
+    def sort(self, key) -> None:
+        """Put the results in ``key``'s order (stable: one item's results keep theirs)."""
+        with self._lock:
+            self._results.sort(key=key)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._results)

@@ -132,6 +132,7 @@ class PreflightRun:
         self._pid = os.getpid()  # the controller's; forked children inherit the SIGTERM handler
         self.timings: dict[str, float] = {}  # seconds per gathering step, for preflight.json
         self.is_xdist_worker = hasattr(config, "workerinput")
+        self.collection_order: dict[str, int] = {}  # xdist controller: nodeid -> its place in a serial run
         self._hosts_sent = False
         self.facts_in = facts_in
         self.facts_out = facts_out
@@ -588,6 +589,11 @@ class PreflightRun:
                 self.facts.setdefault(h.name, HostFacts(host=h.name, address=h.address, reachable=False,
                                                         error_kind="interrupted",
                                                         error="not reached: the run was interrupted"))
+        if self.collection_order:
+            # pytest-xdist: results came as the workers finished; "What to fix" (cut at 20 items in
+            # the terminal), the matrix's columns and preflight.json follow the serial run's order.
+            last = len(self.collection_order)
+            self.store.sort(key=lambda r: self.collection_order.get(r.nodeid, last))
         if not self.interrupted:
             self.store.extend(unjudged_failures(self.hosts, self.facts, self.store.all()))
             if exitstatus == pytest.ExitCode.OK and not self.ready():

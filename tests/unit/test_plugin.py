@@ -1116,3 +1116,30 @@ def test_the_plugin_configures_before_pytest_html():
     from preflight import plugin
 
     assert plugin.pytest_configure.pytest_impl["tryfirst"] is True
+
+
+def test_xdist_lists_results_and_what_to_fix_in_the_serial_runs_order(pytester, inv):
+    """Under -n 2 the results came in as the workers finished: preflight.json, the matrix's columns
+    and "What to fix" (cut at 20 items in the terminal) were in another order than a serial run's
+    on the same facts, so the terminal could name other findings."""
+    pytest.importorskip("xdist")
+    assert run(pytester, "--inventory", "inv.yaml", "--facts-out", "one.json", "--report-dir", "r0").ret == 1
+    one = load(pytester.path / "one.json")
+    names = [f"host-{i}" for i in range(6)]
+    (pytester.path / "six.json").write_text(json.dumps(dict(
+        one, hosts=[dict(one["hosts"][0], host=n) for n in names],
+        inventory={"hosts": [dict(one["inventory"]["hosts"][0], name=n) for n in names]})))
+    serial = run(pytester, "--facts-in", "six.json", "--report-dir", "serial")
+    spread = run(pytester, "--facts-in", "six.json", "--report-dir", "spread", "-p", "xdist", "-n", "2")
+    assert serial.ret == spread.ret == 1, output(spread)
+
+    def order(folder):
+        return [(r["check"], r["host"], r["subject"], r["message"])
+                for r in load(pytester.path / folder / "preflight.json")["results"]]
+
+    def what_to_fix(result):
+        text = "\n".join(result.outlines)
+        return text[text.index("What to fix"):text.index("\nresults: ")]
+
+    assert order("serial") == order("spread")
+    assert what_to_fix(serial) == what_to_fix(spread)
