@@ -191,6 +191,10 @@ class PreflightRun:
         else:
             hosts, inventory_path = (), ""  # --job --job-local alone: only the job checks run
         strict = bool(opt("preflight_strict") or getattr(config.option, "strict", False))
+        if facts_in and opt("preflight_facts_out"):
+            # A replay gathers nothing: the file asked for was silently never written.
+            raise pytest.UsageError(f"--facts-out with --facts-in: a replay gathers no facts to write; the facts "
+                                    f"are those of {facts_in} (copy it instead)")
         _check_output_paths(opt("preflight_report_dir"), opt("preflight_facts_out"))
         _check_compat_files(opt("preflight_compat", None) or [])
         run = cls(config, tuple(hosts), str(inventory_path), settings, opt("preflight_report_dir"),

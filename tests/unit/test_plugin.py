@@ -451,6 +451,13 @@ def test_corrupt_facts_file_is_a_usage_error(pytester, content):
     assert "f.json" in text
 
 
+def test_facts_out_beside_facts_in_is_a_usage_error_not_a_file_never_written(pytester, inv):
+    run(pytester, "--inventory", "inv.yaml", "--facts-out", "f.json", "--report-dir", "r1", "-k", "reachable")
+    result = run(pytester, "--facts-in", "f.json", "--facts-out", "g.json", "--report-dir", "r2")
+    assert result.ret == 4 and "--facts-out with --facts-in" in output(result), output(result)
+    assert not (pytester.path / "g.json").exists() and not (pytester.path / "r2").exists()
+
+
 def test_a_report_given_as_facts_file_says_which_file_to_give(pytester):
     """preflight.json has schema 1 and hosts too: --facts-in on it was an INTERNALERROR traceback."""
     (pytester.path / "f.json").write_text('{"schema": 1, "inventory": "hosts.yaml", "ready": false, '
