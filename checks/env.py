@@ -275,7 +275,7 @@ def test_ifname_agree(cluster, verdict):
         if sides.unanimous:
             where = " where it selects one" if unresolved[variable] else ""
             verdict.passed(variable, message=f"{variable} selects {sides.majority} on all "
-                                             f"{len(per_host)} nodes{where}{skipped}")
+                                             f"{len(per_host)} nodes{where}{skipped}", agreed={variable: sides.majority})
             continue
         verdict.failed(variable, outliers=sides.outliers, where=variable,
                        observed=f"{sides.describe()}{sides.versus(lambda hs, v: f'{fold(hs)} use {v}')}{skipped}",

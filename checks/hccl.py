@@ -196,7 +196,7 @@ def test_tls_agree(cluster, verdict):
     note += f"; {fold(down)} unreachable" if down else ""
     if len(counts) == 1:
         verdict.passed(message=f"{on_off(next(iter(counts)))} on all {sum(counts.values())} NPUs of "
-                               f"{len(per_host)} nodes{note}")
+                               f"{len(per_host)} nodes{note}", agreed={"TLS switch": on_off(next(iter(counts)))})
         return
     # The majority is counted by node, so that two 16-NPU nodes do not outvote three 8-NPU ones;
     # a node mixed within itself has no vote. On a tie, off (the advice is all off).
@@ -405,7 +405,8 @@ def test_device_ip_unique(cluster, verdict):
                        observed=f"device IP {address} on {on}",
                        expected="each device IP on one NPU of one node")
     if not dupes and owners and not listed_twice:
-        verdict.passed(message=f"{len(owners)} device IPs, all distinct")
+        verdict.passed(message=f"{len(owners)} device IPs, all distinct",
+                       agreed={f"device IP {a}": f"{h} {n}" for a, [(h, n)] in owners.items()})
     if unreadable:
         # Per node, its NPUs as a set: a hung hccn_tool listed "node-03 npu0, node-03 npu1, ...".
         per_node: dict[str, list[str]] = {}

@@ -154,7 +154,8 @@ def test_hardware_agree(cluster, verdict):
                  if group == ALL_NODES else f"the nodes declaring {group[1:-1]}")
         sides = split(shapes)
         if sides.unanimous:
-            verdict.passed(group, message=f"{named}: {sides.majority} on all {len(shapes)} node(s)")
+            verdict.passed(group, message=f"{named}: {sides.majority} on all {len(shapes)} node(s)",
+                           agreed={named: sides.majority})
             continue
         verdict.failed(group, outliers=sides.outliers, where=named,
                        observed=sides.describe() + sides.versus(),

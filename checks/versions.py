@@ -878,7 +878,8 @@ def test_versions_agree(cluster, verdict):
         if sides.unanimous:
             read = len(per_host)
             verdict.passed(item, message=f"{item} {sides.majority} on all {read} nodes" if read == len(cluster.hosts)
-                           else f"{item} {sides.majority} on the {read} of {len(cluster.hosts)} nodes read")
+                           else f"{item} {sides.majority} on the {read} of {len(cluster.hosts)} nodes read",
+                           agreed={item: sides.majority})
             continue
         # Python 3.10.12 next to 3.10.14 runs the same wheels and the same job: a patch release
         # apart is worth a warning, not a NOT READY.

@@ -78,7 +78,7 @@ class Verdict:
         self.results: list[Result] = []
 
     def _add(self, outcome, subject, message, *, severity=None, observed=None, expected=None,
-             remedy=None, outliers=(), host=...):
+             remedy=None, outliers=(), host=..., agreed=None):
         self.results.append(Result(
             check=self.info.id,
             host=self.host if host is ... else host,
@@ -94,9 +94,12 @@ class Verdict:
             expected=_visible(expected),
             outliers=tuple(outliers),
             nodeid=self.nodeid,
+            agreed=tuple((str(k), str(v)) for k, v in (agreed or {}).items()),
         ))
 
     def passed(self, subject: str | None = None, message: str = "ok", **kw) -> None:
+        """``agreed={key: value}``: what a cluster-wide check found every node to agree on, for
+        preflight-merge to compare across shards."""
         self._add("passed", subject, message, remedy="", **kw)
 
     def failed(self, subject: str | None = None, *, observed: str, expected: str,

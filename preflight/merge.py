@@ -10,7 +10,10 @@ its matrix page::
 Hosts and their results are concatenated; a host found in two shards is kept from the first
 and named in ``merge.duplicates`` (the merged run is then not ready).  Cluster-wide results
 (``host: null``) judged each shard alone: they are kept, each with ``shard`` naming its file
-(as each host is), and they do not compare nodes across shards (``merge.notes`` says so).  ``ready`` is true only when
+(as each host is); what a passing agreement check found every node of its shard to agree on
+(``agreed``) is compared across the shards, a difference being a failed result of the merge
+(:func:`_across_shards`); the other cluster-wide checks never compared nodes of different shards
+(``merge.notes`` names them).  ``ready`` is true only when
 every shard is ready and complete and every shard ran the same checks; ``merge.not_ready``
 says why not, ``merge.notes`` what else differs between the shards (preflight version,
 ``--strict``).  Exit code: 0 ready, 1 not ready, 4 a file that cannot be read or an output
@@ -48,7 +51,7 @@ _JOB = {"path": (False, _STR_OR_NULL), "kind": (False, _STR_OR_NULL), "notes": (
 _RESULT = {"check": (True, _STR), "outcome": (True, _STR), "message": (True, _STR),
            "host": (True, _STR_OR_NULL), "subject": (False, _STR_OR_NULL),
            "remedy": (False, _STR_OR_NULL), "reference": (False, _STR_OR_NULL),
-           "outliers": (False, _LIST), "shard": (False, _STR_OR_NULL)}
+           "outliers": (False, _LIST), "shard": (False, _STR_OR_NULL), "agreed": (False, (dict,))}
 
 
 # JSON's names for the types, as the user editing the file sees them.
@@ -96,6 +99,9 @@ def _validate(doc: dict) -> None:
         for j, name in enumerate(r.get("outliers", ())):
             if not isinstance(name, str):
                 raise MergeError(f"results[{i}].outliers[{j}]: expected a string, got {_json_kind(name)}")
+        for key, value in (r.get("agreed") or {}).items():
+            if not isinstance(value, str):
+                raise MergeError(f"results[{i}].agreed.{key}: expected a string, got {_json_kind(value)}")
 
 
 def _load(path: str) -> dict:
@@ -165,13 +171,82 @@ def _differences(docs: list[tuple[str, dict]]) -> tuple[list[str], list[str]]:
         notes.append(f"only {', '.join(strict)} ran with --strict: warnings did not fail the other shards")
     # Each shard's cluster-wide and cross-node checks saw its own nodes only: two shards each agreeing
     # within (TLS off on one, on on the other; one device IP in both) merged as READY, said nowhere.
+    # What the agreement checks agreed on is compared across the shards (_across_shards); the others
+    # (reachability between nodes, name resolution, clocks) judged each shard's nodes alone.
+    compared = {r["check"] for _, doc in docs for r in doc["results"] if r.get("agreed")}
     across = sorted({r["check"] for _, doc in docs for r in doc["results"] if r["check"] != CHECK_ID
-                     and r["outcome"] != "skipped" and (r.get("host") is None or r["check"].startswith("cluster."))})
+                     and r["outcome"] != "skipped" and (r.get("host") is None or r["check"].startswith("cluster."))}
+                    - compared)
     if across and sum(1 for _, doc in docs if doc["hosts"]) > 1:
         notes.append(f"cluster-wide checks compared the nodes of each shard only, never nodes of different "
                      f"shards: {shown(across)} (shards that each agree within may differ from each other); "
                      f"to judge the fleet, run them from one controller over every shard's hosts (-k cluster.)")
     return holes, notes
+
+
+def _across_shards(docs: list[tuple[str, dict]], hosts: list[dict]) -> list[dict]:
+    """One failed result per value the shards' agreement checks agree on within each shard but
+    not between them (TLS off on one shard's nodes, on on another's; one device IP in two shards):
+    what one run over every host would have found.  The nodes of the smaller side are its outliers."""
+    # check -> key -> value -> the shards whose nodes all have it, in the order given
+    seen: dict[str, dict[str, dict[str, list[str]]]] = {}
+    first: dict[str, dict] = {}
+    for path, doc in docs:
+        for r in doc["results"]:
+            if r.get("host") is None and r["outcome"] == "passed" and r.get("agreed"):
+                first.setdefault(r["check"], r)
+                for key, value in r["agreed"].items():
+                    shards = seen.setdefault(r["check"], {}).setdefault(key, {}).setdefault(value, [])
+                    shards.append(_label(path, r.get("shard")))
+    nodes: dict[str, list[str]] = {}  # shard label -> its hosts
+    for h in hosts:
+        nodes.setdefault(h["shard"], []).append(h["name"])
+    found = []
+    for check, keys in seen.items():
+        info = _catalog().get(check)
+        severity = info.severity if info else "error"
+        for key, values in keys.items():
+            if len(values) < 2:
+                continue
+            # The value most nodes have is the fleet's; the shards with another hold the outliers.
+            size = {v: sum(len(nodes.get(s, ())) for s in shards) for v, shards in values.items()}
+            majority = max(values, key=lambda v: (size[v], -list(values).index(v)))
+            odd = [name for v, shards in values.items() if v != majority for s in shards for name in nodes.get(s, ())]
+            described = "; ".join(f"{v} on the nodes of {', '.join(shards)} ({size[v]} hosts)"
+                                  for v, shards in values.items())
+            observed = f"{key}: {described}"
+            expected = "the same on every node of the fleet (each shard agrees within, not with the others)"
+            found.append({"check": check, "host": None, "subject": key, "outcome":
+                          "warning" if severity == "warning" else "failed", "severity": severity,
+                          "message": f"{key} across the shards: {described}; expected {expected}",
+                          "remedy": info.remedy if info else "", "reference": info.reference if info else
+                          first[check].get("reference", ""), "observed": observed, "expected": expected,
+                          "outliers": sorted(set(odd)), "nodeid": None})
+    return found
+
+
+def _catalog() -> dict:
+    """The built-in checks' declarations by id (their remedy and severity for a finding the merge
+    makes); empty where the catalog cannot be imported."""
+    try:
+        import importlib
+        import pkgutil
+
+        import preflight.checks as pkg
+        from .check import MARKER
+    except Exception:  # noqa: BLE001 - the merge still says what differs, without the remedy
+        return {}
+    found = {}
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        try:
+            module = importlib.import_module(f"preflight.checks.{mod.name}")
+        except Exception:  # noqa: BLE001
+            continue
+        for obj in vars(module).values():
+            for mark in getattr(obj, "pytestmark", []):
+                if mark.name == MARKER:
+                    found[mark.args[0].id] = mark.args[0]
+    return found
 
 
 def merge(docs: list[tuple[str, dict]]) -> dict:
@@ -215,6 +290,14 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
         why.append(f"{d['host']} is in {d['kept_from']} and {d['dropped_from']} (kept from the first)")
     holes, notes = _differences(docs)
     why.extend(holes)
+    strict = all(d.get("strict") is True for _, d in docs)
+    differ: dict[str, list[dict]] = {}
+    for r in _across_shards(docs, hosts):
+        results.append(r)
+        if r["outcome"] == "failed" or strict:
+            differ.setdefault(r["check"], []).append(r)
+    for check, found in differ.items():  # one line a check: a copied hccn.conf repeats hundreds of IPs
+        why.append(f"{check}: {found[0]['message']}" + (f" (and {len(found) - 1} more such)" if len(found) > 1 else ""))
     summary = dict.fromkeys(OUTCOMES, 0)
     for r in results:
         summary[r.get("outcome")] = summary.get(r.get("outcome"), 0) + 1
@@ -232,7 +315,7 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
         "duration_s": max(durations) if durations else None,  # shards run side by side
         "gather_s": max(gathers) if gathers else None,
         "ready": ready,
-        "strict": all(d.get("strict") is True for _, d in docs),  # every warning judged as a failure
+        "strict": strict,  # every warning judged as a failure
         "exit_code": 0 if ready else 1,
         "summary": summary,
         "hosts": hosts,

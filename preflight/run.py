@@ -417,6 +417,7 @@ class PreflightRun:
         props = dict(report.user_properties)
         for data in json.loads(props.get("preflight_results", "[]")):
             data["outliers"] = tuple(data.get("outliers") or ())
+            data["agreed"] = tuple((data.get("agreed") or {}).items())
             self.store.add(Result(**data))
         if "preflight_timings" in props and not self.timings:  # the worker that gathered, or one that read its facts
             sent = json.loads(props["preflight_timings"])

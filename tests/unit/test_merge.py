@@ -414,3 +414,73 @@ def test_cluster_wide_checks_are_said_to_have_compared_each_shards_nodes_only(tm
     assert "nodes of each shard only" in page.read_text()
     # One shard is the whole fleet: nothing to say.
     assert merge([("a", a)])["merge"]["notes"] == []
+
+
+def _shard_of_real_checks(name, nodes, tls=0, ip_base=0):
+    """A shard's preflight.json whose cluster-wide results come from the checks themselves, on
+    ``nodes`` healthy 8-NPU nodes (TLS ``tls``; device IPs 29.<ip_base + node>.<npu>.9)."""
+    from preflight.checks import env, hccl, npu
+    from tests.factsets import cluster_of, fixture, healthy_raw, make_facts, make_host, out, tls_line
+
+    pairs = []
+    for i, host in enumerate(nodes):
+        raw = healthy_raw()
+        raw["net.routes"] = out("default via 10.0.0.254 dev eth0 proto static metric 100\n@@IPV6\n")
+        for dev in range(8):
+            raw[f"hccn.tls/{dev}"] = out(tls_line(dev, tls))
+            raw[f"hccn.ip/{dev}"] = out(fixture("hccn_tool/ip/a2-dev3.txt").replace(
+                "29.1.112.213", f"29.{ip_base + i}.{dev}.9"))
+        pairs.append((make_host(host, address=f"10.{ip_base}.0.{i + 1}"), make_facts(host, raw=raw)))
+    cluster = cluster_of(*pairs)
+    results = [r.to_json() for func in (hccl.test_tls_agree, hccl.test_device_ip_unique, npu.test_hardware_agree,
+                                        env.test_ifname_agree)
+               for r in __import__("tests.factsets", fromlist=["run_check"]).run_check(func, cluster=cluster)]
+    doc = shard(name, [])
+    doc["hosts"] = [{"name": h, "address": h, "reachable": True, "error": None, "gather_s": 1.0, "groups": []}
+                    for h in nodes]
+    doc["results"] = results
+    return doc
+
+
+def test_what_each_shard_agrees_on_is_compared_across_the_shards(tmp_path, capsys):
+    """Two racks, each agreeing within, merged as READY: TLS off on one and on on the other, or one
+    copied hccn.conf giving both racks the same device IPs, fail HCCL across them, as one run over
+    every node would have said.  The nodes of the smaller side are named."""
+    a = _shard_of_real_checks("a", ["a1", "a2", "a3"])
+    same = merge([("a.json", a), ("b.json", _shard_of_real_checks("b", ["b1", "b2"], ip_base=50))])
+    assert same["ready"] is True and same["merge"]["not_ready"] == [], same["merge"]
+    assert not [n for n in same["merge"]["notes"] if "tls_agree" in n or "device_ip_unique" in n]
+    # TLS on in rack b: the fleet is not ready, b's nodes are the outliers.
+    on = _shard_of_real_checks("b", ["b1", "b2"], tls=1, ip_base=50)
+    doc = merge([("a.json", a), ("b.json", on)])
+    assert doc["ready"] is False
+    [why] = [w for w in doc["merge"]["not_ready"] if w.startswith("cluster.tls_agree")]
+    assert "tls switch[0] (off) on the nodes of a.json (3 hosts); tls switch[1] (on) on the nodes of b.json " \
+           "(2 hosts)" in why, why
+    [r] = [r for r in doc["results"] if r["check"] == "cluster.tls_agree" and r["outcome"] == "failed"]
+    assert r["outliers"] == ["b1", "b2"] and "hccn_tool -i <N> -tls -s enable 0" in r["remedy"]
+    assert r["reference"].startswith("ROLL Ascend NPU FAQ")
+    # One device IP range in both racks (a copied hccn.conf): each IP is named with its two NPUs.
+    copied = _shard_of_real_checks("b", ["b1", "b2"])
+    doc = merge([("a.json", a), ("b.json", copied)])
+    dupes = [r for r in doc["results"] if r["check"] == "cluster.device_ip_unique" and r["outcome"] == "failed"]
+    assert len(dupes) == 16 and dupes[0]["subject"] == "device IP 29.0.0.9", dupes[0]
+    assert "a1 npu0 on the nodes of a.json" in dupes[0]["message"] and "b1 npu0 on the nodes of b.json" \
+        in dupes[0]["message"]
+    [why] = [w for w in doc["merge"]["not_ready"] if w.startswith("cluster.device_ip_unique")]
+    assert why.endswith("(and 15 more such)"), why  # one line a check, not one an address
+    # The merged page and "What to fix" name them; the same file merged again says the same.
+    out, page = tmp_path / "m.json", tmp_path / "m.html"
+    assert main([write(tmp_path, "a", a), write(tmp_path, "b", on), "-o", str(out), "--matrix", str(page)]) == 1
+    assert "cluster.tls_agree" in capsys.readouterr().out
+    assert "b[1-2] (TLS switch, cluster-wide)" in page.read_text()
+    again = merge([("m.json", json.loads(out.read_text()))])
+    assert any(w.startswith("cluster.tls_agree") for w in again["merge"]["not_ready"])
+
+
+def test_a_shards_agreed_values_must_be_strings():
+    doc = shard("a", ["n1"])
+    doc["results"][-1]["agreed"] = {"TLS switch": 0}
+    with pytest.raises(Exception, match=r"results\[1\]\.agreed\.TLS switch: expected a string, got a number"):
+        from preflight.merge import _validate
+        _validate(doc)
