@@ -484,3 +484,29 @@ def test_a_shards_agreed_values_must_be_strings():
     with pytest.raises(Exception, match=r"results\[1\]\.agreed\.TLS switch: expected a string, got a number"):
         from preflight.merge import _validate
         _validate(doc)
+
+
+def test_role_only_nodes_declaring_other_npu_counts_in_two_shards_are_not_compared():
+    """One run splits a 4-NPU head from 8-NPU workers by what they declare; shards holding one
+    each must not be compared as one group by the merge."""
+    from preflight.checks import npu
+    from tests.factsets import cluster_of, fixture, healthy_raw, make_facts, make_host, out, run_check
+
+    a3 = "npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt"
+
+    def one(name, declared, info="npu-smi/info/a2-910b4-25.0.rc1.1-idle.txt"):
+        pairs = []
+        for node in (name, name + "b"):
+            raw = healthy_raw()
+            raw["npu_smi.info"] = out(fixture(info))
+            pairs.append((make_host(node, groups=["worker"], npus_per_node=declared), make_facts(node, raw=raw)))
+        [r] = run_check(npu.test_hardware_agree, cluster=cluster_of(*pairs))
+        doc = shard(name, [name, name + "b"])
+        doc["results"] = [r.to_json()]
+        return doc
+
+    eight = one("w", 8)
+    assert list(eight["results"][0]["agreed"]) == ["the nodes outside any hardware group declaring npus_per_node 8"]
+    assert merge([("a", eight), ("b", one("x", 16, a3))])["ready"] is True
+    assert merge([("a", eight), ("b", one("y", 8, a3))])["ready"] is False  # both declare 8: compared
+    assert merge([("a", one("u", None)), ("b", one("v", None, a3))])["ready"] is False  # neither declares
