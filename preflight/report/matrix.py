@@ -11,7 +11,7 @@ import html
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..hostlist import fold
 from ..results import visible, worst
@@ -315,7 +315,27 @@ def fix_items(document: dict) -> list[FixItem]:
             if shard:  # a merged report: which shard's cluster
                 where += f" of {shard}"
         items.append(FixItem(outcome, check, where, message, remedy, reference))
-    return [item if isinstance(item, FixItem) else _npu_item(item, by_npu[item]) for item in items]
+    return _one_fix_once([item if isinstance(item, FixItem) else _npu_item(item, by_npu[item]) for item in items])
+
+
+def _one_fix_once(items: list[FixItem]) -> list[FixItem]:
+    """A cluster-wide finding whose remedy is word for word a node's finding's (TLS on for one NPU:
+    hccl.tls_node on the node and cluster.tls_agree across the cluster, the same hccn_tool command
+    on the same NPU) is one item naming both checks: one fix, listed once."""
+    first: dict[tuple, int] = {}
+    for i, item in enumerate(items):
+        if item.remedy and not item.where.endswith("cluster-wide)") and item.where != "the cluster":
+            first.setdefault((item.outcome, item.remedy), i)
+    kept, folded = [], {}
+    for i, item in enumerate(items):
+        twin = first.get((item.outcome, item.remedy))
+        if twin is not None and twin != i and item.check.startswith("cluster.") and (
+                item.where.endswith("cluster-wide)") or item.where == "the cluster"):
+            folded.setdefault(twin, []).append(item.check)
+            continue
+        kept.append(i)
+    return [replace(items[i], check=", ".join(dict.fromkeys([items[i].check, *folded[i]])))
+            if i in folded else items[i] for i in kept]
 
 
 def _any_npu(text: str | None, number: str) -> str | None:

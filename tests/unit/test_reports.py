@@ -664,3 +664,24 @@ def test_a_cluster_wide_subject_naming_its_outliers_does_not_name_them_twice():
     near = dict(once, subject="HCCL_SOCKET_IFNAME on node-10", outliers=["node-1"])
     [item] = fix_items({"hosts": hosts, "results": [near]})
     assert item.where == "node-1 (HCCL_SOCKET_IFNAME on node-10, cluster-wide)"
+
+
+def test_one_fix_for_a_node_and_the_cluster_is_one_item():
+    """TLS on for npu5 of node-01: hccl.tls_node and cluster.tls_agree gave two items with one
+    remedy, word for word; a cluster finding with its own remedy stays its own item."""
+    from preflight.report.matrix import fix_items
+
+    hosts = [{"name": f"node-0{i}", "reachable": True} for i in (1, 2, 3)]
+    fix = "Make the TLS switch the same: on node-01: hccn_tool -i 5 -tls -s enable 0"
+    results = [result("hccl.tls_node", "node-01", "failed", "node-01 npu5: on", subject="npu5", remedy=fix),
+               result("cluster.tls_agree", None, "failed", "on on node-01 npu5", subject="node-01",
+                      outliers=("node-01",), remedy=fix),
+               result("cluster.ifname_agree", None, "failed", "eth1 on node-02", subject="HCCL_SOCKET_IFNAME",
+                      outliers=("node-02",), remedy="Set it alike")]
+    items = fix_items({"hosts": hosts, "results": results})
+    assert [(i.check, i.where) for i in items] == [
+        ("hccl.tls_node, cluster.tls_agree", "node-01 npu5"),
+        ("cluster.ifname_agree", "node-02 (HCCL_SOCKET_IFNAME, cluster-wide)")], items
+    # Remedies that differ (node-01's own majority is on, the cluster's off): two items.
+    other = dict(results[1], remedy=fix.replace("enable 0", "enable 1"))
+    assert len(fix_items({"hosts": hosts, "results": [results[0], other]})) == 2
