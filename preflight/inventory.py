@@ -948,10 +948,13 @@ def _check_same_node_twice(doc: _Doc, hosts: list[Host]) -> None:
 
 # -------------------------------------------------------------------------------- Ansible format
 
-_ANSIBLE_CONN_KEYS = {  # variable -> (our key, priority: later wins when both are set at one level)
-    "ansible_ssh_host": ("address", 0), "ansible_host": ("address", 1),
-    "ansible_ssh_user": ("user", 0), "ansible_user": ("user", 1),
-    "ansible_ssh_port": ("port", 0), "ansible_port": ("port", 1),
+# variable -> (our key, priority: of two spellings set for a host, at any levels, the higher wins).
+# Ansible's ssh and paramiko plugins read ansible_host, then ansible_ssh_host (the last one set
+# wins), so the old ansible_ssh_* spelling beats the new one, even from a group for a host var.
+_ANSIBLE_CONN_KEYS = {
+    "ansible_host": ("address", 0), "ansible_ssh_host": ("address", 1),
+    "ansible_user": ("user", 0), "ansible_ssh_user": ("user", 1),
+    "ansible_port": ("port", 0), "ansible_ssh_port": ("port", 1),
     "ansible_private_key_file": ("identity_file", 0), "ansible_ssh_private_key_file": ("identity_file", 1),
     "ansible_connection": ("connection", 1),
     "ansible_ssh_common_args": ("ssh_args", 0), "ansible_ssh_extra_args": ("ssh_args", 1),
@@ -1218,7 +1221,7 @@ def _load_ansible(doc: _Doc, top: list[tuple[str, yaml.Node, yaml.Node]]) -> tup
                         port = _int(1, 65535)(port)
                     except _Invalid as e:
                         raise doc.error(hknode, kpath, f"port in the host key: {e.message}") from None
-                    hv.raw.setdefault("ansible_port", (1, {"port": port}, {}))
+                    hv.raw.setdefault("ansible_port", (_ANSIBLE_CONN_KEYS["ansible_port"][1], {"port": port}, {}))
                 for n in names:
                     h = hosts.get(n)
                     if h is None:

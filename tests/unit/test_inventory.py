@@ -1180,7 +1180,26 @@ def test_ansible_aliases_and_become(tmp_path):
     """)
     a, b = inv.hosts
     assert (a.address, a.user, a.port, a.identity_file, a.vars["sudo"]) == ("10.0.0.1", "u", 2022, "/k", True)
-    assert (b.address, b.vars["sudo"]) == ("10.0.0.2", False)
+    # Ansible's ssh plugin reads ansible_host, then ansible_ssh_host: the last one set wins
+    assert (b.address, b.vars["sudo"]) == ("10.0.0.1", False)
+
+
+def test_ansible_ssh_spelling_wins_over_new_one_at_any_level(tmp_path):
+    # as ansible -vvv shows: ESTABLISH SSH CONNECTION FOR USER: legacy ... -o Port=2202 ... 10.0.0.3
+    inv = load(tmp_path, """
+        all:
+          vars: {ansible_ssh_user: legacy, ansible_ssh_port: 2202}
+          children:
+            worker:
+              vars: {ansible_ssh_host: 10.0.0.3}
+              hosts:
+                n1: {ansible_host: 10.0.0.2, ansible_user: newuser, ansible_port: 2201}
+          hosts:
+            n2:2200: {ansible_user: newuser}
+    """)
+    n1, n2 = inv.by_name("n1"), inv.by_name("n2")
+    assert (n1.address, n1.user, n1.port) == ("10.0.0.3", "legacy", 2202)
+    assert (n2.user, n2.port) == ("legacy", 2202)
 
 
 def test_ansible_host_key_with_port(tmp_path):
