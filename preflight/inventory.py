@@ -16,7 +16,8 @@ recursively, ``ansible_host``/``ansible_user``/``ansible_port``/``ansible_ssh_pr
 ``ansible_ssh_extra_args``.
 
 Precedence, lowest first: native ``defaults`` < groups (in the order the host lists them) < the
-host entry; Ansible ``all.vars`` < parent group < child group < host vars. Mapping-valued keys
+host entry; Ansible ``all.vars`` < parent group < child group (groups of one depth by
+``ansible_group_priority``, then name) < host vars. Mapping-valued keys
 (``env``, ``tags``) merge key by key; any key set to ``null`` clears what it inherited.
 
 Every value that may reach a shell command or an SSH connection is validated here and rejected
@@ -1158,6 +1159,7 @@ class _AGroup:
         self.node = node
         self.parents: set[str] = set()
         self.vars: list[_AnsibleVars] = []
+        self.priority = 1  # ansible_group_priority: orders groups of one depth (default 1)
 
 
 class _AHost:
@@ -1204,7 +1206,17 @@ def _load_ansible(doc: _Doc, top: list[tuple[str, yaml.Node, yaml.Node]]) -> tup
                                 f"unknown group key {key!r}{_suggest(key, list(_ANSIBLE_GROUP_KEYS))}")
             sections[key] = vnode
         if "vars" in sections:
-            g.vars.append(_ansible_vars(doc, sections["vars"], _join(path, "vars")))
+            gv = _ansible_vars(doc, sections["vars"], _join(path, "vars"))
+            if "ansible_group_priority" in gv.raw:  # not a variable: Ansible sets the group's priority
+                priority = gv.raw.pop("ansible_group_priority")[2].get("ansible_group_priority")
+                if isinstance(priority, str) and re.fullmatch(r"[-+]?[0-9]+", priority.strip()):
+                    priority = int(priority)
+                if isinstance(priority, bool) or not isinstance(priority, int):
+                    raise doc.error(_find_subkey(sections["vars"], "ansible_group_priority"),
+                                    _join(path, "vars.ansible_group_priority"),
+                                    f"must be an integer, not {_type_name(priority)} {priority!r}")
+                g.priority = priority
+            g.vars.append(gv)
         if "hosts" in sections:
             hpath = _join(path, "hosts")
             for hkey, hknode, hvnode in doc.items(sections["hosts"], hpath,
@@ -1292,7 +1304,7 @@ def _load_ansible(doc: _Doc, top: list[tuple[str, yaml.Node, yaml.Node]]) -> tup
             member |= ancestors(g)
         member.discard("all")
         ordered = sorted(member, key=lambda g: groups[g].order)
-        by_precedence = sorted(member, key=lambda g: (depth[g], g))
+        by_precedence = sorted(member, key=lambda g: (depth[g], groups[g].priority, g))
         chain = [*all_vars, *(v for g in by_precedence for v in groups[g].vars), *h.vars]
         level = _ansible_level(chain)
         conn = dict(level.conn)

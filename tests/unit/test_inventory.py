@@ -1461,3 +1461,36 @@ def test_python_that_cannot_be_a_program_is_refused(tmp_path, value):
 @pytest.mark.parametrize("value", ["python3", "/opt/conda/envs/py3.10/bin/python", "~/venv/bin/python3.11"])
 def test_python_programs_and_paths_are_accepted(tmp_path, value):
     assert load(tmp_path, f"hosts:\n  - name: n1\n    python: {value}\n").hosts[0].vars["python"] == value
+
+
+def test_ansible_group_priority_orders_groups_of_one_depth(tmp_path):
+    # ansible-inventory: groups of one depth apply by (priority, name); the priority is no variable
+    inv = load(tmp_path, """
+        all:
+          children:
+            aaa:
+              vars: {chip: 910A, ansible_user: fromaaa}
+              hosts: {n1: }
+            zzz:
+              vars: {chip: 910B, ansible_group_priority: 0, ansible_user: fromzzz}
+              hosts: {n1: }
+            ppp:
+              vars: {ansible_group_priority: "10", ansible_port: 2200}
+              hosts: {n2: }
+            qqq:
+              vars: {ansible_port: 2300}
+              hosts: {n2: }
+    """)
+    n1, n2 = inv.by_name("n1"), inv.by_name("n2")
+    assert (n1.user, n1.vars["chip"], n2.port) == ("fromaaa", "910A", 2200)
+    assert "ansible_group_priority" not in n1.vars and "ansible_group_priority" not in n2.vars
+    err = error(tmp_path, """
+        all:
+          children:
+            worker:
+              vars:
+                ansible_group_priority: high
+              hosts: {n1: }
+    """)
+    assert where(err) == (5, "all.children.worker.vars.ansible_group_priority")
+    assert err.message == "must be an integer, not a string 'high'"
