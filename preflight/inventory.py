@@ -1205,58 +1205,61 @@ def _load_ansible(doc: _Doc, top: list[tuple[str, yaml.Node, yaml.Node]]) -> tup
                 raise doc.error(knode, _join(path, key),
                                 f"unknown group key {key!r}{_suggest(key, list(_ANSIBLE_GROUP_KEYS))}")
             sections[key] = vnode
-        if "vars" in sections:
-            gv = _ansible_vars(doc, sections["vars"], _join(path, "vars"))
-            if "ansible_group_priority" in gv.raw:  # not a variable: Ansible sets the group's priority
-                priority = gv.raw.pop("ansible_group_priority")[2].get("ansible_group_priority")
-                if isinstance(priority, str) and re.fullmatch(r"[-+]?[0-9]+", priority.strip()):
-                    priority = int(priority)
-                if isinstance(priority, bool) or not isinstance(priority, int):
-                    raise doc.error(_find_subkey(sections["vars"], "ansible_group_priority"),
-                                    _join(path, "vars.ansible_group_priority"),
-                                    f"must be an integer, not {_type_name(priority)} {priority!r}")
-                g.priority = priority
-            g.vars.append(gv)
-        if "hosts" in sections:
-            hpath = _join(path, "hosts")
-            for hkey, hknode, hvnode in doc.items(sections["hosts"], hpath,
-                                                  "a mapping of host name to host vars"):
-                kpath = _join(hpath, hkey)
-                pattern, port = _split_host_port(hkey)
-                try:
-                    names = _host_range(pattern)
-                except _Invalid as e:
-                    raise doc.error(hknode, kpath, e.message) from None
-                hv = _ansible_vars(doc, hvnode, kpath)
-                if port is not None:
+        # In the order written: a host's vars given in two places are taken from the later one, as
+        # ansible-inventory reads them (not hosts before children)
+        for section in sections:
+            if section == "vars":
+                gv = _ansible_vars(doc, sections[section], _join(path, "vars"))
+                if "ansible_group_priority" in gv.raw:  # not a variable: Ansible sets the group's priority
+                    priority = gv.raw.pop("ansible_group_priority")[2].get("ansible_group_priority")
+                    if isinstance(priority, str) and re.fullmatch(r"[-+]?[0-9]+", priority.strip()):
+                        priority = int(priority)
+                    if isinstance(priority, bool) or not isinstance(priority, int):
+                        raise doc.error(_find_subkey(sections[section], "ansible_group_priority"),
+                                        _join(path, "vars.ansible_group_priority"),
+                                        f"must be an integer, not {_type_name(priority)} {priority!r}")
+                    g.priority = priority
+                g.vars.append(gv)
+            elif section == "hosts":
+                hpath = _join(path, "hosts")
+                for hkey, hknode, hvnode in doc.items(sections[section], hpath,
+                                                      "a mapping of host name to host vars"):
+                    kpath = _join(hpath, hkey)
+                    pattern, port = _split_host_port(hkey)
                     try:
-                        port = _int(1, 65535)(port)
+                        names = _host_range(pattern)
                     except _Invalid as e:
-                        raise doc.error(hknode, kpath, f"port in the host key: {e.message}") from None
-                    hv.raw.setdefault("ansible_port", (_ANSIBLE_CONN_KEYS["ansible_port"][1], {"port": port}, {}))
-                for n in names:
-                    h = hosts.get(n)
-                    if h is None:
-                        h = hosts[n] = _AHost(n, _line(hknode), len(hosts))
-                    if name != "all" and name not in h.groups:
-                        h.groups.append(name)
-                    h.vars.append(hv)
-        if "children" in sections:
-            cpath = _join(path, "children")
-            for cname, cknode, cvnode in doc.items(sections["children"], cpath,
-                                                   "a mapping of child group name to group"):
-                try:
-                    _check_group_name(cname)
-                except _Invalid as e:
-                    raise doc.error(cknode, _join(cpath, cname), e.message) from None
-                if cname == "all":
-                    raise doc.error(cknode, _join(cpath, cname), "'all' cannot be a child group")
-                if cname in (*stack, name):
-                    cycle = [*stack, name][[*stack, name].index(cname):]
-                    raise doc.error(cknode, _join(cpath, cname),
-                                    f"group cycle: {' -> '.join([*cycle, cname])}")
-                group(cname, cknode, _join(cpath, cname)).parents.add(name)
-                walk(cname, cvnode, _join(cpath, cname), (*stack, name))
+                        raise doc.error(hknode, kpath, e.message) from None
+                    hv = _ansible_vars(doc, hvnode, kpath)
+                    if port is not None:
+                        try:
+                            port = _int(1, 65535)(port)
+                        except _Invalid as e:
+                            raise doc.error(hknode, kpath, f"port in the host key: {e.message}") from None
+                        hv.raw.setdefault("ansible_port", (_ANSIBLE_CONN_KEYS["ansible_port"][1], {"port": port}, {}))
+                    for n in names:
+                        h = hosts.get(n)
+                        if h is None:
+                            h = hosts[n] = _AHost(n, _line(hknode), len(hosts))
+                        if name != "all" and name not in h.groups:
+                            h.groups.append(name)
+                        h.vars.append(hv)
+            elif section == "children":
+                cpath = _join(path, "children")
+                for cname, cknode, cvnode in doc.items(sections[section], cpath,
+                                                       "a mapping of child group name to group"):
+                    try:
+                        _check_group_name(cname)
+                    except _Invalid as e:
+                        raise doc.error(cknode, _join(cpath, cname), e.message) from None
+                    if cname == "all":
+                        raise doc.error(cknode, _join(cpath, cname), "'all' cannot be a child group")
+                    if cname in (*stack, name):
+                        cycle = [*stack, name][[*stack, name].index(cname):]
+                        raise doc.error(cknode, _join(cpath, cname),
+                                        f"group cycle: {' -> '.join([*cycle, cname])}")
+                    group(cname, cknode, _join(cpath, cname)).parents.add(name)
+                    walk(cname, cvnode, _join(cpath, cname), (*stack, name))
 
     for gname, gknode, gvnode in top:
         try:

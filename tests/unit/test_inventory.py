@@ -1494,3 +1494,22 @@ def test_ansible_group_priority_orders_groups_of_one_depth(tmp_path):
     """)
     assert where(err) == (5, "all.children.worker.vars.ansible_group_priority")
     assert err.message == "must be an integer, not a string 'high'"
+
+
+def test_ansible_host_vars_given_twice_later_in_the_file_wins(tmp_path):
+    # ansible-inventory reads a group's vars, hosts and children in the order written
+    inv = load(tmp_path, """
+        all:
+          children:
+            worker:
+              children:
+                rack1:
+                  hosts:
+                    n1: {ansible_user: a, tier: rack}
+              hosts:
+                n1: {ansible_user: b, tier: worker}
+          hosts:
+            n1: {ansible_port: 1111, tier: top}
+    """)
+    n1 = inv.by_name("n1")
+    assert (n1.user, n1.port, n1.vars["tier"], n1.groups) == ("b", 1111, "top", ("worker", "rack1"))
