@@ -12,8 +12,8 @@ Native format (top-level keys ``defaults``, ``hosts``, ``groups``; see inventory
 
 Ansible YAML format (detected by a top-level ``all:``): ``all: {hosts, vars, children}``
 recursively, ``ansible_host``/``ansible_user``/``ansible_port``/``ansible_ssh_private_key_file``/
-``ansible_connection``, and ``-o ProxyJump=``/``-J`` inside ``ansible_ssh_common_args`` or
-``ansible_ssh_extra_args``.
+``ansible_connection``, and ``-o ProxyJump=``/``-J`` inside ``ansible_ssh_args``,
+``ansible_ssh_common_args`` or ``ansible_ssh_extra_args``.
 
 Precedence, lowest first: native ``defaults`` < groups (in the order the host lists them) < the
 host entry; Ansible ``all.vars`` < parent group < child group (groups of one depth by
@@ -958,7 +958,9 @@ _ANSIBLE_CONN_KEYS = {
     "ansible_port": ("port", 0), "ansible_ssh_port": ("port", 1),
     "ansible_private_key_file": ("identity_file", 0), "ansible_ssh_private_key_file": ("identity_file", 1),
     "ansible_connection": ("connection", 1),
-    "ansible_ssh_common_args": ("ssh_args", 0), "ansible_ssh_extra_args": ("ssh_args", 1),
+    # ssh gets ansible_ssh_args, then _common_, then _extra_args, and keeps an option's first value
+    "ansible_ssh_args": ("ssh_args", 2), "ansible_ssh_common_args": ("ssh_args", 1),
+    "ansible_ssh_extra_args": ("ssh_args", 0),
     "ansible_become": ("sudo", 0),
 }
 _ANSIBLE_CONNECTIONS = {"local": "local", "ssh": "ssh", "paramiko": "ssh", "paramiko_ssh": "ssh",
@@ -966,7 +968,7 @@ _ANSIBLE_CONNECTIONS = {"local": "local", "ssh": "ssh", "paramiko": "ssh", "para
 
 
 def _ssh_args(value: Any) -> dict[str, Any]:
-    """Connection settings found in ansible_ssh_common_args / ansible_ssh_extra_args."""
+    """Connection settings found in ansible_ssh_args / _common_args / _extra_args."""
     value = _want_str(value)
     try:
         words = shlex.split(value)
@@ -999,15 +1001,16 @@ def _ssh_args(value: Any) -> dict[str, Any]:
         if not sep:
             name, _, arg = opt.partition(" ")
         name, arg = name.strip().lower(), arg.strip()
+        # ssh keeps the first value of an option (-o ProxyJump=a -o ProxyJump=b goes through a)
         if name == "proxyjump":
             if arg.lower() == "none":
-                found["jump_host"] = None
+                found.setdefault("jump_host", None)
             else:
-                found["jump_host"] = _jump(arg)
+                found.setdefault("jump_host", _jump(arg))
         elif name == "proxycommand":
-            found["jump_host"] = _proxy_command(arg)
+            found.setdefault("jump_host", _proxy_command(arg))
         elif name == "userknownhostsfile":
-            found["known_hosts"] = _path(True)(arg.split()[0]) if arg else None
+            found.setdefault("known_hosts", _path(True)(arg.split()[0]) if arg else None)
         elif name == "__config":
             found["ssh_config"] = _path(True)(arg)
         elif name in _SSH_OPTIONS_ELSEWHERE:

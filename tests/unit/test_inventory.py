@@ -1091,18 +1091,21 @@ def _yaml_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def test_ansible_extra_args_override_common_args(tmp_path):
+def test_ansible_common_args_come_before_extra_args(tmp_path):
+    # Ansible runs ssh ... common args ... extra args, and ssh keeps the first ProxyJump
     inv = load(tmp_path, """
         all:
           hosts:
             a:
               ansible_ssh_common_args: -o ProxyJump=common
-              ansible_ssh_extra_args: -J extra
+              ansible_ssh_extra_args: -o ProxyJump=extra
             b:
-              ansible_ssh_extra_args: -J extra
+              ansible_ssh_extra_args: -o ProxyJump=extra
               ansible_ssh_common_args: -o ProxyJump=common
+            c:
+              ansible_ssh_extra_args: -J extra
     """)
-    assert [h.jump_host for h in inv.hosts] == ["extra", "extra"]
+    assert [h.jump_host for h in inv.hosts] == ["common", "common", "extra"]
 
 
 def test_ansible_host_args_replace_group_args(tmp_path):
@@ -1513,3 +1516,25 @@ def test_ansible_host_vars_given_twice_later_in_the_file_wins(tmp_path):
     """)
     n1 = inv.by_name("n1")
     assert (n1.user, n1.port, n1.vars["tier"], n1.groups) == ("b", 1111, "top", ("worker", "rack1"))
+
+
+def test_ansible_ssh_args_first_proxy_jump_wins_as_in_ssh(tmp_path):
+    # ansible -vvv: ssh -o ProxyJump=first ... -o ProxyJump=common -o ProxyJump=common2 -o ProxyJump=extra
+    # and ssh keeps the first value of an option
+    inv = load(tmp_path, """
+        all:
+          vars:
+            ansible_ssh_common_args: "-o ProxyJump=common.example -o ProxyJump=common2.example"
+          hosts:
+            n1:
+              ansible_ssh_args: "-C -o ProxyJump=first.example"
+              ansible_ssh_extra_args: "-o ProxyJump=extra.example"
+            n2:
+              ansible_ssh_extra_args: "-o ProxyJump=extra.example -o UserKnownHostsFile=/kh"
+            n3:
+              ansible_ssh_common_args: "-J one.example -o ProxyJump=two.example -o UserKnownHostsFile=/a -o UserKnownHostsFile=/b"
+    """)
+    n1, n2, n3 = (inv.by_name(n) for n in ("n1", "n2", "n3"))
+    assert (n1.jump_host, n2.jump_host, n2.known_hosts) == ("first.example", "common.example", "/kh")
+    assert (n3.jump_host, n3.known_hosts) == ("one.example", "/a")
+    assert "ansible_ssh_args" not in n1.vars
