@@ -1104,6 +1104,17 @@ def _ansible_vars(doc: _Doc, node: yaml.Node | None, path: str) -> _AnsibleVars:
     out = _AnsibleVars()
     for key, knode, vnode in doc.items(node, path, "a mapping of variables"):
         kpath = _join(path, key)
+        if key in _ANSIBLE_CONN_KEYS or key in KEYS:
+            value = doc.value(vnode, kpath)
+            items = value.items() if isinstance(value, dict) else [(None, value)]
+            for sub, text in items:
+                if isinstance(text, str) and ("{{" in text or "{%" in text):
+                    # Ansible renders "{{ inventory_hostname }}.ib" when it connects; here it would be
+                    # refused as a host name, or taken as written (env: {X: "{{ iface }}"})
+                    raise doc.error(sub is not None and _find_subkey(vnode, sub) or vnode,
+                                    kpath if sub is None else _join(kpath, sub),
+                                    f"{_cut(text)} is a Jinja template, which preflight does not evaluate; "
+                                    f"write the value itself")
         if key in _ANSIBLE_CONN_KEYS:
             value = doc.value(vnode, kpath)
             if value is None:

@@ -1538,3 +1538,31 @@ def test_ansible_ssh_args_first_proxy_jump_wins_as_in_ssh(tmp_path):
     assert (n1.jump_host, n2.jump_host, n2.known_hosts) == ("first.example", "common.example", "/kh")
     assert (n3.jump_host, n3.known_hosts) == ("one.example", "/a")
     assert "ansible_ssh_args" not in n1.vars
+
+
+def test_ansible_jinja_template_in_a_setting_is_an_error(tmp_path):
+    err = error(tmp_path, """
+        all:
+          hosts:
+            node01:
+              ansible_host: "{{ inventory_hostname }}.ib"
+    """)
+    assert where(err) == (4, "all.hosts.node01.ansible_host")
+    assert "Jinja template" in err.message
+    err = error(tmp_path, """
+        all:
+          vars:
+            ifname: eth0
+            env: {HCCL_SOCKET_IFNAME: "{{ ifname }}"}
+          hosts:
+            node01:
+    """)
+    assert where(err) == (4, "all.vars.env.HCCL_SOCKET_IFNAME") and "Jinja template" in err.message
+    inv = load(tmp_path, """
+        all:
+          vars:
+            note: "{{ not_ours }}"
+          hosts:
+            node01:
+    """)
+    assert inv.hosts[0].vars["note"] == "{{ not_ours }}"
