@@ -609,6 +609,11 @@ _INI_SECTION = re.compile(r"\[[A-Za-z0-9_.-]+(:(vars|children))?\]")
 _INI_HOST = re.compile(r"[^\s:=#{}\[\]]+(\s+[A-Za-z_][A-Za-z0-9_]*=\S+)+")
 
 
+def _ini_uncommented(line: str) -> str:
+    """An INI line without its trailing comment: "[head]  # the Ray head" is "[head]"."""
+    return re.sub(r"\s+[#;].*", "", line).strip()
+
+
 def _cut(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -620,15 +625,15 @@ class _Doc:
         self.file = file
         first = next(((n, line.strip()) for n, line in enumerate(text.splitlines(), 1)
                       if line.strip() and not line.lstrip().startswith(("#", ";"))), None)
-        if first and (_INI_SECTION.fullmatch(first[1]) or _INI_HOST.fullmatch(first[1])):
-            raise InventoryError(file, first[0], None,
-                                 f"{_cut(first[1])} starts an Ansible INI inventory; this reads YAML inventories (its "
-                                 f"own or Ansible's YAML form): convert it with ansible-inventory -i "
-                                 f"{os.path.basename(file)} --list --yaml > hosts.yaml")
+        if first and (_INI_SECTION.fullmatch(_ini_uncommented(first[1])) or _INI_HOST.fullmatch(first[1])):
+            raise self.ini(first[0], first[1])
         try:
             self.loader = yaml.SafeLoader(text)
             self.root = self.loader.get_single_node()
+            if self.root is not None and not isinstance(self.root, yaml.MappingNode):
+                self.ini_section(text)  # "node01" above "[worker]": YAML reads one long scalar
         except yaml.MarkedYAMLError as e:
+            self.ini_section(text)  # "[head]  # the Ray head", "node01 ansible_port=22  # ssh"
             mark = e.problem_mark or e.context_mark
             what = e.problem or e.context or "invalid YAML"
             if e.context and e.problem:
@@ -640,6 +645,18 @@ class _Doc:
                                                    f"{chr(e.character)!r} (#x{e.character:04x})") from None
         except yaml.YAMLError as e:
             raise InventoryError(file, None, None, f"YAML error: {e}") from None
+
+    def ini(self, number: int, line: str) -> InventoryError:
+        return InventoryError(self.file, number, None,
+                              f"{_cut(line)} starts an Ansible INI inventory; this reads YAML inventories (its "
+                              f"own or Ansible's YAML form): convert it with ansible-inventory -i "
+                              f"{os.path.basename(self.file)} --list --yaml > hosts.yaml")
+
+    def ini_section(self, text: str) -> None:
+        """Raise the INI error at the first ``[section]`` line, when the file has one."""
+        for number, line in enumerate(text.splitlines(), 1):
+            if line[:1] == "[" and _INI_SECTION.fullmatch(_ini_uncommented(line)):
+                raise self.ini(number, line.strip())
 
     def error(self, node: yaml.Node | None, key: str | None, message: str) -> InventoryError:
         return InventoryError(self.file, _line(node), key or None, message)

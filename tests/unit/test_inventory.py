@@ -1566,3 +1566,16 @@ def test_ansible_jinja_template_in_a_setting_is_an_error(tmp_path):
             node01:
     """)
     assert inv.hosts[0].vars["note"] == "{{ not_ours }}"
+
+
+@pytest.mark.parametrize("text, line", [
+    ("[head]  # the Ray head\nnode01 ansible_host=10.0.0.1\n", 1),
+    ("node01 ansible_port=22  # ssh\n[worker]\nnode01\n", 2),
+    ("node01\nnode02\n\n[worker]\nnode01\n", 4),
+])
+def test_ini_inventory_named_as_such_past_the_first_line(tmp_path, text, line):
+    path = tmp_path / "hosts"
+    path.write_text(text)
+    with pytest.raises(InventoryError) as info:
+        load_inventory(path)
+    assert info.value.line == line and "starts an Ansible INI inventory" in info.value.message
