@@ -833,6 +833,18 @@ def _item_value(item, files, stack):
     return stack.version_of(item)
 
 
+def _agreed(item: str, value: str, pip_mindspeed: dict) -> dict:
+    """What preflight-merge compares across shards, as coarse as one run's failure: Python by its
+    minor release and the others by their public version (a patch or a '+' label apart is a warning
+    in one run), MindSpeed by its pip version, which a branch and a tag share, and by its release
+    where every node's is a branch."""
+    if item == "python":
+        return {item: value.rsplit(".", 1)[0] if value.count(".") == 2 else value}
+    if item == "mindspeed" and set(pip_mindspeed.values()) != {value}:
+        return {item: next(iter(pip_mindspeed.values())), "mindspeed release": value}
+    return {item: value if item in ("driver", "firmware") else value.split("+", 1)[0]}
+
+
 def _mindspeed_values(per_host: dict, stacks: dict) -> dict:
     """MindSpeed by its release where every node's comes from a git branch (its pip version follows
     the Megatron core: 0.12.1 for 2.1.0 to 26.x); else by the pip version, which a branch and a
@@ -868,6 +880,7 @@ def test_versions_agree(cluster, verdict):
         stacks[host.name] = stack
         for item, _ in AGREE_ITEMS:
             values[item][host.name] = _item_value(item, files, stack) or "not installed"
+    pip_mindspeed = dict(values.get("mindspeed") or {})
     if values.get("mindspeed"):
         values["mindspeed"] = _mindspeed_values(values["mindspeed"], stacks)
     for item, _ in AGREE_ITEMS:
@@ -879,7 +892,7 @@ def test_versions_agree(cluster, verdict):
             read = len(per_host)
             verdict.passed(item, message=f"{item} {sides.majority} on all {read} nodes" if read == len(cluster.hosts)
                            else f"{item} {sides.majority} on the {read} of {len(cluster.hosts)} nodes read",
-                           agreed={item: sides.majority})
+                           agreed=_agreed(item, sides.majority, pip_mindspeed))
             continue
         # Python 3.10.12 next to 3.10.14 runs the same wheels and the same job: a patch release
         # apart is worth a warning, not a NOT READY.

@@ -510,3 +510,39 @@ def test_role_only_nodes_declaring_other_npu_counts_in_two_shards_are_not_compar
     assert merge([("a", eight), ("b", one("x", 16, a3))])["ready"] is True
     assert merge([("a", eight), ("b", one("y", 8, a3))])["ready"] is False  # both declare 8: compared
     assert merge([("a", one("u", None)), ("b", one("v", None, a3))])["ready"] is False  # neither declares
+
+
+def _versions_shard(name, nodes, raw):
+    from preflight.checks import versions
+    from tests.factsets import cluster_of, make_facts, make_host, run_check
+
+    doc = shard(name, nodes)
+    doc["results"] = [r.to_json() for r in run_check(versions.test_versions_agree, cluster=cluster_of(
+        *[(make_host(h), make_facts(h, raw=raw())) for h in nodes]))]
+    return doc
+
+
+def test_versions_one_run_would_pass_or_only_warn_about_are_not_a_failure_across_shards():
+    """Python 3.10.12 on one shard and 3.10.14 on another (one run: a warning), torch 2.6.0+cpu beside
+    2.6.0 (a warning), MindSpeed from its branch on one shard and a tag of it on another (one run: the
+    same pip version, a pass) failed the merge."""
+    from tests.factsets import out
+    from tests.unit.test_node_catalog import PACKAGES, mindspeed_mm_stack, node_raw, stack_output
+
+    def merged(one, other):
+        return merge([("a", _versions_shard("a", ["a1", "a2"], one)), ("b", _versions_shard("b", ["b1"], other))])
+
+    patch = merged(node_raw, lambda: node_raw(python_dot_stack=out(stack_output(version="3.10.14"))))
+    assert patch["ready"] is True, patch["merge"]["not_ready"]
+    minor = merged(node_raw, lambda: node_raw(python_dot_stack=out(stack_output(version="3.11.9"))))
+    assert [w[:40] for w in minor["merge"]["not_ready"]] == ["cluster.versions_agree: python across th"]
+    label = merged(lambda: node_raw(python_dot_stack=out(stack_output(packages={**PACKAGES, "torch": "2.6.0+cpu"}))),
+                   lambda: node_raw(python_dot_stack=out(stack_output(packages={**PACKAGES, "torch": "2.6.0"}))))
+    assert label["ready"] is True, label["merge"]["not_ready"]
+    tag = merged(lambda: node_raw(python_dot_stack=out(mindspeed_mm_stack())),
+                 lambda: node_raw(python_dot_stack=out(mindspeed_mm_stack(ms_head="3f2c9a1d0b7e"))))
+    assert tag["ready"] is True, tag["merge"]["not_ready"]
+    # Two branches of one pip version: two releases, as one run says.
+    other = merged(lambda: node_raw(python_dot_stack=out(mindspeed_mm_stack())),
+                   lambda: node_raw(python_dot_stack=out(mindspeed_mm_stack(ms_head="ref: refs/heads/2.1.0_core_r0.12.1"))))
+    assert [w[:50] for w in other["merge"]["not_ready"]] == ["cluster.versions_agree: mindspeed release across t"]
