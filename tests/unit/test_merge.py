@@ -546,3 +546,34 @@ def test_versions_one_run_would_pass_or_only_warn_about_are_not_a_failure_across
     other = merged(lambda: node_raw(python_dot_stack=out(mindspeed_mm_stack())),
                    lambda: node_raw(python_dot_stack=out(mindspeed_mm_stack(ms_head="ref: refs/heads/2.1.0_core_r0.12.1"))))
     assert [w[:50] for w in other["merge"]["not_ready"]] == ["cluster.versions_agree: mindspeed release across t"]
+
+
+def _hardware_shard(name, nodes):
+    """``nodes``: (name, groups, npus_per_node, npu-smi info fixture, board read)."""
+    from preflight.checks import npu
+    from tests.factsets import cluster_of, fixture, healthy_raw, make_facts, make_host, out, run_check
+
+    pairs = []
+    for node, groups, declared, info, board in nodes:
+        raw = healthy_raw()
+        raw["npu_smi.info"] = out(fixture(info))
+        raw["npu_smi.board"] = out(fixture("npu-smi/board/a3-9392-chip-npu0-c0-head.txt")) if board else \
+            out("", rc=1, stderr="permission denied")
+        pairs.append((make_host(node, groups=groups, **({"npus_per_node": declared} if declared else {})),
+                      make_facts(node, raw=raw)))
+    doc = shard(name, [n for n, *_ in nodes])
+    doc["results"] = [r.to_json() for r in run_check(npu.test_hardware_agree, cluster=cluster_of(*pairs))]
+    return doc
+
+
+def test_a3_nodes_whose_board_one_shard_could_not_read_are_compared_by_their_shape():
+    """A3 nodes read as 8 x Ascend910 (ascend910_9392) on one shard and 8 x Ascend910 on a shard
+    that could not read the board (not root) failed the merge: one run compares the shape alone."""
+    a3 = "npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt"
+    read = _hardware_shard("a", [("a1", [], None, a3, True), ("a2", [], None, a3, True)])
+    unread = _hardware_shard("b", [("b1", [], None, a3, False), ("b2", [], None, a3, False)])
+    doc = merge([("a", read), ("b", unread)])
+    assert doc["ready"] is True, doc["merge"]["not_ready"]
+    other = _hardware_shard("b", [("b1", [], None, "npu-smi/info/a2-910b4-25.0.rc1.1-idle.txt", False)] * 2)
+    assert merge([("a", read), ("b", other)])["ready"] is False
+
