@@ -158,7 +158,7 @@ def test_hardware_agree(cluster, verdict):
             # with another's declaring the same, as one run would split them (head 4, workers 8).
             by_name = {h.name: h for h in cluster.hosts}
             counts = {by_name[h].vars.get("npus_per_node") for h in shapes} if group == ALL_NODES else set()
-            key = f"{named} declaring npus_per_node {counts.pop()}" if len(counts) == 1 and None not in counts \
+            key = f"the nodes declaring npus_per_node {counts.pop()}" if len(counts) == 1 and None not in counts \
                 else named
             # The SoC is compared where every node's board was read: a shard that read none is compared by
             # its shape alone, as one run with one board unread compares every node.

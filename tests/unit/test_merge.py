@@ -506,7 +506,7 @@ def test_role_only_nodes_declaring_other_npu_counts_in_two_shards_are_not_compar
         return doc
 
     eight = one("w", 8)
-    assert list(eight["results"][0]["agreed"]) == ["the nodes outside any hardware group declaring npus_per_node 8"]
+    assert list(eight["results"][0]["agreed"]) == ["the nodes declaring npus_per_node 8"]
     assert merge([("a", eight), ("b", one("x", 16, a3))])["ready"] is True
     assert merge([("a", eight), ("b", one("y", 8, a3))])["ready"] is False  # both declare 8: compared
     assert merge([("a", one("u", None)), ("b", one("v", None, a3))])["ready"] is False  # neither declares
@@ -577,3 +577,14 @@ def test_a3_nodes_whose_board_one_shard_could_not_read_are_compared_by_their_sha
     other = _hardware_shard("b", [("b1", [], None, "npu-smi/info/a2-910b4-25.0.rc1.1-idle.txt", False)] * 2)
     assert merge([("a", read), ("b", other)])["ready"] is False
 
+
+def test_workers_declaring_8_npus_are_compared_with_another_shards_beside_a_4_npu_head():
+    """Rack a: a head declaring 4 NPUs and workers declaring 8; rack b: workers declaring 8. One run
+    compares all the 8-NPU workers; the merge keyed them apart and never compared them."""
+    b4, a3 = "npu-smi/info/a2-910b4-25.0.rc1.1-idle.txt", "npu-smi/info/a3-ascend910-24.1.rc3.7-classic-idle.txt"
+    rack_a = _hardware_shard("a", [("h", ["head"], 4, b4, True), ("a1", ["worker"], 8, b4, True),
+                                   ("a2", ["worker"], 8, b4, True)])
+    rack_b = _hardware_shard("b", [("b1", ["worker"], 8, a3, True), ("b2", ["worker"], 8, a3, True)])
+    doc = merge([("a", rack_a), ("b", rack_b)])
+    assert [w[:70] for w in doc["merge"]["not_ready"]] == [
+        "cluster.hardware_agree: the nodes declaring npus_per_node 8 across the"], doc["merge"]["not_ready"]
