@@ -198,9 +198,10 @@ def _across_shards(docs: list[tuple[str, dict]], hosts: list[dict]) -> list[dict
                 for key, value in r["agreed"].items():
                     shards = seen.setdefault(r["check"], {}).setdefault(key, {}).setdefault(value, [])
                     shards.append(_label(path, r.get("shard")))
-    nodes: dict[str, list[str]] = {}  # shard label -> its hosts
+    nodes: dict[str, list[str]] = {}  # shard label -> its hosts reached (the others agreed to nothing)
     for h in hosts:
-        nodes.setdefault(h["shard"], []).append(h["name"])
+        if h.get("reachable") is not False:
+            nodes.setdefault(h["shard"], []).append(h["name"])
     found = []
     for check, keys in seen.items():
         info = _catalog().get(check)
@@ -212,6 +213,12 @@ def _across_shards(docs: list[tuple[str, dict]], hosts: list[dict]) -> list[dict
             size = {v: sum(len(nodes.get(s, ())) for s in shards) for v, shards in values.items()}
             majority = max(values, key=lambda v: (size[v], -list(values).index(v)))
             odd = [name for v, shards in values.items() if v != majority for s in shards for name in nodes.get(s, ())]
+            # A value naming its node first (a device IP's "node-03 npu0"): those nodes, on every side, as
+            # one run names every node holding the address, not the whole of the smaller shard.
+            owners = [v.split(" ", 1)[0] for v, shards in values.items()
+                      if any(v.split(" ", 1)[0] in nodes.get(s, ()) for s in shards)]
+            if len(owners) == len(values):
+                odd = owners
             described = "; ".join(f"{v} on the nodes of {', '.join(shards)} ({size[v]} hosts)"
                                   for v, shards in values.items())
             observed = f"{key}: {described}"

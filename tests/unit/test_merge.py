@@ -588,3 +588,18 @@ def test_workers_declaring_8_npus_are_compared_with_another_shards_beside_a_4_np
     doc = merge([("a", rack_a), ("b", rack_b)])
     assert [w[:70] for w in doc["merge"]["not_ready"]] == [
         "cluster.hardware_agree: the nodes declaring npus_per_node 8 across the"], doc["merge"]["not_ready"]
+
+
+def test_a_device_ip_in_two_shards_blames_the_two_nodes_holding_it_not_a_whole_shard():
+    """One device IP on a1 npu0 and on b2 npu0: one run names a1 and b2; the merge named every node
+    of the smaller shard (b1 too, whose IPs are its own).  An unreachable node agreed to nothing."""
+    a = _shard_of_real_checks("a", ["a1", "a2", "a3"])
+    b = _shard_of_real_checks("b", ["b1", "b2"], ip_base=50)
+    [r] = [r for r in b["results"] if r["check"] == "cluster.device_ip_unique" and r.get("agreed")]
+    r["agreed"]["device IP 29.0.0.9"] = r["agreed"].pop("device IP 29.51.0.9")
+    [dupe] = [r for r in merge([("a", a), ("b", b)])["results"] if r["outcome"] == "failed"]
+    assert dupe["subject"] == "device IP 29.0.0.9" and dupe["outliers"] == ["a1", "b2"], dupe
+    on = _shard_of_real_checks("b", ["b1", "b2"], tls=1, ip_base=50)
+    on["hosts"].append({"name": "b3", "address": "b3", "reachable": False, "error": "refused", "groups": []})
+    [tls] = [r for r in merge([("a", a), ("b", on)])["results"] if r["outcome"] == "failed"]
+    assert tls["outliers"] == ["b1", "b2"], tls
