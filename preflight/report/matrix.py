@@ -282,6 +282,7 @@ def fix_items(document: dict) -> list[FixItem]:
     # set, not one per NPU: (outcome, check, nodes, text with the NPU's number as <N>, ...) -> NPUs.
     by_npu: dict[tuple, list[tuple[int, str, str | None]]] = {}
     items: list = []
+    nodes: list[tuple[bool, tuple]] = []  # per item: (cluster-wide, the nodes it names), for _one_fix_once
     for (outcome, check, subject, generic, remedy, reference, shard), members in sorted(
             groups.items(), key=lambda kv: (_ORDER[kv[0][0]], kv[0][1] != "cluster.reachable")):
         hosts = [h for h, _, _, _ in members]
@@ -300,6 +301,7 @@ def fix_items(document: dict) -> list[FixItem]:
                 key = (outcome, check, on, _any_npu(message, npu[1]), _any_npu(remedy, npu[1]), reference)
                 if key not in by_npu:
                     items.append(key)  # its place: the first NPU's
+                    nodes.append((False, tuple(sorted(named))))
                 by_npu.setdefault(key, []).append((int(npu[1]), message, remedy))
                 continue
             where = " ".join(p for p in (on, subject) if p)
@@ -315,22 +317,25 @@ def fix_items(document: dict) -> list[FixItem]:
             if shard:  # a merged report: which shard's cluster
                 where += f" of {shard}"
         items.append(FixItem(outcome, check, where, message, remedy, reference))
-    return _one_fix_once([item if isinstance(item, FixItem) else _npu_item(item, by_npu[item]) for item in items])
+        nodes.append((not named, tuple(sorted(named or blamed))))
+    return _one_fix_once([item if isinstance(item, FixItem) else _npu_item(item, by_npu[item]) for item in items],
+                         nodes)
 
 
-def _one_fix_once(items: list[FixItem]) -> list[FixItem]:
+def _one_fix_once(items: list[FixItem], nodes: list[tuple[bool, tuple]]) -> list[FixItem]:
     """A cluster-wide finding whose remedy is word for word a node's finding's (TLS on for one NPU:
     hccl.tls_node on the node and cluster.tls_agree across the cluster, the same hccn_tool command
-    on the same NPU) is one item naming both checks: one fix, listed once."""
+    on the same NPU) is one item naming both checks: one fix, listed once.  Only on the same nodes:
+    a check's own remedy, shared by two checks (env.socket_ifname, cluster.ifname_agree), on other
+    nodes is another finding.  ``nodes`` is per item (cluster-wide, the nodes it names)."""
     first: dict[tuple, int] = {}
     for i, item in enumerate(items):
-        if item.remedy and not item.where.endswith("cluster-wide)") and item.where != "the cluster":
-            first.setdefault((item.outcome, item.remedy), i)
+        if item.remedy and not nodes[i][0]:
+            first.setdefault((item.outcome, item.remedy, nodes[i][1]), i)
     kept, folded = [], {}
     for i, item in enumerate(items):
-        twin = first.get((item.outcome, item.remedy))
-        if twin is not None and twin != i and item.check.startswith("cluster.") and (
-                item.where.endswith("cluster-wide)") or item.where == "the cluster"):
+        twin = first.get((item.outcome, item.remedy, nodes[i][1]))
+        if twin is not None and twin != i and item.check.startswith("cluster.") and nodes[i][0] and nodes[i][1]:
             folded.setdefault(twin, []).append(item.check)
             continue
         kept.append(i)

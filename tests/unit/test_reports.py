@@ -685,3 +685,27 @@ def test_one_fix_for_a_node_and_the_cluster_is_one_item():
     # Remedies that differ (node-01's own majority is on, the cluster's off): two items.
     other = dict(results[1], remedy=fix.replace("enable 0", "enable 1"))
     assert len(fix_items({"hosts": hosts, "results": [results[0], other]})) == 2
+
+
+def test_a_cluster_finding_sharing_a_checks_own_remedy_with_another_nodes_finding_is_kept():
+    """env.socket_ifname on node-03 and cluster.ifname_agree blaming node-02 have one remedy, the
+    checks' shared default: the cluster finding was folded into node-03's item and node-02 was
+    named nowhere in "What to fix"."""
+    from preflight.report.matrix import fix_items
+
+    hosts = [{"name": f"node-0{i}", "reachable": True} for i in (1, 2, 3)]
+    fix = "List the node's interfaces (ip -br addr) and set the variable to the NIC ..."
+    results = [result("env.socket_ifname", "node-03", "failed", "eth2 is down", subject="HCCL_SOCKET_IFNAME",
+                      remedy=fix),
+               result("cluster.ifname_agree", None, "failed", "node-02 uses eth1", subject="HCCL_SOCKET_IFNAME",
+                      outliers=("node-02",), remedy=fix),
+               result("cluster.ifname_agree", None, "failed", "no node's interfaces read", remedy=fix)]
+    items = fix_items({"hosts": hosts, "results": results})
+    assert [(i.check, i.where) for i in items] == [
+        ("env.socket_ifname", "node-03 HCCL_SOCKET_IFNAME"),
+        ("cluster.ifname_agree", "node-02 (HCCL_SOCKET_IFNAME, cluster-wide)"),
+        ("cluster.ifname_agree", "the cluster")], items
+    # The same node: one fix, listed once.
+    same = dict(results[1], outliers=["node-03"])
+    [item] = fix_items({"hosts": hosts, "results": [results[0], same]})
+    assert item.check == "env.socket_ifname, cluster.ifname_agree"
