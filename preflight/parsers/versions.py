@@ -772,7 +772,7 @@ def _accepted_before_ports(steps: dict) -> dict[int, tuple[str, ...]]:
             if step[0] == "accept":
                 accepted.extend(step[1])
             elif step[0] == "port":
-                found[step[1]] = tuple(accepted)
+                found.setdefault(step[1], tuple(accepted))  # a chain jumped to twice: the first time drops
             elif step[0] == "jump" and step[1] not in seen:
                 walk(step[1], seen | {step[1]})
 

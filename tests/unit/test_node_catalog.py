@@ -2548,6 +2548,15 @@ def test_firewall_follows_input_into_a_chain_it_jumps_to():
                              ).active == []
 
 
+def test_firewall_a_port_drop_in_a_chain_input_jumps_to_twice_is_judged_where_first_reached():
+    """INPUT jumps to HARDEN, accepts 10.0.0.0/8, jumps to HARDEN again: a packet from the nodes is
+    dropped on the first pass; the second pass's accepts were credited to the rule."""
+    state = pv.parse_firewall("iptables=-P INPUT ACCEPT\niptables=-A INPUT -j HARDEN\n"
+                              "iptables=-A INPUT -s 10.0.0.0/8 -j ACCEPT\niptables=-A INPUT -j HARDEN\n"
+                              "iptables_chain=-N HARDEN\niptables_chain=-A HARDEN -p tcp -m tcp --dport 6379 -j DROP\n")
+    assert state.port_rule_accepts == ((),), state
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip") or not os.path.exists("/usr/sbin/iptables"),
                     reason="needs root, iproute2 and iptables for a netns with rules")
 def test_the_firewall_probe_reads_a_chain_input_jumps_to_in_a_real_netns():
