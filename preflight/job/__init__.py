@@ -163,21 +163,34 @@ class Job:
         return out
 
 
-def unresolved_reason(value: str, path: str, conditional: dict, sourced=()) -> str | None:
-    """Why a value the launch script builds is known only when it runs; None when it is known.
-
-    ``conditional`` is :attr:`preflight.job.shell.Script.conditional`: the variables each
-    branch of an if/case/&& sets differently, with where."""
-    if "$" not in value and "`" not in value:
-        return None
+def _names(value: str) -> list[str]:
     names = re.findall(r"\$\{?([A-Za-z_]\w*)", value)
     for inner in re.findall(r"\$\(\((.*?)\)\)", value):  # $((TP * 2)): names without a $
         names += re.findall(r"[A-Za-z_]\w*", inner)
+    return names
+
+
+def unresolved_reason(value: str, path: str, conditional: dict, sourced=(), variables=None) -> str | None:
+    """Why a value the launch script builds is known only when it runs; None when it is known.
+
+    ``conditional`` is :attr:`preflight.job.shell.Script.conditional`: the variables each
+    branch of an if/case/&& sets differently, with where. ``variables`` (the script's, as the
+    reader left them) lets a value like ``$(($MBS*$DP))`` be traced through ``DP`` to the
+    ``$(cat hostfile)`` it was built from: the script sets DP, the command's output is unknown."""
+    if "$" not in value and "`" not in value:
+        return None
+    names = _names(value)
+    texts = [value]
+    for name in names:  # grows as the script's own variables name others
+        held = (variables or {}).get(name)
+        if held is not None and held.text not in texts and len(names) < 1000:
+            texts.append(held.text)
+            names += _names(held.text)
     branchy = [n for n in dict.fromkeys(names) if n in conditional]
     if branchy:
         sets = "; ".join(f"{n}={text} at {path}:{line}" for n in branchy for line, text in conditional[n])
         return f"is set in a branch ({sets})"
-    if re.search(r"\$\((?!\()|`", value):
+    if any(re.search(r"\$\((?!\()|`", text) for text in texts):
         return "is the output of a command the script runs"
     if value.count("}") > value.count("{"):
         # ${MODEL_PATH}}: the extra brace is text the job receives as part of the value.

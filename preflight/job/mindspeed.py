@@ -180,7 +180,8 @@ def parse_mindspeed(path: str, text: str) -> Job:
         if quoted and numeric:
             # torchrun hands the text on as it is: argparse stops the job at it.
             raise JobError(path, vline, f"{flag} {value} {quoted}: the job stops at it, as {value} is not an integer")
-        reason = (quoted or unresolved_reason(value, path, script.conditional, script.sourced_before(launch.line))
+        reason = (quoted or unresolved_reason(value, path, script.conditional, script.sourced_before(launch.line),
+                                            script.variables)
                   or branch_reason((w.line, vline), path, script.branch_lines))
         if reason is not None:
             # Given, so not its default: the checks that read it say they cannot tell.

@@ -76,7 +76,8 @@ def parse_verl(path: str, text: str) -> Job:
         vline = w.line_at(len(w.text) - len(value))
         reason = ("is interpolated by Hydra (OmegaConf) when verl starts" if _HYDRA.search(value)
                   else single_quoted_reason(value, vline, path, script, best.words[0].text)
-                  or unresolved_reason(value, path, script.conditional, script.sourced_before(best.line))
+                  or unresolved_reason(value, path, script.conditional, script.sourced_before(best.line),
+                                       script.variables)
                   or branch_reason((w.line, vline), path, script.branch_lines))
         if reason is not None:
             # Given, so not its default: the checks that read it say they cannot tell.

@@ -361,6 +361,20 @@ def test_mindspeed_keeps_an_unresolved_argument_as_given(tmp_path, setup, shown,
         tp.int_value(job.path)
 
 
+def test_arithmetic_on_a_variable_built_from_a_command_names_the_command(tmp_path):
+    """MindSpeed-MM examples/qwen2.5vl/finetune_qwen2_5_vl_72b.sh: NNODES=$(cat $HOSTFILE | wc -l),
+    DP from WORLD_SIZE from NNODES, GBS=$(($MBS*$GRAD_ACC_STEP*$DP)). --global-batch-size was
+    "set from outside the script"; the script sets every name in it, from a command's output."""
+    p = write(tmp_path, "f.sh", "NPUS_PER_NODE=16\nNNODES=$(cat $HOSTFILE | wc -l)\n"
+                                "WORLD_SIZE=$(($NPUS_PER_NODE*$NNODES))\nTP=2\nMBS=1\n"
+                                "DP=$(($WORLD_SIZE/$TP))\nGBS=$(($MBS*96*$DP))\n"
+                                "torchrun pretrain_vlm.py --micro-batch-size ${MBS} --global-batch-size ${GBS} "
+                                "--seq-length $((SEQ*2))\n")
+    job = load_job(str(p))
+    assert job.arg("gbs").unresolved == "is the output of a command the script runs"
+    assert job.arg("seq_length").unresolved == "is set from outside the script"  # SEQ: the script never sets it
+
+
 def test_a_reference_in_single_quotes_is_the_literal_text_the_job_receives(tmp_path):
     """GPT_ARGS='--tensor-model-parallel-size ${TP}': bash does not expand inside single quotes, so
     the job gets the text ${TP}. It was reported as "set from outside the script"; a note now says
