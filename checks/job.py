@@ -141,6 +141,14 @@ def test_tp_kv_heads(job, job_facts, verdict):
         verdict.passed(job.name, message=f"{tp_arg.shown()}: one rank holds every KV head")
         return
     kv, source = _kv_heads(job, job_facts)
+    mp = job.arg("model_path") if job.kind == "verl" else None
+    if (kv is None and mp is not None and not mp.unresolved and _hub_id(mp.value)
+            and job_facts.model(mp.value)[0] is None):
+        # verl downloads a Hub id when the job starts (as for the rollout TP and job.weight_bucket).
+        verdict.skipped(job.name, message=f"{job.name}: {tp_arg.shown()} set, but {job.cite(mp)} is not a directory "
+                                          f"on the nodes, so verl takes it for a Hub model id and downloads it when "
+                                          f"the job starts: its KV heads cannot be read before; not checked")
+        return
     if kv is None:
         dirs = ", ".join(f"{a.name} {a.value}" for _, a in job.model_dirs())
         config = (f"no readable config.json in {dirs}" if dirs

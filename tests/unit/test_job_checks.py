@@ -1117,6 +1117,19 @@ def test_verl_rollout_tp_without_a_readable_model_is_not_an_error(tmp_path, mode
     assert r.outcome == outcome, r.message
 
 
+@pytest.mark.parametrize("model, outcome", [("Qwen/Qwen2-7B-Instruct", "skipped"), ("/nowhere/m", "error")])
+def test_verl_megatron_tp_on_a_hub_model_id_is_not_an_error(tmp_path, model, outcome):
+    """verl examples/grpo_trainer/run_qwen2-7b_math_megatron.sh: actor_rollout_ref.model.path=Qwen/Qwen2-7B-Instruct
+    with actor megatron TP 2 was an ERROR (KV heads unknown), though verl downloads the model when it starts;
+    the rollout TP beside it was skipped. A local path that is missing stays an error."""
+    p = write(tmp_path, "v.sh", f"python3 -m verl.trainer.main_ppo actor_rollout_ref.model.path={model} "
+                                f"actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 trainer.nnodes=1\n")
+    [r] = [r for r in run(jc.test_tp_kv_heads, load_job(p, kind="verl")) if r.subject == "v.sh"]
+    assert r.outcome == outcome, r.message
+    if outcome == "skipped":
+        assert "Hub model id" in r.message and f"{p}:1" in r.message, r.message
+
+
 def test_verl_world_size_takes_verls_defaults_for_what_the_job_leaves_out(tmp_path):
     # trainer.nnodes=2 without trainer.n_gpus_per_node: verl runs 2 x 8, whatever the inventory has.
     p = write(tmp_path, "v.sh", "python3 -m verl.trainer.main_ppo trainer.nnodes=2 "
