@@ -51,6 +51,10 @@ FLAGS = {
     "--nnodes": ("nnodes", True),
     "--local_worker_num": ("nproc_per_node", True),
     "--worker_num": ("world_size", True),
+    # MindSpeed-LLM's FSDP2 trainer (train_fsdp2.py config.yaml --model.model_name_or_path ...): a
+    # dotted flag overrides that key of its YAML.
+    "--model.model_name_or_path": ("hf_model", False),
+    "--parallel.tp_size": ("tp", True),
     # torchrun / msrun rendezvous: cluster.rendezvous probes the master port the job will use.
     "--master_addr": ("master_addr", False),
     "--master-addr": ("master_addr", False),
@@ -211,6 +215,9 @@ TRAINER_KEYS = {
     "data.dataset_param.preprocess_parameters.model_name_or_path": ("tokenizer", False),
     "data.dataset_param.basic_parameters.dataset": ("data_path", False),
     "data.dataset_param.basic_parameters.dataset_dir": ("dataset_dir", False),
+    # MindSpeed-LLM's FSDP2 trainer (train_fsdp2.py config.yaml).
+    "parallel.tp_size": ("tp", True),
+    "data.dataset.file_name": ("data_path", False),
 }
 
 

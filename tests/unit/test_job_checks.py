@@ -1203,6 +1203,29 @@ def test_a_mindspeed_mm_fsdp2_trainer_config_is_read(tmp_path, monkeypatch):
     assert r.outcome == "skipped"  # training.load is the FSDP trainer's own format, not read
 
 
+def test_a_mindspeed_llm_fsdp2_trainer_reads_its_dotted_flags_and_yaml(tmp_path, monkeypatch):
+    """MindSpeed-LLM examples/fsdp2/qwen3/pretrain_qwen3_8b_4k_fsdp2_A3.sh: train_fsdp2.py CONFIG.yaml
+    --model.model_name_or_path /home/data/Qwen3-8B/ (the flag overrides the YAML key), and the YAML's
+    data.dataset.file_name left as "your origin data path..." and parallel.tp_size. None was read: READY."""
+    cfg = write(tmp_path, "examples/fsdp2/qwen3/p.yaml",
+                'model:\n  trust_remote_code: False\n  model_name_or_path: /yaml/model\ndata:\n  dataset:\n'
+                '    file_name: "your origin data path.example: /home/train-0.parquet"\n  template: qwen3\n'
+                'parallel:\n  tp_size: 2\n')
+    script = write(tmp_path, "examples/fsdp2/qwen3/p.sh",
+                   "torchrun --nproc_per_node 16 train_fsdp2.py examples/fsdp2/qwen3/p.yaml \\\n"
+                   "    --model.model_name_or_path /home/data/Qwen3-8B/ \\\n    --parallel.fsdp_size 16\n")
+    monkeypatch.chdir(tmp_path)
+    job = load_job(script)
+    assert (job.arg("hf_model").value, job.arg("hf_model").line) == ("/home/data/Qwen3-8B/", 2)  # the flag wins
+    assert (job.arg("tp").value, job.arg("tp").file, job.arg("tp").line) == ("2", cfg, 9)
+    results = run(jc.test_data_paths, job)
+    assert {r.outcome for r in results} == {"failed"}, [r.message for r in results]
+    assert any("data.dataset.file_name: your origin data path" in r.message and "placeholder" in r.message
+               for r in results), [r.message for r in results]
+    assert any("--model.model_name_or_path /home/data/Qwen3-8B/" in r.message and "does not exist" in r.message
+               for r in results), [r.message for r in results]
+
+
 def test_a_fsdp2_trainer_config_that_is_not_there_is_a_note(tmp_path):
     from tests.unit.job_files import fsdp2_job
 
