@@ -203,8 +203,9 @@ def _across_shards(docs: list[tuple[str, dict]], hosts: list[dict]) -> list[dict
         if h.get("reachable") is not False:
             nodes.setdefault(h["shard"], []).append(h["name"])
     found = []
+    catalog = _catalog()
     for check, keys in seen.items():
-        info = _catalog().get(check)
+        info = catalog.get(check)
         severity = info.severity if info else "error"
         for key, values in keys.items():
             if len(values) < 2:
@@ -228,7 +229,7 @@ def _across_shards(docs: list[tuple[str, dict]], hosts: list[dict]) -> list[dict
                           "message": f"{key} across the shards: {described}; expected {expected}",
                           "remedy": info.remedy if info else "", "reference": info.reference if info else
                           first[check].get("reference", ""), "observed": observed, "expected": expected,
-                          "outliers": sorted(set(odd)), "nodeid": None})
+                          "outliers": sorted(set(odd)), "nodeid": None, "across_shards": True})
     return found
 
 
@@ -276,6 +277,8 @@ def merge(docs: list[tuple[str, dict]]) -> dict:
             # A merged file merged again names both (two regions' "ra/preflight.json" stay apart).
             hosts.append({**h, "shard": _label(path, h.get("shard"))})
         for r in doc["results"]:
+            if r.get("across_shards") is True:
+                continue  # a merged file merged again: made anew from its shards' agreed values
             if r.get("host") is None:
                 results.append({**r, "shard": _label(path, r.get("shard"))})
             elif r["host"] in keep:

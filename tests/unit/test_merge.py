@@ -476,6 +476,8 @@ def test_what_each_shard_agrees_on_is_compared_across_the_shards(tmp_path, capsy
     assert "b[1-2] (TLS switch, cluster-wide)" in page.read_text()
     again = merge([("m.json", json.loads(out.read_text()))])
     assert any(w.startswith("cluster.tls_agree") for w in again["merge"]["not_ready"])
+    # ... once: the finding the first merge made is made anew, not copied beside the new one.
+    assert sum(1 for r in again["results"] if r["check"] == "cluster.tls_agree" and r["outcome"] == "failed") == 1
 
 
 def test_a_shards_agreed_values_must_be_strings():
