@@ -12,10 +12,8 @@ only (they are serial, so their time is linear in the number of hosts); run.py s
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import pkgutil
 import shlex
 import subprocess
 import sys
@@ -36,19 +34,9 @@ from preflight.run import Cluster, probe_params
 
 def catalog_needs() -> set[str]:
     """Every fact the built-in node catalog needs (what a plain `pytest --inventory` gathers)."""
-    import preflight.checks as pkg
-    from preflight.check import MARKER
+    from preflight.check import catalog
 
-    needs: set[str] = set()
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.name == "job":
-            continue
-        module = importlib.import_module(f"preflight.checks.{mod.name}")
-        for obj in vars(module).values():
-            for mark in getattr(obj, "pytestmark", []):
-                if mark.name == MARKER:
-                    needs.update(mark.args[0].needs)
-    return needs
+    return {need for info in catalog(skip=("job",)).values() for need in info.needs}
 
 
 def phase_one_commands() -> list[ProbeCommand]:

@@ -121,3 +121,23 @@ class Verdict:
 
     def skipped(self, subject: str | None = None, message: str = "not applicable", **kw) -> None:
         self._add("skipped", subject, message, remedy="", **kw)
+
+
+def catalog(skip: tuple[str, ...] = ()) -> dict[str, CheckInfo]:
+    """The built-in checks' declarations by id, from every module of ``preflight.checks`` but
+    those named in ``skip``."""
+    import importlib
+    import pkgutil
+
+    import preflight.checks as pkg
+
+    found: dict[str, CheckInfo] = {}
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if mod.name in skip:
+            continue
+        module = importlib.import_module(f"preflight.checks.{mod.name}")
+        for obj in vars(module).values():
+            for mark in getattr(obj, "pytestmark", []):
+                if mark.name == MARKER:
+                    found[mark.args[0].id] = mark.args[0]
+    return found

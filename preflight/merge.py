@@ -237,24 +237,11 @@ def _catalog() -> dict:
     """The built-in checks' declarations by id (their remedy and severity for a finding the merge
     makes); empty where the catalog cannot be imported."""
     try:
-        import importlib
-        import pkgutil
+        from .check import catalog
 
-        import preflight.checks as pkg
-        from .check import MARKER
+        return catalog()
     except Exception:  # noqa: BLE001 - the merge still says what differs, without the remedy
         return {}
-    found = {}
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        try:
-            module = importlib.import_module(f"preflight.checks.{mod.name}")
-        except Exception:  # noqa: BLE001
-            continue
-        for obj in vars(module).values():
-            for mark in getattr(obj, "pytestmark", []):
-                if mark.name == MARKER:
-                    found[mark.args[0].id] = mark.args[0]
-    return found
 
 
 def merge(docs: list[tuple[str, dict]]) -> dict:
