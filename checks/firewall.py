@@ -62,8 +62,8 @@ def test_firewall(host, facts, cluster, verdict):
             verdict.failed(observed="; ".join(f"{rule} drops {what}" for rule, what in hits),
                            expected="no drop rule for the ports the other nodes connect to",
                            remedy="Remove the rule on this node (iptables -S INPUT --line-numbers, then iptables -D "
-                                  "INPUT <n>; iptables-legacy for a rule it holds; for nftables: nft -a list ruleset, then nft delete rule <family> "
-                                  "<table> <chain> handle <n>), or accept the training nodes' network ahead of it; "
+                                  "INPUT <n>; iptables-legacy for a rule it holds; for nftables: nft -a list ruleset, "
+                                  "then nft delete rule <family> <table> <chain> handle <n>), or accept the training nodes' network ahead of it; "
                                   "persist the change where the rules are loaded from.")
         elif state.port_rules:
             verdict.passed(message=f"no blanket firewall ({tools}); {len(state.port_rules)} rule(s) dropping some "

@@ -149,6 +149,7 @@ def test_hardware_agree(cluster, verdict):
         groups = [g for g in host.groups if g not in ROLE_GROUPS] or [nodes]
         for group in groups:
             per_group[group][host.name] = shape
+    declared_by = {h.name: h.vars.get("npus_per_node") for h in cluster.hosts}
     for group, shapes in sorted(per_group.items()):
         named = (f"group {group}" if not group.startswith("(") else "the nodes outside any hardware group"
                  if group == ALL_NODES else f"the nodes declaring {group[1:-1]}")
@@ -156,8 +157,7 @@ def test_hardware_agree(cluster, verdict):
         if sides.unanimous:
             # For the merge of shards: a shard's role-only nodes declaring one count are compared
             # with another's declaring the same, as one run would split them (head 4, workers 8).
-            by_name = {h.name: h for h in cluster.hosts}
-            counts = {by_name[h].vars.get("npus_per_node") for h in shapes} if group == ALL_NODES else set()
+            counts = {declared_by[h] for h in shapes} if group == ALL_NODES else set()
             key = f"the nodes declaring npus_per_node {counts.pop()}" if len(counts) == 1 and None not in counts \
                 else named
             # The SoC is compared where every node's board was read: a shard that read none is compared by
